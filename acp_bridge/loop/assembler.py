@@ -1,0 +1,229 @@
+"""Assemble provider-neutral stream events into history blocks.
+
+`StreamAssembler` is pure and synchronous: it is fed the events of one model
+stream, in order, and offers views of what has arrived so far.  It does no
+I/O, so the loop can call it on every delta and a test can drive it directly.
+
+Blocks are keyed by the event ``index`` and kept in first-seen order.  A text
+or reasoning block opens with its first delta; a tool call opens with
+`ToolCallStart`.  A block closes with `BlockEnd`, and every block closes when
+`Finish` arrives.  After `Finish` only `Usage` is accepted (some providers
+report usage last).  `BlockEnd` for an index never seen is accepted and
+reserves that index as an empty, closed block (an empty text block on the
+wire), so a later delta to it is an error.
+
+The hot path is `feed` with a `TextDelta` to an open text block: one dict
+lookup and one list append.  Fragments are joined only when a view is asked
+for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import orjson
+
+from acp_bridge.providers.base import (
+    BlockEnd,
+    Finish,
+    FinishReason,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+)
+
+__all__ = ["AssemblyError", "StreamAssembler"]
+
+TEXT: Final = "text"
+REASONING: Final = "reasoning"
+TOOL_CALL: Final = "tool_call"
+# A BlockEnd for an index that never had content.
+EMPTY: Final = "empty"
+
+
+class AssemblyError(Exception):
+    """The event stream breaks the seam's rules (a provider protocol error)."""
+
+
+class _Block:
+    __slots__ = ("closed", "id", "kind", "name", "parts")
+
+    def __init__(self, kind: str, id: str = "", name: str = "") -> None:
+        self.kind = kind
+        self.parts: list[str] = []
+        self.closed = False
+        self.id = id
+        self.name = name
+
+    def text(self) -> str:
+        parts = self.parts
+        if len(parts) == 1:
+            return parts[0]
+        joined = "".join(parts)
+        # Keep the join: views may be asked for more than once.
+        self.parts = [joined]
+        return joined
+
+    def tool_call(self) -> dict[str, Any]:
+        args = self.text()
+        if not args.strip():
+            value: object = {}
+        else:
+            try:
+                value = orjson.loads(args)
+            except orjson.JSONDecodeError as exc:
+                raise AssemblyError(
+                    f"tool call {self.id!r} ({self.name}): arguments are not valid JSON: {exc}"
+                ) from None
+            if not isinstance(value, dict):
+                raise AssemblyError(
+                    f"tool call {self.id!r} ({self.name}): arguments are not a JSON object"
+                )
+        return {"type": TOOL_CALL, "id": self.id, "name": self.name, "input": value}
+
+
+class StreamAssembler:
+    """Accumulates one model stream.  See the module docstring for the rules."""
+
+    __slots__ = ("_blocks", "_open_args", "_open_reasoning", "_open_text", "finish", "usage")
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, _Block] = {}
+        # index -> parts.append of each open block, by kind: the fast path.
+        self._open_text: dict[int, Callable[[str], None]] = {}
+        self._open_reasoning: dict[int, Callable[[str], None]] = {}
+        self._open_args: dict[int, Callable[[str], None]] = {}
+        self.finish: FinishReason | None = None
+        self.usage: Usage | None = None
+
+    # -- feeding -----------------------------------------------------------
+
+    def feed(self, event: StreamEvent) -> None:
+        """Take the next event of the stream; raise `AssemblyError` if it is illegal."""
+        if type(event) is TextDelta:
+            append = self._open_text.get(event.index)
+            if append is None:
+                append = self._open_delta(event.index, TEXT, self._open_text)
+            append(event.text)
+        elif type(event) is ReasoningDelta:
+            append = self._open_reasoning.get(event.index)
+            if append is None:
+                append = self._open_delta(event.index, REASONING, self._open_reasoning)
+            append(event.text)
+        elif type(event) is ToolCallDelta:
+            append = self._open_args.get(event.index)
+            if append is None:
+                append = self._open_delta(event.index, TOOL_CALL, self._open_args)
+            append(event.args)
+        elif type(event) is BlockEnd:
+            self._end_block(event.index)
+        elif type(event) is ToolCallStart:
+            self._start_tool_call(event)
+        elif type(event) is Usage:
+            self.usage = event
+        elif type(event) is Finish:
+            self._finish(event.reason)
+        else:
+            raise AssemblyError(f"not a stream event: {event!r}")
+
+    def _open_delta(
+        self, index: int, kind: str, open_blocks: dict[int, Callable[[str], None]]
+    ) -> Callable[[str], None]:
+        """The slow path of a delta: open a new block, or explain why not."""
+        self._check_not_finished(kind)
+        block = self._blocks.get(index)
+        if block is None:
+            if kind == TOOL_CALL:
+                raise AssemblyError(f"tool call arguments for index {index} before its start")
+            block = self._blocks[index] = _Block(kind)
+        elif block.kind != kind and block.kind != EMPTY:
+            raise AssemblyError(f"{kind} delta to index {index}, which is a {block.kind} block")
+        else:
+            raise AssemblyError(f"{kind} delta to closed block {index}")
+        append = open_blocks[index] = block.parts.append
+        return append
+
+    def _start_tool_call(self, event: ToolCallStart) -> None:
+        self._check_not_finished("tool call start")
+        existing = self._blocks.get(event.index)
+        if existing is not None:
+            raise AssemblyError(
+                f"tool call start at index {event.index}, which is already a {existing.kind} block"
+            )
+        block = self._blocks[event.index] = _Block(TOOL_CALL, event.id, event.name)
+        self._open_args[event.index] = block.parts.append
+
+    def _end_block(self, index: int) -> None:
+        block = self._blocks.get(index)
+        if block is None:
+            self._check_not_finished("block end")
+            block = self._blocks[index] = _Block(EMPTY)
+        block.closed = True
+        self._open_text.pop(index, None)
+        self._open_reasoning.pop(index, None)
+        self._open_args.pop(index, None)
+
+    def _finish(self, reason: FinishReason) -> None:
+        self._check_not_finished("finish")
+        self.finish = reason
+        for block in self._blocks.values():
+            block.closed = True
+        self._open_text.clear()
+        self._open_reasoning.clear()
+        self._open_args.clear()
+
+    def _check_not_finished(self, what: str) -> None:
+        if self.finish is not None:
+            raise AssemblyError(f"{what} after the stream finished ({self.finish})")
+
+    # -- views -------------------------------------------------------------
+
+    def blocks(self) -> list[dict[str, Any]]:
+        """The complete reply of a normally finished stream, as HistoryBlocks.
+
+        Whitespace-only text and reasoning blocks are left out.  A tool call's
+        ``input`` is its parsed arguments (``{}`` when none were streamed);
+        arguments that are not a JSON object raise `AssemblyError`.
+        """
+        out: list[dict[str, Any]] = []
+        for block in self._blocks.values():
+            if block.kind == TOOL_CALL:
+                out.append(block.tool_call())
+            elif block.kind != EMPTY:
+                text = block.text()
+                if text and not text.isspace():
+                    out.append({"type": block.kind, "text": text})
+        return out
+
+    def interrupted_blocks(self) -> list[dict[str, Any]]:
+        """What survives a user stop: text and reasoning blocks, open or closed,
+        with non-whitespace content, in stream order.  No tool calls: a stop
+        comes before dispatch, so none of them will run."""
+        out: list[dict[str, Any]] = []
+        for block in self._blocks.values():
+            if block.kind == TEXT or block.kind == REASONING:
+                text = block.text()
+                if text and not text.isspace():
+                    out.append({"type": block.kind, "text": text})
+        return out
+
+    def completed_tool_calls(self) -> list[dict[str, Any]]:
+        """Closed tool calls (`BlockEnd` seen, or the stream finished), in stream order."""
+        return [b.tool_call() for b in self._blocks.values() if b.kind == TOOL_CALL and b.closed]
+
+    def has_visible_content(self) -> bool:
+        """Whether any text or reasoning block has non-whitespace content.
+
+        Tool calls do not count: this is the test for whether a stopped stream
+        leaves an interrupted message (``bool(interrupted_blocks())``).
+        """
+        for block in self._blocks.values():
+            if block.kind == TEXT or block.kind == REASONING:
+                for part in block.parts:
+                    if part and not part.isspace():
+                        return True
+        return False

@@ -1,0 +1,163 @@
+"""The ACP agent side: method handlers on top of sessions and turns."""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from .. import __version__
+from ..jsonrpc.connection import Connection
+from ..jsonrpc.errors import RpcError
+from ..log.reader import session_path
+from ..log.writer import SessionLog
+from ..loop.session import Session
+from ..loop.turn import Turn, TurnConfig
+from ..loop.updates import UpdateFrames
+from ..providers.base import Provider
+from ..transport.outbox import Outbox
+from . import params as P
+
+log = logging.getLogger("acp_bridge.agent")
+
+PROTOCOL_VERSION = 1
+
+Spawn = Callable[[Callable[[], Awaitable[None]]], None]
+
+
+class Agent:
+    def __init__(
+        self,
+        conn: Connection,
+        outbox: Outbox,
+        *,
+        state_dir: str,
+        provider_factory: Callable[[], Provider],
+        config: TurnConfig,
+        spawn: Spawn,
+    ) -> None:
+        self.conn = conn
+        self.outbox = outbox
+        self.state_dir = state_dir
+        self.provider_factory = provider_factory
+        self.config = config
+        self.spawn = spawn
+        self.sessions: dict[str, Session] = {}
+        conn.requests.update(
+            {
+                "initialize": self.initialize,
+                "session/new": self.new_session,
+                "session/prompt": self.prompt,
+            }
+        )
+        conn.notifications["session/cancel"] = self.cancel
+        conn.cancel_hooks["session/prompt"] = self.cancel
+
+    # -- initialize ----------------------------------------------------------
+
+    async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        version = params.get("protocolVersion")
+        if version is None:
+            raise RpcError.invalid_params("protocolVersion", "is required")
+        if isinstance(version, bool) or not isinstance(version, int | str):
+            raise RpcError.invalid_params("protocolVersion", "must be an integer")
+        P.optional(params, "clientCapabilities", dict)
+        P.optional(params, "clientInfo", dict)
+        # We speak version 1 only: the same version if asked for it, else our
+        # latest (a legacy string version from old clients also gets 1).
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": False,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": False, "sse": False},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "acp-bridge", "title": "acp-bridge", "version": __version__},
+        }
+
+    # -- sessions --------------------------------------------------------------
+
+    async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        cwd = P.absolute_path(params, "cwd")
+        servers = P.mcp_servers(params)
+        if servers:
+            log.warning("MCP servers are not supported yet; ignoring %d server(s)", len(servers))
+        session_id = "sess_" + uuid.uuid4().hex
+        path = session_path(self.state_dir, session_id)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "ab"):
+                pass
+        except OSError as exc:
+            log.error("cannot create the session log %s: %s", path, exc.strerror or exc)
+            raise RpcError(
+                -32603, f"Cannot create the session log: {exc.strerror or exc}", {"path": path}
+            ) from exc
+        provider = self.provider_factory()
+        slog = SessionLog(path, self.outbox)
+        session = Session(session_id, cwd, slog, provider, self.outbox, UpdateFrames(session_id))
+        slog.append(
+            "session/start", 0, 0, session_id=session_id, cwd=cwd, provider=provider.name
+        )
+        self.sessions[session_id] = session
+        return {"sessionId": session_id}
+
+    def _session(self, params: dict[str, Any]) -> Session:
+        session_id = P.session_id(params)
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise RpcError.invalid_params("sessionId", f"no session {session_id!r} in this process")
+        return session
+
+    # -- prompt turns ----------------------------------------------------------
+
+    async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        session = self._session(params)
+        blocks = P.prompt_blocks(params, embedded_context=True, image=False)
+        async with session.lock:
+            session.turns += 1
+            turn = Turn(session, session.turns, blocks, self.config, self.spawn)
+            session.active = turn
+            self.spawn(turn.run)
+            try:
+                await turn.settled.wait()
+            finally:
+                session.active = None
+                if not turn.settled.is_set():
+                    # This handler is being torn down (shutdown): stop the turn
+                    # as a disconnect and give it the deadline to record that.
+                    turn.cancel("disconnected")
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(self.config.cancel_deadline):
+                        await turn.settled.wait()
+        self.spawn(_later(session.log.sync))
+        if turn.error is not None:
+            raise turn.error
+        return {"stopReason": turn.stop_reason}
+
+    def cancel(self, params: dict[str, Any]) -> None:
+        session = self.sessions.get(P.session_id(params))
+        turn = session.active if session is not None else None
+        # A cancel for an unknown or idle session is harmless (invariant I6).
+        if turn is not None and turn.cancel("user"):
+            self.spawn(turn.watchdog)
+
+    async def shutdown(self, cause: str) -> None:
+        """Stop every running turn as ``cause`` and wait until all are settled."""
+        turns = [s.active for s in self.sessions.values() if s.active is not None]
+        for turn in turns:
+            if turn.cancel(cause):
+                self.spawn(turn.watchdog)
+        for turn in turns:
+            await turn.settled.wait()
+
+
+def _later(fn: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        fn()
+
+    return run

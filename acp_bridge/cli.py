@@ -1,0 +1,182 @@
+"""The ``acp-bridge`` command line.
+
+    acp-bridge [serve]        serve ACP v1 on stdin/stdout (what an editor runs)
+    acp-bridge demo           play an editor session in the terminal
+    acp-bridge history ID     print the model history of a stored session
+
+Options common to every subcommand may be given before or after its name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import __version__
+from .paths import ENV_STATE_DIR, resolve_state_dir
+
+PROVIDERS = ("fake",)
+
+
+def _common(defaults: bool) -> argparse.ArgumentParser:
+    # Subparsers get SUPPRESS defaults so an option given before the
+    # subcommand name is not overwritten by the subparser's default.
+    d: Any = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument(
+        "--state-dir",
+        default=d(None),
+        help=f"directory for session logs (default: ${ENV_STATE_DIR}, else "
+        "$XDG_STATE_HOME/acp-bridge, else ~/.local/state/acp-bridge)",
+    )
+    p.add_argument(
+        "--log-level",
+        default=d("warning"),
+        choices=["debug", "info", "warning", "error"],
+        help="stderr log level (default: warning); stdout only ever carries ACP messages",
+    )
+    return p
+
+
+def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
+    d: Any = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
+    p.add_argument(
+        "--provider",
+        default=d("fake"),
+        choices=PROVIDERS,
+        help="model provider; 'fake' is the keyless scripted provider (default: fake)",
+    )
+    p.add_argument(
+        "--script",
+        default=d(None),
+        metavar="FILE",
+        help="script for the fake provider (JSON, see schemas/script.schema.json); "
+        "default: a built-in script that streams a short answer",
+    )
+    p.add_argument(
+        "--cancel-deadline",
+        type=float,
+        default=d(5.0),
+        metavar="SECONDS",
+        help="after session/cancel, answer 'cancelled' within this time even if the "
+        "provider does not stop; the log records the abort as forced (default: 5)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=d(300.0),
+        metavar="SECONDS",
+        help="fail a model request that sends no stream event for this long, recorded "
+        "as timed_out (default: 300; 0 disables)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=d(25),
+        metavar="N",
+        help="model requests allowed in one turn before it ends with "
+        "max_turn_requests (default: 25)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="acp-bridge",
+        description="An Agent Client Protocol agent: an editor spawns it and talks JSON-RPC "
+        "over stdio.  Stop keeps exactly what the user saw.",
+        parents=[_common(True)],
+    )
+    parser.add_argument("--version", action="version", version=f"acp-bridge {__version__}")
+    _serve_options(parser, True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = sub.add_parser(
+        "serve", parents=[_common(False)], help="serve ACP on stdio (the default command)"
+    )
+    _serve_options(serve, False)
+    demo = sub.add_parser(
+        "demo",
+        parents=[_common(False)],
+        help="play an editor session in the terminal: a streamed answer, a Stop, a follow-up",
+    )
+    demo.add_argument(
+        "--stop-after",
+        type=int,
+        default=12,
+        metavar="N",
+        help="press Stop after N streamed chunks (default: 12)",
+    )
+    history = sub.add_parser(
+        "history",
+        parents=[_common(False)],
+        help="print the model history derived from a stored session, as JSON",
+    )
+    history.add_argument("session_id", metavar="SESSION_ID")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        stream=sys.stderr,
+        format="acp-bridge %(levelname)s %(name)s: %(message)s",
+    )
+    state_dir = resolve_state_dir(args.state_dir)
+    command = args.command or "serve"
+    if command == "history":
+        from .history import print_history
+
+        return print_history(state_dir, args.session_id)
+    if command == "demo":
+        from .demo import run_demo
+
+        return run_demo(state_dir, stop_after=args.stop_after)
+    return _serve(args, state_dir)
+
+
+def _serve(args: argparse.Namespace, state_dir: str) -> int:
+    import anyio
+
+    from .loop.turn import TurnConfig
+    from .providers.script import ScriptError, load_script
+    from .providers.scripted import ScriptedProvider
+    from .server import ServeOptions, serve
+
+    try:
+        script = load_script(args.script) if args.script else _builtin_script()
+    except ScriptError as exc:
+        print(f"acp-bridge: {exc}", file=sys.stderr)
+        return 2
+    options = ServeOptions(
+        state_dir=state_dir,
+        provider_factory=lambda: ScriptedProvider(script),
+        turn=TurnConfig(
+            max_steps=args.max_steps,
+            cancel_deadline=args.cancel_deadline,
+            idle_timeout=args.idle_timeout or None,
+        ),
+    )
+    return anyio.run(serve, options)
+
+
+def _builtin_script() -> Any:
+    from .providers.script import parse_script
+
+    return parse_script(
+        {
+            "description": "built-in: a short streamed answer",
+            "responses": [
+                {
+                    "events": [
+                        {"text": "Hello from acp-bridge (the keyless scripted provider). ", "chunk_size": 6},
+                        {"text": "Pass --script FILE to script the model.", "chunk_size": 6},
+                    ]
+                }
+            ],
+            "when_exhausted": "repeat_last",
+        },
+        source="<built-in>",
+    )

@@ -1,0 +1,147 @@
+"""``acp-bridge demo``: an editor session, played in the terminal.
+
+It spawns the bridge as a real subprocess, speaks ACP to it as an editor
+would, and shows what a person would see: a streamed answer, a Stop
+mid-stream, and a follow-up whose reply proves that the model received the
+interrupted text.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import anyio
+import orjson
+
+from .client import AcpClient, bridge_command
+
+DEMO_SCRIPT: dict[str, Any] = {
+    "description": "acp-bridge demo: a story that is stopped mid-stream, then a report",
+    "responses": [
+        {
+            "events": [
+                {"reasoning": "The user wants a story. Keep it short and calm.", "chunk_size": 8},
+                {
+                    "text": "Once upon a time, a lighthouse keeper named Ada counted ships "
+                    "instead of sheep. Every night she wrote their names in a blue "
+                    "notebook, and every morning the sea rubbed one name out.",
+                    "chunk_size": 5,
+                    "delay_ms": 40,
+                },
+                {"hang": True},
+            ]
+        },
+        {
+            "events": [
+                {
+                    "report": [
+                        "message_count",
+                        "last_assistant_interrupted",
+                        "last_assistant_text",
+                        "last_user_text",
+                    ]
+                }
+            ]
+        },
+    ],
+    "when_exhausted": "repeat_last",
+}
+
+BOLD, DIM, RED, GREEN, RESET = "\033[1m", "\033[2m", "\033[31m", "\033[32m", "\033[0m"
+
+
+def _style(on: bool) -> tuple[str, str, str, str, str]:
+    return (BOLD, DIM, RED, GREEN, RESET) if on else ("", "", "", "", "")
+
+
+def run_demo(state_dir: str, *, stop_after: int = 12) -> int:
+    os.makedirs(state_dir, exist_ok=True)
+    script_path = os.path.join(state_dir, "demo-script.json")
+    with open(script_path, "wb") as f:
+        f.write(orjson.dumps(DEMO_SCRIPT, option=orjson.OPT_INDENT_2))
+    command = bridge_command("--provider", "fake", "--script", script_path, "--state-dir", state_dir)
+    return anyio.run(_demo, command, state_dir, stop_after)
+
+
+async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
+    b, dim, red, green, reset = _style(sys.stdout.isatty())
+    out = sys.stdout
+
+    def say(text: str = "") -> None:
+        out.write(text + "\n")
+        out.flush()
+
+    say(f"{b}acp-bridge demo{reset}: an editor session, played in your terminal")
+    say(f"{dim}editor spawns: {' '.join(command)}{reset}")
+    process = await anyio.open_process(command, stderr=subprocess.DEVNULL)
+    client = AcpClient(process)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(client.read_loop)
+        init = await client.initialize()
+        info = init["result"]["agentInfo"]
+        say(f"{dim}initialize -> {info['name']} {info['version']}, protocol {init['result']['protocolVersion']}{reset}")
+        session_id = await client.new_session(os.getcwd())
+        say(f"{dim}session/new -> {session_id}{reset}")
+        say()
+
+        ask = "Tell me a story about a lighthouse keeper."
+        say(f"{b}You:{reset} {ask}")
+        streaming = {"kind": ""}
+
+        def show(update: dict[str, Any]) -> None:
+            kind = update.get("sessionUpdate")
+            if kind not in ("agent_message_chunk", "agent_thought_chunk"):
+                return
+            if kind != streaming["kind"]:
+                label = f"{dim}(thinking) " if kind == "agent_thought_chunk" else f"{reset}{b}Agent:{reset} "
+                out.write(("\n" if streaming["kind"] else "") + label)
+                streaming["kind"] = kind
+            out.write(update["content"]["text"])
+            out.flush()
+
+        first = await client.prompt(session_id, ask, cancel_after=stop_after, on_update=show)
+        seen = first.text()
+        say(f"{reset}")
+        say(f"{red}■ Stopped{reset}  {dim}(you pressed Stop after {stop_after} chunks; "
+            f"stopReason: {first.stop_reason}; updates after the response: {len(first.late)}){reset}")
+        say()
+
+        follow = "Expand on your second point."
+        say(f"{b}You:{reset} {follow}")
+        streaming["kind"] = ""
+        second = await client.prompt(session_id, follow, on_update=show)
+        say(f"{reset}")
+        reported = _reported(second.text())
+        saw = reported.get("last_assistant_text")
+        same = saw == seen
+        mark = f"{green}✓{reset}" if same else f"{red}✗{reset}"
+        say(f"{mark} the model's next request held the interrupted answer "
+            f"({'exactly the text you saw' if same else 'NOT the text you saw'}; "
+            f"interrupted: {reported.get('last_assistant_interrupted')})")
+        log_path = os.path.join(state_dir, "sessions", session_id + ".jsonl")
+        with open(log_path, "rb") as f:
+            records = f.read().count(b"\n")
+        say()
+        say(f"session log:  {log_path} ({records} records)")
+        say(f"its history:  acp-bridge history --state-dir {state_dir} {session_id}")
+        assert process.stdin is not None
+        await process.stdin.aclose()
+        await process.wait()
+        tg.cancel_scope.cancel()
+    ok = same and first.stop_reason == "cancelled" and not first.late
+    return 0 if ok else 1
+
+
+def _reported(text: str) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(": ")
+        if sep:
+            try:
+                facts[name] = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                facts[name] = value
+    return facts

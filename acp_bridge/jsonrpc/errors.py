@@ -1,0 +1,65 @@
+"""JSON-RPC 2.0 error values.
+
+`RpcError` is both the exception a handler raises to answer with an error and
+the value the parser returns for a frame it must reject.  The codes are the
+ones JSON-RPC and ACP name; anything else a handler raises becomes
+`INTERNAL_ERROR` with a short message and no traceback on the wire.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+REQUEST_CANCELLED: Final = -32800
+AUTH_REQUIRED: Final = -32000
+RESOURCE_NOT_FOUND: Final = -32002
+
+RequestId = int | str | None
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None, *, id: RequestId = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        # The id of the request this error answers, when the parser knows it.
+        self.id = id
+
+    def to_wire(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+    def __repr__(self) -> str:
+        return f"RpcError({self.code}, {self.message!r})"
+
+    @classmethod
+    def parse_error(cls, detail: str) -> RpcError:
+        return cls(PARSE_ERROR, "Parse error", {"detail": detail})
+
+    @classmethod
+    def invalid_request(cls, detail: str, *, id: RequestId = None) -> RpcError:
+        return cls(INVALID_REQUEST, "Invalid Request", {"detail": detail}, id=id)
+
+    @classmethod
+    def method_not_found(cls, method: str) -> RpcError:
+        return cls(METHOD_NOT_FOUND, "Method not found", {"method": method})
+
+    @classmethod
+    def invalid_params(cls, field: str, detail: str) -> RpcError:
+        return cls(INVALID_PARAMS, f"Invalid params: {field}: {detail}", {"field": field, "detail": detail})
+
+    @classmethod
+    def internal(cls, detail: str = "internal error") -> RpcError:
+        return cls(INTERNAL_ERROR, "Internal error", {"detail": detail})
+
+    @classmethod
+    def cancelled(cls) -> RpcError:
+        return cls(REQUEST_CANCELLED, "Request cancelled")

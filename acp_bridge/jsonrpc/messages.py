@@ -1,0 +1,112 @@
+"""JSON-RPC 2.0 message values: parsing frames and encoding replies, free of I/O.
+
+`parse_frame` turns one frame into a `Request`, `Notification` or `Response`,
+or into an `RpcError` that says what to answer (its ``id`` is the request's
+id when the frame got far enough to have one, else ``None`` as JSON-RPC
+requires for parse errors).  Params stay raw dicts: validating them is the
+dispatcher's business, per method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .errors import RequestId, RpcError
+from .framing import FrameTooLarge
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: int | str
+    method: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    id: RequestId
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+Message = Request | Notification | Response
+
+
+def _valid_id(value: Any) -> bool:
+    # bool is an int subclass in Python; JSON-RPC ids are strings or integers.
+    return (type(value) is int) or isinstance(value, str)
+
+
+def parse_frame(frame: bytes | FrameTooLarge) -> Message | RpcError:
+    if isinstance(frame, FrameTooLarge):
+        return RpcError.invalid_request(
+            f"frame of {frame.size} bytes exceeds the {frame.limit}-byte limit"
+        )
+    try:
+        obj = orjson.loads(frame)
+    except orjson.JSONDecodeError as exc:
+        return RpcError.parse_error(str(exc))
+    if not isinstance(obj, dict):
+        kind = "batch" if isinstance(obj, list) else type(obj).__name__
+        return RpcError.invalid_request(f"expected a JSON object, got a {kind}")
+    raw_id = obj.get("id", _MISSING)
+    has_id = raw_id is not _MISSING
+    id_ok = has_id and _valid_id(raw_id)
+    reply_id: RequestId = raw_id if id_ok else None
+    if obj.get("jsonrpc") != "2.0":
+        return RpcError.invalid_request('"jsonrpc" must be "2.0"', id=reply_id)
+    method = obj.get("method", _MISSING)
+    if method is _MISSING:
+        if not has_id:
+            return RpcError.invalid_request("neither a method nor an id")
+        if "result" in obj:
+            return Response(raw_id if id_ok else None, result=obj["result"])
+        error = obj.get("error")
+        if isinstance(error, dict):
+            return Response(raw_id if id_ok else None, error=error)
+        return RpcError.invalid_request("a response needs a result or an error object")
+    if not isinstance(method, str):
+        return RpcError.invalid_request('"method" must be a string', id=reply_id)
+    params = obj.get("params", {})
+    if params is None:
+        params = {}
+    if has_id and not id_ok:
+        return RpcError.invalid_request('"id" must be a string or an integer')
+    if not isinstance(params, dict):
+        if has_id:
+            return RpcError.invalid_params("params", "must be an object")
+        # A notification gets no reply, even an error; its handler sees empty
+        # params and reports the missing fields on stderr.
+        return Notification(method, {})
+    if has_id:
+        return Request(raw_id, method, params)  # type: ignore[arg-type]
+    return Notification(method, params)
+
+
+_MISSING: Any = object()
+
+
+
+def encode_result(id: RequestId, result: Any) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": id, "result": result}) + b"\n"
+
+
+def encode_error(id: RequestId, error: RpcError) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": id, "error": error.to_wire()}) + b"\n"
+
+
+def encode_notification(method: str, params: Any) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params}) + b"\n"
+
+
+def encode_request(id: RequestId, method: str, params: Any) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": id, "method": method, "params": params}) + b"\n"

@@ -1,0 +1,103 @@
+"""The durable event log's record vocabulary (format version 1).
+
+A session is one JSONL file, ``<state-dir>/sessions/<session-id>.jsonl``.  Each
+line is one JSON object (a *record*).  Records are append-only; nothing is ever
+rewritten.  Every record has these fields:
+
+``v``     int, the record format version (`FORMAT_VERSION`).
+``seq``   int, 0 for the first record of the file, then +1 for each record
+          (contiguous, no gaps).
+``at``    float, wall-clock time of the record, seconds since the Unix epoch.
+``type``  str, one of the types below.
+``turn``  int, the prompt turn the record belongs to (1 = first
+          ``session/prompt``; 0 = session-level records).
+``step``  int, the step within the turn (1 = first model call of the turn;
+          0 = turn-level records).
+
+Session level (turn 0, step 0)
+  ``session/start``  ``{session_id, cwd, provider, created_at}``
+
+Turn lifecycle
+  ``turn/start``     ``{}``
+  ``user/message``   ``{content: [HistoryBlock]}``               SURFACE
+  ``turn/end``       ``{reason, forced}``  reason is an ACP stop reason
+                     (``end_turn``, ``max_tokens``, ``max_turn_requests``,
+                     ``refusal``, ``cancelled``) or ``disconnected`` or
+                     ``error``; ``forced`` is true when the cancel deadline
+                     expired and the turn was abandoned rather than unwound.
+
+Step lifecycle (one model call and the tools it asked for)
+  ``step/start``     ``{}``
+  ``step/end``       ``{reason}``  (``tool_use``, ``end_turn``, ``max_tokens``,
+                     ``refusal``, ``cancelled``, ``disconnected``,
+                     ``provider_error``, ``timed_out``)
+
+Stream frames (the live model stream of one attempt)
+  ``stream/start``   ``{attempt, provider}``  attempt: str id, unique in the file
+  ``stream/delta``   ``{attempt, parts: [[index, kind, text], ...]}``  the text
+                     delivered to the editor since the previous delta record,
+                     coalesced; kind is ``"text"``, ``"reasoning"`` or
+                     ``"tool_args"``.  Concatenating the parts of all delta
+                     records of an attempt per (index, kind) rebuilds the
+                     delivered prefix after a crash.
+  ``stream/end``     ``{attempt, outcome}``  outcome ``committed`` (it produced a
+                     surface message) or ``abandoned`` (it did not).
+
+Surface records (the only ones that enter model history)
+  ``assistant/message`` ``{attempt, content: [HistoryBlock], interrupted,
+                         finish, usage, stream?}``  ``interrupted`` true only
+                         for a user stop; then ``stream`` holds the exact
+                         delivered timed stream ``[[t_ms, index, kind, text],
+                         ...]`` (t_ms: milliseconds since stream start).
+  ``tool/result``    ``{tool_call_id, content: [HistoryBlock], is_error}``
+
+Attempts and errors (never enter model history)
+  ``assistant/attempt``  ``{attempt, outcome, content: [HistoryBlock]}``
+                         outcome: ``empty`` (a user stop with nothing but
+                         whitespace delivered), ``provider_error``,
+                         ``timed_out``, ``disconnected``.
+  ``agent/request-error`` ``{attempt, error: {kind, message, retryable,
+                          status, request_id}}``
+
+Tools
+  ``tool/call``      ``{tool_call_id, name, input, status}`` status
+                     ``dispatched`` or ``aborted`` (never ran); always paired
+                     with exactly one ``tool/result``.
+
+HistoryBlock (also the content of model-history messages)
+  ``{"type": "text", "text": str}``
+  ``{"type": "reasoning", "text": str}``
+  ``{"type": "tool_call", "id": str, "name": str, "input": object}``
+  ``{"type": "tool_result", "tool_call_id": str, "content": [text blocks],
+    "is_error": bool}``  (only inside derived user messages)
+  ``{"type": "resource_link", "uri": str, "name": str, ...}``  (ACP fields)
+  ``{"type": "resource", "uri": str, "text": str, "mimeType"?: str}``
+  ``{"type": "image", "data": str, "mimeType": str}``
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+FORMAT_VERSION: Final = 1
+
+SURFACE_TYPES: Final = frozenset({"user/message", "assistant/message", "tool/result"})
+
+RECORD_TYPES: Final = frozenset(
+    {
+        "session/start",
+        "turn/start",
+        "turn/end",
+        "step/start",
+        "step/end",
+        "stream/start",
+        "stream/delta",
+        "stream/end",
+        "user/message",
+        "assistant/message",
+        "tool/result",
+        "assistant/attempt",
+        "agent/request-error",
+        "tool/call",
+    }
+)

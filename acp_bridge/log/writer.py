@@ -1,0 +1,88 @@
+"""Appending records to a session's event log.
+
+`SessionLog` keeps the session's records in memory (the projections read
+them from there) and queues each serialized record on the process `Outbox`,
+so log writes are ordered with the frames sent to the editor.
+
+Stream deltas are coalesced: while an assistant stream is open, each chunk
+delivered to the editor is added to a pending ``stream/delta`` record, which
+is emitted just before the outbox writes its next batch (so the log holds
+what was written to stdout in that batch) or before any other record.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from ..transport.outbox import LogFile, Outbox
+from .records import FORMAT_VERSION
+
+
+class SessionLog:
+    def __init__(self, path: str, outbox: Outbox, records: list[dict[str, Any]] | None = None) -> None:
+        self.path = path
+        self.outbox = outbox
+        self.file = LogFile(path)
+        self.records: list[dict[str, Any]] = records if records is not None else []
+        self.seq = len(self.records)
+        self._attempt: str | None = None
+        self._turn = 0
+        self._step = 0
+        self._parts: list[list[Any]] = []
+        self._last: list[Any] | None = None
+
+    def append(self, type: str, turn: int, step: int, **fields: Any) -> dict[str, Any]:
+        if self._parts:
+            self._flush_delta()
+        record = {"v": FORMAT_VERSION, "seq": self.seq, "at": time.time(), "type": type, "turn": turn, "step": step}
+        record.update(fields)
+        self.seq += 1
+        self.records.append(record)
+        self.outbox.write_log(self.file, orjson.dumps(record) + b"\n")
+        return record
+
+    # -- stream frames -----------------------------------------------------
+
+    def open_stream(self, attempt: str, turn: int, step: int, provider: str) -> None:
+        self.append("stream/start", turn, step, attempt=attempt, provider=provider)
+        self._attempt, self._turn, self._step = attempt, turn, step
+        self.outbox.add_pre_flush(self._flush_delta)
+
+    def delta(self, index: int, kind: str, text: str) -> None:
+        """Record a chunk that has just been queued for the editor (hot path)."""
+        last = self._last
+        if last is not None and last[0] == index and last[1] == kind:
+            last[2].append(text)
+        else:
+            last = [index, kind, [text]]
+            self._parts.append(last)
+            self._last = last
+
+    def close_stream(self, outcome: str) -> None:
+        if self._attempt is None:
+            return
+        self.outbox.remove_pre_flush(self._flush_delta)
+        attempt, self._attempt = self._attempt, None
+        self.append("stream/end", self._turn, self._step, attempt=attempt, outcome=outcome)
+
+    def _flush_delta(self) -> None:
+        if not self._parts:
+            return
+        if self._attempt is None:
+            self._parts, self._last = [], None
+            return
+        parts = [[index, kind, "".join(frags)] for index, kind, frags in self._parts]
+        self._parts = []
+        self._last = None
+        self.append("stream/delta", self._turn, self._step, attempt=self._attempt, parts=parts)
+
+    def sync(self) -> None:
+        """Ask for an fsync once everything queued so far is written."""
+        self.outbox.fsync_log(self.file)
+
+    def close(self) -> None:
+        self.outbox.remove_pre_flush(self._flush_delta)
+        self.file.close()

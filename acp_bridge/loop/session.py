@@ -1,0 +1,35 @@
+"""A session: its event log, its provider, and at most one running turn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from ..log.derive import derive_messages
+from ..log.writer import SessionLog
+from ..providers.base import Provider
+from ..transport.outbox import Outbox
+from .turn import Turn
+from .updates import UpdateFrames
+
+
+@dataclass(eq=False)
+class Session:
+    id: str
+    cwd: str
+    log: SessionLog
+    provider: Provider
+    outbox: Outbox
+    frames: UpdateFrames
+    # Prompts for one session run one at a time; a second prompt waits for
+    # the running turn to settle (an editor that sends a new message usually
+    # sends session/cancel first).
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    turns: int = 0
+    active: Turn | None = None
+
+    def history(self) -> list[dict[str, Any]]:
+        """The model history: a pure projection of the log (invariant I4)."""
+        return derive_messages(self.log.records)

@@ -1,0 +1,446 @@
+"""One prompt turn: steps of model calls, streamed to the editor, logged as they go.
+
+A turn runs as its own task.  The ``session/prompt`` handler waits for
+`Turn.settled` and answers with `Turn.stop_reason`.  Three things can end a
+turn early, and each is recorded differently (invariant I5):
+
+* ``session/cancel`` (cause ``user``): the delivered prefix of the open stream
+  becomes an interrupted ``assistant/message``; nothing visible becomes an
+  ``assistant/attempt`` with outcome ``empty``.  The turn answers
+  ``cancelled``.
+* a disconnect or a signal (cause ``disconnected``): the prefix is kept only
+  as an attempt, never in model history.
+* a provider error or an idle stall: the attempt and an
+  ``agent/request-error`` are logged; the turn answers with an error.
+
+Cancellation is one cancel scope per turn.  Whatever is under it unwinds and
+the cleanup below records the outcome.  If it does not unwind within the
+cancel deadline, the watchdog settles the turn anyway (``forced``) and fences
+it: nothing the stuck task does later reaches the editor or the log
+(invariant I6).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ..jsonrpc.errors import RpcError
+from ..providers.base import (
+    BlockEnd,
+    Finish,
+    ModelRequest,
+    ProviderError,
+    ReasoningDelta,
+    StreamIdleTimeout,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+)
+from .assembler import AssemblyError, StreamAssembler
+from .stop import stop_reason_for_finish
+from .updates import CHUNK_SUFFIX
+
+if TYPE_CHECKING:
+    from .session import Session
+
+log = logging.getLogger("acp_bridge.turn")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnConfig:
+    max_steps: int = 25
+    cancel_deadline: float = 5.0
+    idle_timeout: float | None = 300.0
+
+
+class _Stream:
+    """The open model stream of the current step."""
+
+    __slots__ = ("asm", "attempt", "message_id", "open_tools", "t0", "timed")
+
+    def __init__(self) -> None:
+        self.attempt = "att_" + uuid.uuid4().hex[:16]
+        self.message_id = "msg_" + uuid.uuid4().hex[:16]
+        self.asm = StreamAssembler()
+        self.t0 = time.monotonic()
+        # [t_ms, index, kind, text] of every chunk delivered, for the record.
+        self.timed: list[list[Any]] = []
+        # Tool calls announced to the editor that have no final status yet.
+        self.open_tools: dict[str, str] = {}
+
+
+def unavailable_tool_text(name: str) -> str:
+    return (
+        f"Tool {name!r} is not available in this session: no tools can be run yet. "
+        "Continue without it."
+    )
+
+
+class Turn:
+    def __init__(
+        self,
+        session: Session,
+        number: int,
+        prompt: list[dict[str, Any]],
+        config: TurnConfig,
+        spawn: Callable[[Callable[[], Awaitable[None]]], None],
+    ) -> None:
+        self.session = session
+        self.spawn = spawn
+        self._pending_tools: list[dict[str, Any]] = []
+        self._step_open = False
+        self.number = number
+        self.prompt = prompt
+        self.config = config
+        self.settled = anyio.Event()
+        self.stop_reason: str | None = None
+        self.error: RpcError | None = None
+        self.cause: str | None = None
+        self.forced = False
+        self.fenced = False
+        self.scope = anyio.CancelScope()
+        self.step = 0
+        self.stream: _Stream | None = None
+        self._finalized = False
+
+    # -- control (called from other tasks) ---------------------------------
+
+    def cancel(self, cause: str) -> bool:
+        """Ask the turn to stop; the first cause wins.  Returns False if already settled."""
+        if self.settled.is_set():
+            return False
+        if self.cause is None:
+            self.cause = cause
+        self.scope.cancel()
+        return True
+
+    async def watchdog(self) -> None:
+        """After a cancel, settle the turn by the deadline even if it is stuck."""
+        with anyio.move_on_after(self.config.cancel_deadline):
+            await self.settled.wait()
+            return
+        if not self.settled.is_set():
+            log.warning("turn %d did not stop within %.1fs; abandoning it", self.number, self.config.cancel_deadline)
+            self.forced = True
+            self._finish_interrupted()
+
+    # -- the turn ----------------------------------------------------------
+
+    async def run(self) -> None:
+        slog = self.session.log
+        slog.append("turn/start", self.number, 0)
+        slog.append("user/message", self.number, 0, content=self.prompt)
+        reason: str | None = None
+        try:
+            with self.scope:
+                reason = await self._steps()
+        except ProviderError as exc:
+            self._finish_failed(exc)
+            return
+        except Exception as exc:
+            log.exception("turn %d failed", self.number)
+            self._finish_failed(ProviderError(f"internal error: {type(exc).__name__}", kind="internal"))
+            return
+        if self.scope.cancelled_caught or reason is None:
+            self._finish_interrupted()
+        else:
+            self._finish(reason)
+
+    async def _steps(self) -> str:
+        while True:
+            if self.step >= self.config.max_steps:
+                return "max_turn_requests"
+            self.step += 1
+            self.session.log.append("step/start", self.number, self.step)
+            self._step_open = True
+            finish = await self._stream_step()
+            if self.fenced:
+                # Abandoned by the cancel deadline; the turn is already settled.
+                return "cancelled"
+            stop = stop_reason_for_finish(finish)
+            if stop is None:
+                self._answer_tool_calls()
+            self.session.log.append("step/end", self.number, self.step, reason=stop or "tool_use")
+            self._step_open = False
+            if stop is not None:
+                return stop
+
+    async def _stream_step(self) -> str | None:
+        session = self.session
+        slog = session.log
+        outbox = session.outbox
+        frames = session.frames
+        stream = _Stream()
+        self.stream = stream
+        request = ModelRequest(messages=session.history())
+        slog.open_stream(stream.attempt, self.number, self.step, session.provider.name)
+        text_prefix = frames.chunk_prefix("agent_message_chunk", stream.message_id)
+        thought_prefix = frames.chunk_prefix("agent_thought_chunk", stream.message_id)
+        asm = stream.asm
+        feed = asm.feed
+        send = outbox.send
+        delta = slog.delta
+        timed = stream.timed
+        t0 = stream.t0
+        monotonic = time.monotonic
+        dumps = _dumps
+        high_water = outbox.high_water
+        step_scope = anyio.CancelScope()
+        idle = _IdleWatch(self.config.idle_timeout, step_scope)
+        if idle.limit is not None:
+            self.spawn(idle.run)
+        with step_scope:
+            async with session.provider.stream(request) as events:
+                async for ev in events:
+                    idle.seen += 1
+                    if self.fenced:
+                        break
+                    kind = type(ev)
+                    if kind is TextDelta or kind is ReasoningDelta:
+                        feed(ev)
+                        text = ev.text  # type: ignore[union-attr]
+                        if kind is TextDelta:
+                            send(text_prefix + dumps(text) + CHUNK_SUFFIX)
+                            delta(ev.index, "text", text)  # type: ignore[union-attr]
+                            timed.append([round((monotonic() - t0) * 1000, 3), ev.index, "text", text])  # type: ignore[union-attr]
+                        else:
+                            send(thought_prefix + dumps(text) + CHUNK_SUFFIX)
+                            delta(ev.index, "reasoning", text)  # type: ignore[union-attr]
+                            timed.append([round((monotonic() - t0) * 1000, 3), ev.index, "reasoning", text])  # type: ignore[union-attr]
+                        if outbox.backlog > high_water:
+                            await outbox.wait_writable()
+                    elif kind is ToolCallStart:
+                        feed(ev)
+                        self._announce_tool(ev)  # type: ignore[arg-type]
+                    elif kind is ToolCallDelta:
+                        feed(ev)
+                        delta(ev.index, "tool_args", ev.args)  # type: ignore[union-attr]
+                    elif kind is Usage:
+                        feed(ev)
+                        self._report_usage(ev)  # type: ignore[arg-type]
+                    else:
+                        feed(ev)
+        idle.stop()
+        if idle.fired:
+            raise StreamIdleTimeout(idle.limit or 0.0)
+        if self.fenced:
+            return None
+        try:
+            content = asm.blocks()
+        except AssemblyError as exc:
+            raise ProviderError(f"malformed model stream: {exc}", kind="protocol") from exc
+        self.stream = None
+        usage = asm.usage
+        if content:
+            slog.append(
+                "assistant/message",
+                self.number,
+                self.step,
+                attempt=stream.attempt,
+                content=content,
+                interrupted=False,
+                finish=asm.finish or "end_turn",
+                usage=_usage_record(usage),
+            )
+            slog.close_stream("committed")
+        else:
+            slog.append("assistant/attempt", self.number, self.step, attempt=stream.attempt, outcome="empty", content=[])
+            slog.close_stream("abandoned")
+        finish = asm.finish
+        if finish is None:
+            finish = "tool_use" if asm.completed_tool_calls() else "end_turn"
+        self._pending_tools = asm.completed_tool_calls() if finish == "tool_use" else []
+        if finish != "tool_use":
+            self._close_open_tools(stream, "model ended the turn without running this tool")
+        return finish
+
+    # -- tools (none are available yet) ------------------------------------
+
+    def _announce_tool(self, ev: ToolCallStart) -> None:
+        assert self.stream is not None
+        self.stream.open_tools[ev.id] = ev.name
+        self._emit({"sessionUpdate": "tool_call", "toolCallId": ev.id, "title": ev.name, "kind": "other", "status": "pending"})
+
+    def _answer_tool_calls(self) -> None:
+        slog = self.session.log
+        for call in self._pending_tools:
+            text = unavailable_tool_text(call["name"])
+            slog.append("tool/call", self.number, self.step, tool_call_id=call["id"], name=call["name"], input=call["input"], status="unavailable")
+            result = [{"type": "text", "text": text}]
+            slog.append("tool/result", self.number, self.step, tool_call_id=call["id"], content=result, is_error=True)
+            self._emit(
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": call["id"],
+                    "status": "failed",
+                    "rawInput": call["input"],
+                    "content": [{"type": "content", "content": {"type": "text", "text": text}}],
+                }
+            )
+        self._pending_tools = []
+
+    def _close_open_tools(self, stream: _Stream, why: str) -> None:
+        for tool_id in list(stream.open_tools):
+            self._emit(
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": tool_id,
+                    "status": "failed",
+                    "content": [{"type": "content", "content": {"type": "text", "text": why}}],
+                }
+            )
+        stream.open_tools.clear()
+
+    def _report_usage(self, usage: Usage) -> None:
+        if usage.context_window:
+            used = usage.input_tokens + usage.output_tokens
+            self._emit({"sessionUpdate": "usage_update", "used": used, "size": usage.context_window})
+
+    def _emit(self, update: dict[str, Any]) -> None:
+        if not self.fenced:
+            self.session.outbox.send(self.session.frames.update(update))
+
+    # -- endings -----------------------------------------------------------
+
+    def _finish(self, reason: str) -> None:
+        if self._finalized:
+            return
+        self._finalized = True
+        self.session.log.append("turn/end", self.number, 0, reason=reason, forced=False)
+        self.stop_reason = reason
+        self.settled.set()
+
+    def _finish_interrupted(self) -> None:
+        """A user stop or a disconnect: commit what was delivered, then settle."""
+        if self._finalized:
+            return
+        self._finalized = True
+        slog = self.session.log
+        user_stop = self.cause == "user"
+        outcome = "cancelled" if user_stop else "disconnected"
+        stream = self.stream
+        if stream is not None:
+            self._close_open_tools(stream, "cancelled before it ran" if user_stop else "disconnected")
+            self._pending_tools = []
+            blocks = stream.asm.interrupted_blocks()
+            if user_stop and blocks:
+                slog.append(
+                    "assistant/message",
+                    self.number,
+                    self.step,
+                    attempt=stream.attempt,
+                    content=blocks,
+                    interrupted=True,
+                    finish=None,
+                    usage=_usage_record(stream.asm.usage),
+                    stream=stream.timed,
+                )
+                slog.close_stream("committed")
+            else:
+                slog.append(
+                    "assistant/attempt",
+                    self.number,
+                    self.step,
+                    attempt=stream.attempt,
+                    outcome="empty" if user_stop else "disconnected",
+                    content=blocks,
+                )
+                slog.close_stream("abandoned")
+            self.stream = None
+        if self._step_open:
+            slog.append("step/end", self.number, self.step, reason=outcome)
+        slog.append("turn/end", self.number, 0, reason=outcome, forced=self.forced)
+        self.fenced = True
+        self.stop_reason = "cancelled"
+        self.settled.set()
+
+    def _finish_failed(self, exc: ProviderError) -> None:
+        """A provider error or idle stall: keep the attempt, never the content."""
+        if self._finalized:
+            return
+        if self.cause is not None:
+            # A stop raced with the failure: the user's decision wins.
+            self._finish_interrupted()
+            return
+        self._finalized = True
+        slog = self.session.log
+        stream = self.stream
+        timed_out = isinstance(exc, StreamIdleTimeout)
+        attempt = stream.attempt if stream is not None else None
+        if stream is not None:
+            self._close_open_tools(stream, "the model request failed")
+            slog.append(
+                "assistant/attempt",
+                self.number,
+                self.step,
+                attempt=stream.attempt,
+                outcome="timed_out" if timed_out else "provider_error",
+                content=stream.asm.interrupted_blocks(),
+            )
+            slog.close_stream("abandoned")
+            self.stream = None
+        slog.append("agent/request-error", self.number, self.step, attempt=attempt, error=exc.to_record())
+        if self._step_open:
+            slog.append("step/end", self.number, self.step, reason="timed_out" if timed_out else "provider_error")
+        slog.append("turn/end", self.number, 0, reason="error", forced=False)
+        self.fenced = True
+        self.error = RpcError(
+            -32603,
+            f"Model request failed: {exc.message}",
+            {"kind": exc.kind, "retryable": exc.retryable, "status": exc.status, "attempt": attempt},
+        )
+        self.settled.set()
+
+
+class _IdleWatch:
+    """Cancels the step's scope when no stream event arrives for ``limit`` seconds.
+
+    The hot loop only bumps a counter; this task looks at it a few times per
+    limit, which costs nothing per chunk.
+    """
+
+    def __init__(self, limit: float | None, step_scope: anyio.CancelScope) -> None:
+        self.limit = limit
+        self.seen = 0
+        self.fired = False
+        self._step_scope = step_scope
+        self._own_scope = anyio.CancelScope()
+
+    def stop(self) -> None:
+        self._own_scope.cancel()
+
+    async def run(self) -> None:
+        assert self.limit is not None
+        tick = self.limit / 4
+        last, quiet = -1, 0.0
+        with self._own_scope:
+            while True:
+                await anyio.sleep(tick)
+                if self.seen != last:
+                    last, quiet = self.seen, 0.0
+                    continue
+                quiet += tick
+                if quiet >= self.limit:
+                    self.fired = True
+                    self._step_scope.cancel()
+                    return
+
+
+def _usage_record(usage: Usage | None) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    return {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+
+
+def _dumps(text: str) -> bytes:
+    import orjson
+
+    return orjson.dumps(text)

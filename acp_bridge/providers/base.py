@@ -1,0 +1,153 @@
+"""The provider seam: provider-neutral stream events and the Provider protocol.
+
+Every provider (the keyless scripted one and the real HTTP ones) turns its wire
+format into the small vocabulary below.  The stream assembler
+(`acp_bridge.loop.assembler`) is the only consumer, so the agent loop never sees
+a vendor format.
+
+Blocks are keyed by ``index``: the position of the content block in the
+provider's response (Anthropic's ``index``, OpenAI's choice/tool index mapped by
+the provider).  A block is opened implicitly by its first delta (text,
+reasoning) or explicitly by `ToolCallStart`, and closed by `BlockEnd` or by the
+end of the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+# Why the model stopped, in provider-neutral terms.  The loop maps these onto
+# ACP stop reasons (see acp_bridge.loop.stop).
+FinishReason = Literal["end_turn", "tool_use", "max_tokens", "refusal"]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStart:
+    index: int
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A fragment of a tool call's JSON arguments, as streamed."""
+
+    index: int
+    args: str
+
+
+@dataclass(frozen=True, slots=True)
+class BlockEnd:
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    # Size of the model's context window, when the provider knows it.
+    context_window: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    reason: FinishReason
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta | BlockEnd | Usage | Finish
+
+
+class ProviderError(Exception):
+    """A failed model request.  Never enters model history (invariant I5).
+
+    ``kind`` is a short machine word (``"http"``, ``"overloaded"``,
+    ``"protocol"``, ``"scripted"`` ...); ``retryable`` says whether the same
+    request may succeed if sent again.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str = "provider",
+        retryable: bool = False,
+        status: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.retryable = retryable
+        self.status = status
+        self.request_id = request_id
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "retryable": self.retryable,
+            "status": self.status,
+            "request_id": self.request_id,
+        }
+
+
+class StreamIdleTimeout(ProviderError):
+    """No event arrived within the idle limit (recorded as ``timed_out``)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no stream event for {seconds:g}s", kind="idle_timeout", retryable=True)
+        self.seconds = seconds
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """What one model call receives.
+
+    ``messages`` is the provider-neutral history as produced by
+    `acp_bridge.log.derive.derive_messages` (see that module for the shape).
+    """
+
+    messages: Sequence[dict[str, Any]]
+    tools: Sequence[ToolSpec] = ()
+    system: str | None = None
+    max_tokens: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class Provider(Protocol):
+    """A model backend.
+
+    ``stream(request)`` returns an async context manager that yields an async
+    iterator of `StreamEvent`.  Leaving the context manager (normally, by
+    error, or by cancellation) must release the underlying request.  Errors
+    are raised as `ProviderError` from iteration.  The iterator must reach a
+    cancellation point often enough that a cancel is seen promptly.
+    """
+
+    name: str
+
+    def stream(
+        self, request: ModelRequest
+    ) -> AbstractAsyncContextManager[AsyncIterator[StreamEvent]]: ...

@@ -1,0 +1,84 @@
+"""Serving ACP on stdio: wiring the connection, the agent and the writer."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+
+from .acp.agent import Agent
+from .jsonrpc.connection import Connection
+from .loop.turn import TurnConfig
+from .providers.base import Provider
+from .transport.outbox import Outbox
+from .transport.stdio import start_reader
+
+log = logging.getLogger("acp_bridge.server")
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    state_dir: str
+    provider_factory: Callable[[], Provider]
+    turn: TurnConfig = TurnConfig()
+    stdin_fd: int = 0
+    stdout_fd: int = 1
+
+
+async def serve(options: ServeOptions) -> int:
+    outbox = Outbox(options.stdout_fd)
+    conn = Connection(outbox)
+    ended = anyio.Event()
+    why: list[str] = []
+
+    def end(reason: str) -> None:
+        if not ended.is_set():
+            why.append(reason)
+            ended.set()
+
+    def on_stdin(data: bytes) -> None:
+        if data:
+            conn.feed(data)
+        else:
+            end("stdin closed")
+
+    async def watch_stdout() -> None:
+        await outbox.stdout_broken.wait()
+        end("stdout closed")
+
+    async def watch_signals() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                end(signal.Signals(signum).name)
+                return
+
+    async with anyio.create_task_group() as tg:
+        conn.bind(tg)
+        agent = Agent(
+            conn,
+            outbox,
+            state_dir=options.state_dir,
+            provider_factory=options.provider_factory,
+            config=options.turn,
+            spawn=tg.start_soon,
+        )
+        tg.start_soon(outbox.run)
+        tg.start_soon(watch_stdout)
+        tg.start_soon(watch_signals)
+        start_reader(options.stdin_fd, on_stdin)
+        await ended.wait()
+        log.info("shutting down: %s", why[0])
+        # A disconnect is not a user stop: running turns are recorded as
+        # disconnected, then every queued byte is written before we exit.
+        with anyio.move_on_after(options.turn.cancel_deadline + 1):
+            await agent.shutdown("disconnected")
+            await conn.wait_idle()  # let the prompt handlers queue their answers
+        conn.close()
+        outbox.close()
+        with anyio.move_on_after(2):
+            await outbox.drain()
+        tg.cancel_scope.cancel()
+    return 0

@@ -1,0 +1,175 @@
+"""Driving the real `acp-bridge` subprocess and normalizing what it did.
+
+A scenario spawns the bridge with a script, plays an editor's part through
+`acp_bridge.client.AcpClient`, and returns the wire transcript (both
+directions, in order) and the session logs.  `normalize` replaces ids, times
+and paths with stable placeholders so whole sessions can be snapshot-tested.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from acp_bridge.client import AcpClient, bridge_command
+from acp_bridge.log.check import check_log
+from acp_bridge.log.derive import derive_messages
+from acp_bridge.log.reader import read_records
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+ACP_SCHEMA = ROOT.parent / "shared" / "acp" / "schema.json"
+
+
+class SessionSnapshot(JSONSnapshotExtension):
+    """Snapshots of whole sessions live in the top-level ``snapshots/`` folder."""
+
+    @classmethod
+    def dirname(cls, *, test_location: Any) -> str:
+        return str(ROOT / "snapshots" / test_location.basename)
+
+
+@dataclass
+class Run:
+    client: AcpClient
+    state_dir: Path
+    returncode: int | None = None
+
+    def logs(self) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        sessions = self.state_dir / "sessions"
+        if sessions.is_dir():
+            for path in sorted(sessions.glob("*.jsonl")):
+                out[path.stem] = read_records(path)
+        return out
+
+    def history(self, session_id: str) -> list[dict[str, Any]]:
+        return derive_messages(self.logs()[session_id])
+
+    def check_logs(self) -> None:
+        for records in self.logs().values():
+            check_log(records)
+
+
+def write_script(tmp: Path, script: dict[str, Any]) -> Path:
+    path = tmp / "script.json"
+    path.write_text(json.dumps(script))
+    return path
+
+
+async def run_bridge(
+    script: Path,
+    state_dir: Path,
+    play: Callable[[AcpClient], Awaitable[None]],
+    *,
+    extra: tuple[str, ...] = (),
+    close_stdin: bool = True,
+) -> Run:
+    """Spawn the bridge, run ``play``, then close stdin and wait for exit."""
+    command = bridge_command("--provider", "fake", "--script", str(script), "--state-dir", str(state_dir), *extra)
+    process = await anyio.open_process(command, stderr=subprocess.DEVNULL)
+    client = AcpClient(process)
+    run = Run(client, state_dir)
+    async with process, anyio.create_task_group() as tg:
+        tg.start_soon(client.read_loop)
+        with anyio.fail_after(30):
+            await play(client)
+        if close_stdin and process.stdin is not None:
+            await process.stdin.aclose()
+        with anyio.fail_after(15):
+            run.returncode = await process.wait()
+            await client.eof.wait()
+        tg.cancel_scope.cancel()
+    return run
+
+
+_ID_PATTERNS = [
+    (re.compile(r"sess_[0-9a-f]{32}"), "sess"),
+    (re.compile(r"msg_[0-9a-f]{16}"), "msg"),
+    (re.compile(r"att_[0-9a-f]{16}"), "att"),
+]
+
+
+def normalize(value: Any, *, paths: dict[str, str] | None = None) -> Any:
+    """Stable placeholders for ids, times and paths, numbered in order of appearance."""
+    seen: dict[str, str] = {}
+    counters: dict[str, int] = {}
+    paths = paths or {}
+
+    def fix_str(s: str) -> str:
+        for pattern, prefix in _ID_PATTERNS:
+            def repl(m: re.Match[str], prefix: str = prefix) -> str:
+                if m.group(0) not in seen:
+                    counters[prefix] = counters.get(prefix, 0) + 1
+                    seen[m.group(0)] = f"<{prefix}-{counters[prefix]}>"
+                return seen[m.group(0)]
+
+            s = pattern.sub(repl, s)
+        for real, placeholder in paths.items():
+            s = s.replace(real, placeholder)
+        return s
+
+    def walk(v: Any, key: str | None = None) -> Any:
+        if isinstance(v, dict):
+            return {k: walk(x, k) for k, x in v.items()}
+        if isinstance(v, list):
+            if key == "stream":
+                # [t_ms, index, kind, text]: keep everything but the time.
+                return [[0, *walk(item[1:])] for item in v]
+            return [walk(x) for x in v]
+        if isinstance(v, str):
+            return fix_str(v)
+        if key in ("at", "created_at") and isinstance(v, int | float):
+            return 0
+        return v
+
+    return walk(value)
+
+
+def session_snapshot(run: Run, cwd: str) -> dict[str, Any]:
+    paths = {str(run.state_dir): "<state>", cwd: "<cwd>"}
+    logs = run.logs()
+    return normalize(
+        {
+            "wire": [[direction, msg] for direction, msg in run.client.transcript],
+            "logs": list(logs.values()),
+            "history": [derive_messages(records) for records in logs.values()],
+        },
+        paths=paths,
+    )
+
+
+def coalesce_deltas(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Stream deltas are batched by timing; merge consecutive ones for stable snapshots."""
+    out: list[dict[str, Any]] = []
+    for rec in records:
+        if rec["type"] == "stream/delta" and out and out[-1]["type"] == "stream/delta" and out[-1]["attempt"] == rec["attempt"]:
+            merged = dict(out[-1])
+            parts = [list(p) for p in merged["parts"]]
+            for index, kind, text in rec["parts"]:
+                if parts and parts[-1][0] == index and parts[-1][1] == kind:
+                    parts[-1][2] += text
+                else:
+                    parts.append([index, kind, text])
+            merged["parts"] = parts
+            out[-1] = merged
+        else:
+            out.append(rec)
+    for i, rec in enumerate(out):
+        rec = dict(rec)
+        rec["seq"] = i
+        out[i] = rec
+    return out
+
+
+def cwd_for_tests() -> str:
+    return os.path.abspath(os.sep + "workspace")

@@ -181,6 +181,18 @@ def test_completed_tool_calls_are_closed_by_block_end_or_finish() -> None:
     ]
 
 
+def test_end_stream_without_finish_closes_tool_calls() -> None:
+    assembler = assemble([ToolCallStart(0, "c0", "a"), ToolCallDelta(0, '{"n": 0}')])
+    assert assembler.completed_tool_calls() == []
+    assembler.end_stream()
+    assert assembler.finish is None
+    assert assembler.completed_tool_calls() == [
+        {"type": "tool_call", "id": "c0", "name": "a", "input": {"n": 0}}
+    ]
+    with pytest.raises(AssemblyError, match="after the end of the stream"):
+        assembler.feed(ToolCallDelta(0, " "))
+
+
 def test_usage_after_finish_is_accepted_and_latest_wins() -> None:
     assembler = assemble([Usage(1, 0), TextDelta(0, "x"), Finish("end_turn"), Usage(1, 7)])
     assert assembler.usage == Usage(1, 7)
@@ -217,10 +229,10 @@ def test_block_end_is_idempotent_and_may_name_an_empty_block() -> None:
             [ToolCallStart(0, "c", "t"), BlockEnd(0), ToolCallDelta(0, "{}")],
             "tool_call delta to closed block 0",
         ),
-        ([TextDelta(0, "a"), Finish("end_turn"), TextDelta(0, "b")], "after the stream finished"),
-        ([Finish("end_turn"), TextDelta(1, "b")], "after the stream finished"),
-        ([Finish("end_turn"), ToolCallStart(1, "c", "t")], "after the stream finished"),
-        ([Finish("end_turn"), Finish("end_turn")], "finish after the stream finished"),
+        ([TextDelta(0, "a"), Finish("end_turn"), TextDelta(0, "b")], "after the end of the stream"),
+        ([Finish("end_turn"), TextDelta(1, "b")], "after the end of the stream"),
+        ([Finish("end_turn"), ToolCallStart(1, "c", "t")], "after the end of the stream"),
+        ([Finish("end_turn"), Finish("end_turn")], "finish after the end of the stream"),
     ],
 )
 def test_protocol_errors(events: list[StreamEvent], message: str) -> None:

@@ -6,9 +6,10 @@ I/O, so the loop can call it on every delta and a test can drive it directly.
 
 Blocks are keyed by the event ``index`` and kept in first-seen order.  A text
 or reasoning block opens with its first delta; a tool call opens with
-`ToolCallStart`.  A block closes with `BlockEnd`, and every block closes when
-`Finish` arrives.  After `Finish` only `Usage` is accepted (some providers
-report usage last).  `BlockEnd` for an index never seen is accepted and
+`ToolCallStart`.  A block closes with `BlockEnd`, and every block closes at
+the end of the stream: when `Finish` arrives, or when the caller says the
+stream ended without one (`end_stream`).  After that only `Usage` is accepted
+(some providers report usage last).  `BlockEnd` for an index never seen is accepted and
 reserves that index as an empty, closed block (an empty text block on the
 wire), so a later delta to it is an error.
 
@@ -89,7 +90,15 @@ class _Block:
 class StreamAssembler:
     """Accumulates one model stream.  See the module docstring for the rules."""
 
-    __slots__ = ("_blocks", "_open_args", "_open_reasoning", "_open_text", "finish", "usage")
+    __slots__ = (
+        "_blocks",
+        "_ended",
+        "_open_args",
+        "_open_reasoning",
+        "_open_text",
+        "finish",
+        "usage",
+    )
 
     def __init__(self) -> None:
         self._blocks: dict[int, _Block] = {}
@@ -99,6 +108,7 @@ class StreamAssembler:
         self._open_args: dict[int, Callable[[str], None]] = {}
         self.finish: FinishReason | None = None
         self.usage: Usage | None = None
+        self._ended = False
 
     # -- feeding -----------------------------------------------------------
 
@@ -134,7 +144,7 @@ class StreamAssembler:
         self, index: int, kind: str, open_blocks: dict[int, Callable[[str], None]]
     ) -> Callable[[str], None]:
         """The slow path of a delta: open a new block, or explain why not."""
-        self._check_not_finished(kind)
+        self._check_not_ended(kind)
         block = self._blocks.get(index)
         if block is None:
             if kind == TOOL_CALL:
@@ -148,7 +158,7 @@ class StreamAssembler:
         return append
 
     def _start_tool_call(self, event: ToolCallStart) -> None:
-        self._check_not_finished("tool call start")
+        self._check_not_ended("tool call start")
         existing = self._blocks.get(event.index)
         if existing is not None:
             raise AssemblyError(
@@ -160,7 +170,7 @@ class StreamAssembler:
     def _end_block(self, index: int) -> None:
         block = self._blocks.get(index)
         if block is None:
-            self._check_not_finished("block end")
+            self._check_not_ended("block end")
             block = self._blocks[index] = _Block(EMPTY)
         block.closed = True
         self._open_text.pop(index, None)
@@ -168,17 +178,26 @@ class StreamAssembler:
         self._open_args.pop(index, None)
 
     def _finish(self, reason: FinishReason) -> None:
-        self._check_not_finished("finish")
+        self._check_not_ended("finish")
         self.finish = reason
+        self.end_stream()
+
+    def end_stream(self) -> None:
+        """The stream ended (with or without `Finish`): close every block.
+
+        Call it when the provider's iterator is exhausted, so that tool calls
+        the provider never closed with `BlockEnd` count as complete.
+        """
+        self._ended = True
         for block in self._blocks.values():
             block.closed = True
         self._open_text.clear()
         self._open_reasoning.clear()
         self._open_args.clear()
 
-    def _check_not_finished(self, what: str) -> None:
-        if self.finish is not None:
-            raise AssemblyError(f"{what} after the stream finished ({self.finish})")
+    def _check_not_ended(self, what: str) -> None:
+        if self._ended:
+            raise AssemblyError(f"{what} after the end of the stream")
 
     # -- views -------------------------------------------------------------
 
@@ -212,7 +231,7 @@ class StreamAssembler:
         return out
 
     def completed_tool_calls(self) -> list[dict[str, Any]]:
-        """Closed tool calls (`BlockEnd` seen, or the stream finished), in stream order."""
+        """Closed tool calls (`BlockEnd` seen, or the stream ended), in stream order."""
         return [b.tool_call() for b in self._blocks.values() if b.kind == TOOL_CALL and b.closed]
 
     def has_visible_content(self) -> bool:

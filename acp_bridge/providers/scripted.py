@@ -1,0 +1,366 @@
+"""The keyless provider: replays a `Script` through the provider seam.
+
+Each `ScriptedProvider.stream` call takes the next scripted response and turns
+it into a flat list of operations: ready-made stream events, and a few control
+operations (sleep, hang, endless, fail) that the iterator performs when it
+reaches them.  ``report`` events are resolved against the request at that
+moment, so a script can answer with what the model was actually sent.
+
+The iterator is a plain object with ``__anext__`` (not an async generator), so
+nothing is suspended across the caller's cancel scopes, and leaving the
+``stream()`` context manager simply discards it.  It reaches an anyio
+checkpoint at every pause and after every 16 events, so a cancel lands within
+a few microseconds even when nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+import anyio
+import anyio.lowlevel
+
+from acp_bridge.providers.base import (
+    BlockEnd,
+    Finish,
+    ModelRequest,
+    ProviderError,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+)
+from acp_bridge.providers.script import (
+    DelayStep,
+    EndlessStep,
+    ErrorStep,
+    HangStep,
+    ReportStep,
+    Script,
+    ScriptResponse,
+    StallStep,
+    TextStep,
+    ToolArgsStep,
+    ToolCallStartStep,
+    ToolCallStep,
+    UsageStep,
+    load_script,
+)
+
+__all__ = ["ScriptedProvider", "report_lines"]
+
+# Without pauses, reach a checkpoint after this many events (a power of two).
+# An anyio checkpoint costs several microseconds on asyncio, so checkpointing
+# on every event cuts the endless stream's rate by about ten times; every 16th
+# event keeps a cancel well under a millisecond away.
+CHECKPOINT_EVERY: Final = 16
+_CHECKPOINT_MASK: Final = CHECKPOINT_EVERY - 1
+
+EXHAUSTED: Final = ErrorStep("script exhausted", kind="scripted")
+
+
+class ScriptedProvider:
+    """A model backend that replays a script; ``name`` is ``"fake"``.
+
+    Every `stream` call consumes one response, in order; ``requests`` keeps
+    the requests received, for tests.
+    """
+
+    name: str = "fake"
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.requests: list[ModelRequest] = []
+        self._cursor = 0
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> ScriptedProvider:
+        return cls(load_script(path))
+
+    def stream(
+        self, request: ModelRequest
+    ) -> AbstractAsyncContextManager[AsyncIterator[StreamEvent]]:
+        self.requests.append(request)
+        response = self._next_response()
+        if response is None:
+            ops: list[_Op] = [_Fail(EXHAUSTED)]
+        else:
+            ops = _compile(response, request, self.script.chunk_delay_ms)
+        return _open(ops)
+
+    def _next_response(self) -> ScriptResponse | None:
+        responses = self.script.responses
+        cursor = self._cursor
+        self._cursor += 1
+        if cursor < len(responses):
+            return responses[cursor]
+        mode = self.script.when_exhausted
+        if mode == "repeat_last":
+            return responses[-1]
+        if mode == "repeat_all":
+            return responses[cursor % len(responses)]
+        return None
+
+
+@asynccontextmanager
+async def _open(ops: list[_Op]) -> AsyncGenerator[AsyncIterator[StreamEvent], None]:
+    stream = _ScriptStream(ops)
+    try:
+        yield stream
+    finally:
+        stream.close()
+
+
+# -- control operations ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Hang:
+    seconds: float | None
+    shield: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Endless:
+    event: TextDelta
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Fail:
+    step: ErrorStep
+
+
+_Op: TypeAlias = StreamEvent | _Sleep | _Hang | _Endless | _Fail
+_CONTROL: Final = frozenset({_Sleep, _Hang, _Endless, _Fail})
+
+
+class _ScriptStream:
+    """The async iterator of one scripted response."""
+
+    __slots__ = ("_count", "_endless", "_endless_seconds", "_ops", "_pos")
+
+    def __init__(self, ops: list[_Op]) -> None:
+        self._ops = ops
+        self._pos = 0
+        self._count = 0
+        self._endless: TextDelta | None = None
+        self._endless_seconds = 0.0
+
+    def __aiter__(self) -> _ScriptStream:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        endless = self._endless
+        if endless is not None:
+            if self._endless_seconds:
+                await anyio.sleep(self._endless_seconds)
+            else:
+                count = self._count = self._count + 1
+                if not count & _CHECKPOINT_MASK:
+                    await anyio.lowlevel.checkpoint()
+            return endless
+        ops = self._ops
+        while self._pos < len(ops):
+            op = ops[self._pos]
+            self._pos += 1
+            if type(op) not in _CONTROL:
+                count = self._count = self._count + 1
+                if not count & _CHECKPOINT_MASK:
+                    await anyio.lowlevel.checkpoint()
+                return op  # type: ignore[return-value]
+            await self._control(op)
+            if self._endless is not None:
+                return await self.__anext__()
+        raise StopAsyncIteration
+
+    async def _control(self, op: _Op) -> None:
+        if isinstance(op, _Sleep):
+            await anyio.sleep(op.seconds)
+        elif isinstance(op, _Hang):
+            if op.shield:
+                with anyio.CancelScope(shield=True):
+                    await anyio.sleep(op.seconds or 0)
+                # A cancel that arrived meanwhile is delivered here.
+                await anyio.lowlevel.checkpoint()
+            elif op.seconds is None:
+                await anyio.sleep_forever()
+            else:
+                await anyio.sleep(op.seconds)
+        elif isinstance(op, _Endless):
+            self._endless = op.event
+            self._endless_seconds = op.seconds
+        elif isinstance(op, _Fail):
+            self.close()
+            step = op.step
+            raise ProviderError(
+                step.message,
+                kind=step.kind,
+                retryable=step.retryable,
+                status=step.status,
+                request_id=step.request_id,
+            )
+
+    def close(self) -> None:
+        self._pos = len(self._ops)
+        self._endless = None
+
+
+# -- compiling a response --------------------------------------------------------
+
+
+class _Compiler:
+    """Turns the steps of a response into operations, assigning block indices."""
+
+    def __init__(self, default_delay_ms: float) -> None:
+        self.ops: list[_Op] = []
+        self.default_delay_ms = default_delay_ms
+        self.index = -1
+        self.kind: str | None = None  # kind of the open block, if any
+        self.first_chunk = True
+
+    def open_block(self, kind: str, *, new: bool = False) -> int:
+        if new or kind != self.kind:
+            self.end_block()
+            self.index += 1
+            self.kind = kind
+        return self.index
+
+    def end_block(self) -> None:
+        if self.kind is not None:
+            self.ops.append(BlockEnd(self.index))
+            self.kind = None
+
+    def chunk(self, event: StreamEvent, delay_ms: float | None) -> None:
+        delay = self.default_delay_ms if delay_ms is None else delay_ms
+        if delay and not self.first_chunk:
+            self.ops.append(_Sleep(delay / 1000))
+        self.first_chunk = False
+        self.ops.append(event)
+
+    def text(self, kind: str, pieces: Sequence[str], delay_ms: float | None) -> None:
+        index = self.open_block(kind)
+        make = TextDelta if kind == "text" else ReasoningDelta
+        for piece in pieces:
+            self.chunk(make(index, piece), delay_ms)
+
+
+def _compile(response: ScriptResponse, request: ModelRequest, default_delay_ms: float) -> list[_Op]:
+    c = _Compiler(default_delay_ms)
+    for step in response.steps:
+        if isinstance(step, TextStep):
+            c.text(step.kind, _chunks(step.text, step.chunk_size), step.chunk_delay_ms)
+        elif isinstance(step, ReportStep):
+            lines = report_lines(request, step.facts)
+            c.text("text", [line + "\n" for line in lines[:-1]] + lines[-1:], None)
+        elif isinstance(step, ToolCallStep):
+            index = c.open_block("tool", new=True)
+            c.ops.append(ToolCallStart(index, step.id, step.name))
+            for piece in _split(step.arguments, step.chunks):
+                c.chunk(ToolCallDelta(index, piece), step.chunk_delay_ms)
+            c.end_block()
+        elif isinstance(step, ToolCallStartStep):
+            index = c.open_block("tool", new=True)
+            c.ops.append(ToolCallStart(index, step.id, step.name))
+        elif isinstance(step, ToolArgsStep):
+            c.chunk(ToolCallDelta(c.index, step.args), None)
+        elif isinstance(step, UsageStep):
+            c.ops.append(step.usage)
+        elif isinstance(step, DelayStep | StallStep):
+            c.ops.append(_Sleep(step.ms / 1000))
+        elif isinstance(step, HangStep):
+            c.ops.append(_Hang(step.seconds, step.ignore_cancel))
+        elif isinstance(step, EndlessStep):
+            delay_ms = default_delay_ms if step.delay_ms is None else step.delay_ms
+            index = c.open_block("text")
+            event = TextDelta(index, step.text)
+            if c.first_chunk:  # no pause before the first chunk of a response
+                c.chunk(event, 0)
+            c.ops.append(_Endless(event, delay_ms / 1000))
+            return c.ops
+        else:  # ErrorStep
+            c.ops.append(_Fail(step))
+            return c.ops
+    c.end_block()
+    c.ops.append(Finish(response.finish))
+    return c.ops
+
+
+def _chunks(text: str, size: int | None) -> list[str]:
+    if not size or len(text) <= size:
+        return [text]
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _split(text: str, parts: int) -> list[str]:
+    """``text`` in ``parts`` near-equal non-empty pieces (fewer if it is shorter)."""
+    q, r = divmod(len(text), parts)
+    out: list[str] = []
+    start = 0
+    for i in range(parts):
+        end = start + q + (1 if i < r else 0)
+        if end > start:
+            out.append(text[start:end])
+        start = end
+    return out
+
+
+# -- report ----------------------------------------------------------------------
+
+
+def report_lines(request: ModelRequest, facts: Sequence[str]) -> list[str]:
+    """``name: value`` lines describing ``request``; values are JSON.
+
+    ``message_count``: number of messages.  ``last_user_text``: the text
+    blocks, concatenated, of the last user message that has any (null if
+    none).  ``last_assistant_text`` / ``last_assistant_reasoning``: the text /
+    reasoning blocks, concatenated, of the last assistant message (null if
+    there is none).  ``last_assistant_interrupted``: its ``interrupted`` flag
+    (null if none).  ``tool_results``: the tool results in the last message,
+    as ``[{"tool_call_id", "is_error", "text"}]``.
+    """
+    messages = request.messages
+    assistant = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+    values: dict[str, Any] = {"message_count": len(messages)}
+    values["last_user_text"] = next(
+        (
+            text
+            for m in reversed(messages)
+            if m.get("role") == "user" and (text := _joined(m, "text")) is not None
+        ),
+        None,
+    )
+    values["last_assistant_text"] = _joined(assistant, "text", "") if assistant else None
+    values["last_assistant_reasoning"] = _joined(assistant, "reasoning", "") if assistant else None
+    values["last_assistant_interrupted"] = (
+        bool(assistant.get("interrupted", False)) if assistant else None
+    )
+    values["tool_results"] = [
+        {
+            "tool_call_id": block.get("tool_call_id"),
+            "is_error": bool(block.get("is_error", False)),
+            "text": "".join(
+                b.get("text", "") for b in block.get("content", ()) if b.get("type") == "text"
+            ),
+        }
+        for block in (messages[-1].get("content", ()) if messages else ())
+        if block.get("type") == "tool_result"
+    ]
+    return [f"{fact}: {json.dumps(values[fact], ensure_ascii=False)}" for fact in facts]
+
+
+def _joined(message: dict[str, Any], kind: str, default: str | None = None) -> str | None:
+    """The concatenated ``kind`` blocks of a message, or ``default`` if it has none."""
+    texts = [b.get("text", "") for b in message.get("content", ()) if b.get("type") == kind]
+    return "".join(texts) if texts else default

@@ -1,0 +1,166 @@
+"""Reading a session's event log back from disk.
+
+A log file is append-only JSONL (see `acp_bridge.log.records`).  A crash in
+the middle of an append can leave a *torn* final line: bytes with no trailing
+newline, or a last line that does not parse.  That line never completed, so
+it is ignored.  Any other bad line means the file was damaged or written by
+something else, and reading it raises `LogCorrupt`: silently skipping a
+record in the middle would change the history the model sees.
+
+This module is imported at process start, so it depends on orjson only (no
+pydantic, no jsonschema).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from .records import FORMAT_VERSION
+
+__all__ = [
+    "KNOWN_VERSIONS",
+    "LogContents",
+    "LogCorrupt",
+    "iter_session_files",
+    "read_log",
+    "read_records",
+    "session_path",
+    "validate_session_id",
+]
+
+KNOWN_VERSIONS: Final = frozenset({FORMAT_VERSION})
+
+SESSIONS_DIR: Final = "sessions"
+LOG_SUFFIX: Final = ".jsonl"
+
+# Letters, digits, ``_``, ``-`` and ``.``; not starting with a dot, so ``.``,
+# ``..`` and hidden files are excluded; short enough that the file name stays
+# well under the usual 255-byte limit.
+_SESSION_ID: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
+
+
+class LogCorrupt(Exception):
+    """A line of a log file, other than a torn final line, is not a valid record."""
+
+    def __init__(self, path: str | os.PathLike[str], line_no: int, reason: str) -> None:
+        super().__init__(f"{os.fspath(path)}:{line_no}: {reason}")
+        self.path = os.fspath(path)
+        self.line_no = line_no
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class LogContents:
+    """What `read_log` found in a file.
+
+    ``valid_size`` is the byte length of the complete records; a writer that
+    reopens the file must truncate it to this size before appending, or its
+    first record would be glued to the torn bytes.  ``torn`` says whether
+    there were such bytes.
+    """
+
+    records: list[dict[str, Any]]
+    valid_size: int
+    torn: bool
+
+
+def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The records of a log file, in order, without a torn final line.
+
+    Raises `LogCorrupt` for any other bad line, a ``seq`` that is not
+    contiguous from 0, or an unknown format version ``v``; raises `OSError`
+    (e.g. `FileNotFoundError`) if the file cannot be read.
+    """
+    return read_log(path).records
+
+
+def read_log(path: str | os.PathLike[str]) -> LogContents:
+    """Like `read_records`, and also say where the complete records end."""
+    with open(path, "rb") as file:
+        data = file.read()
+    lines = data.split(b"\n")
+    # The piece after the last newline: empty unless the final append tore.
+    tail = lines.pop()
+    records: list[dict[str, Any]] = []
+    valid_size = 0
+    for line_no, line in enumerate(lines, start=1):
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            if line_no == len(lines) and not tail:
+                # The last line is unreadable: an append that never completed.
+                return LogContents(records, valid_size, torn=True)
+            raise LogCorrupt(path, line_no, f"not valid JSON ({exc})") from None
+        records.append(_check_record(value, len(records), path, line_no))
+        valid_size += len(line) + 1
+    return LogContents(records, valid_size, torn=bool(tail))
+
+
+def _check_record(value: object, seq: int, path: str | os.PathLike[str], line_no: int) -> Any:
+    if not isinstance(value, dict):
+        raise LogCorrupt(path, line_no, f"a record must be a JSON object, not {_json_kind(value)}")
+    version = value.get("v")
+    if type(version) is not int or version not in KNOWN_VERSIONS:
+        raise LogCorrupt(path, line_no, f"unknown format version {version!r}")
+    if type(value.get("seq")) is not int or value["seq"] != seq:
+        raise LogCorrupt(path, line_no, f"seq is {value.get('seq')!r}, expected {seq}")
+    if not isinstance(value.get("type"), str):
+        raise LogCorrupt(path, line_no, "the record has no string 'type'")
+    return value
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    return f"a {type(value).__name__}"
+
+
+# -- where sessions live ------------------------------------------------------
+
+
+def validate_session_id(session_id: str) -> str:
+    """Return ``session_id`` if it is safe as a file name; raise `ValueError` if not.
+
+    A valid id is 1 to 128 characters from ``[A-Za-z0-9_.-]`` and does not
+    start with a dot, so it can never name another directory.
+    """
+    if not isinstance(session_id, str) or _SESSION_ID.fullmatch(session_id) is None:
+        raise ValueError(f"invalid session id: {session_id!r}")
+    return session_id
+
+
+def session_path(state_dir: str | os.PathLike[str], session_id: str) -> str:
+    """The log file of a session: ``<state_dir>/sessions/<session_id>.jsonl``.
+
+    Raises `ValueError` for an unsafe session id (see `validate_session_id`).
+    """
+    name = validate_session_id(session_id) + LOG_SUFFIX
+    return os.path.join(os.fspath(state_dir), SESSIONS_DIR, name)
+
+
+def iter_session_files(state_dir: str | os.PathLike[str]) -> Iterator[str]:
+    """The session log files under ``state_dir``, sorted by name.
+
+    Files whose name is not ``<valid session id>.jsonl`` are skipped; a
+    missing ``sessions`` directory yields nothing.  The session id of a path
+    is its base name without the ``.jsonl`` suffix.
+    """
+    directory = os.path.join(os.fspath(state_dir), SESSIONS_DIR)
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        stem, suffix = entry.name[: -len(LOG_SUFFIX)], entry.name[-len(LOG_SUFFIX) :]
+        if suffix == LOG_SUFFIX and _SESSION_ID.fullmatch(stem) and entry.is_file():
+            yield entry.path

@@ -171,7 +171,10 @@ def _builtin_script() -> Any:
             "responses": [
                 {
                     "events": [
-                        {"text": "Hello from acp-bridge (the keyless scripted provider). ", "chunk_size": 6},
+                        {
+                            "text": "Hello from acp-bridge (the keyless scripted provider). ",
+                            "chunk_size": 6,
+                        },
                         {"text": "Pass --script FILE to script the model.", "chunk_size": 6},
                     ]
                 }

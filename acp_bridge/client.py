@@ -20,6 +20,10 @@ import orjson
 from .jsonrpc.framing import LineFramer
 
 
+class AgentExited(Exception):
+    """The agent process went away while a request was waiting."""
+
+
 @dataclass
 class PromptResult:
     response: dict[str, Any]
@@ -68,6 +72,8 @@ class AcpClient:
         done = self._waiting[rid] = anyio.Event()
         await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         await done.wait()
+        if rid not in self._responses:
+            raise AgentExited(f"the agent closed its stdout before answering {method}")
         return self._responses.pop(rid)
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:

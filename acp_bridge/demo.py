@@ -29,7 +29,7 @@ DEMO_SCRIPT: dict[str, Any] = {
                     "instead of sheep. Every night she wrote their names in a blue "
                     "notebook, and every morning the sea rubbed one name out.",
                     "chunk_size": 5,
-                    "delay_ms": 40,
+                    "chunk_delay_ms": 40,
                 },
                 {"hang": True},
             ]
@@ -62,7 +62,9 @@ def run_demo(state_dir: str, *, stop_after: int = 12) -> int:
     script_path = os.path.join(state_dir, "demo-script.json")
     with open(script_path, "wb") as f:
         f.write(orjson.dumps(DEMO_SCRIPT, option=orjson.OPT_INDENT_2))
-    command = bridge_command("--provider", "fake", "--script", script_path, "--state-dir", state_dir)
+    command = bridge_command(
+        "--provider", "fake", "--script", script_path, "--state-dir", state_dir
+    )
     return anyio.run(_demo, command, state_dir, stop_after)
 
 
@@ -82,7 +84,9 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
         tg.start_soon(client.read_loop)
         init = await client.initialize()
         info = init["result"]["agentInfo"]
-        say(f"{dim}initialize -> {info['name']} {info['version']}, protocol {init['result']['protocolVersion']}{reset}")
+        say(
+            f"{dim}initialize -> {info['name']} {info['version']}, protocol {init['result']['protocolVersion']}{reset}"
+        )
         session_id = await client.new_session(os.getcwd())
         say(f"{dim}session/new -> {session_id}{reset}")
         say()
@@ -96,7 +100,11 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
             if kind not in ("agent_message_chunk", "agent_thought_chunk"):
                 return
             if kind != streaming["kind"]:
-                label = f"{dim}(thinking) " if kind == "agent_thought_chunk" else f"{reset}{b}Agent:{reset} "
+                label = (
+                    f"{dim}(thinking) "
+                    if kind == "agent_thought_chunk"
+                    else f"{reset}{b}Agent:{reset} "
+                )
                 out.write(("\n" if streaming["kind"] else "") + label)
                 streaming["kind"] = kind
             out.write(update["content"]["text"])
@@ -105,8 +113,10 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
         first = await client.prompt(session_id, ask, cancel_after=stop_after, on_update=show)
         seen = first.text()
         say(f"{reset}")
-        say(f"{red}■ Stopped{reset}  {dim}(you pressed Stop after {stop_after} chunks; "
-            f"stopReason: {first.stop_reason}; updates after the response: {len(first.late)}){reset}")
+        say(
+            f"{red}■ Stopped{reset}  {dim}(you pressed Stop after {stop_after} chunks; "
+            f"stopReason: {first.stop_reason}; updates after the response: {len(first.late)}){reset}"
+        )
         say()
 
         follow = "Expand on your second point."
@@ -118,9 +128,11 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
         saw = reported.get("last_assistant_text")
         same = saw == seen
         mark = f"{green}✓{reset}" if same else f"{red}✗{reset}"
-        say(f"{mark} the model's next request held the interrupted answer "
+        say(
+            f"{mark} the model's next request held the interrupted answer "
             f"({'exactly the text you saw' if same else 'NOT the text you saw'}; "
-            f"interrupted: {reported.get('last_assistant_interrupted')})")
+            f"interrupted: {reported.get('last_assistant_interrupted')})"
+        )
         log_path = os.path.join(state_dir, "sessions", session_id + ".jsonl")
         with open(log_path, "rb") as f:
             records = f.read().count(b"\n")

@@ -18,7 +18,11 @@ def default_state_dir() -> str:
     if explicit:
         return os.path.abspath(os.path.expanduser(explicit))
     xdg = os.environ.get("XDG_STATE_HOME")
-    base = xdg if xdg and os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".local", "state")
+    base = (
+        xdg
+        if xdg and os.path.isabs(xdg)
+        else os.path.join(os.path.expanduser("~"), ".local", "state")
+    )
     return os.path.join(base, "acp-bridge")
 
 

@@ -75,7 +75,9 @@ async def run_bridge(
     close_stdin: bool = True,
 ) -> Run:
     """Spawn the bridge, run ``play``, then close stdin and wait for exit."""
-    command = bridge_command("--provider", "fake", "--script", str(script), "--state-dir", str(state_dir), *extra)
+    command = bridge_command(
+        "--provider", "fake", "--script", str(script), "--state-dir", str(state_dir), *extra
+    )
     process = await anyio.open_process(command, stderr=subprocess.DEVNULL)
     client = AcpClient(process)
     run = Run(client, state_dir)
@@ -107,6 +109,7 @@ def normalize(value: Any, *, paths: dict[str, str] | None = None) -> Any:
 
     def fix_str(s: str) -> str:
         for pattern, prefix in _ID_PATTERNS:
+
             def repl(m: re.Match[str], prefix: str = prefix) -> str:
                 if m.group(0) not in seen:
                     counters[prefix] = counters.get(prefix, 0) + 1
@@ -152,7 +155,12 @@ def coalesce_deltas(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Stream deltas are batched by timing; merge consecutive ones for stable snapshots."""
     out: list[dict[str, Any]] = []
     for rec in records:
-        if rec["type"] == "stream/delta" and out and out[-1]["type"] == "stream/delta" and out[-1]["attempt"] == rec["attempt"]:
+        if (
+            rec["type"] == "stream/delta"
+            and out
+            and out[-1]["type"] == "stream/delta"
+            and out[-1]["attempt"] == rec["attempt"]
+        ):
             merged = dict(out[-1])
             parts = [list(p) for p in merged["parts"]]
             for index, kind, text in rec["parts"]:

@@ -101,9 +101,7 @@ class Agent:
         provider = self.provider_factory()
         slog = SessionLog(path, self.outbox)
         session = Session(session_id, cwd, slog, provider, self.outbox, UpdateFrames(session_id))
-        slog.append(
-            "session/start", 0, 0, session_id=session_id, cwd=cwd, provider=provider.name
-        )
+        slog.append("session/start", 0, 0, session_id=session_id, cwd=cwd, provider=provider.name)
         self.sessions[session_id] = session
         return {"sessionId": session_id}
 
@@ -132,7 +130,10 @@ class Agent:
                     # This handler is being torn down (shutdown): stop the turn
                     # as a disconnect and give it the deadline to record that.
                     turn.cancel("disconnected")
-                    with anyio.CancelScope(shield=True), anyio.move_on_after(self.config.cancel_deadline):
+                    with (
+                        anyio.CancelScope(shield=True),
+                        anyio.move_on_after(self.config.cancel_deadline),
+                    ):
                         await turn.settled.wait()
         self.spawn(_later(session.log.sync))
         if turn.error is not None:

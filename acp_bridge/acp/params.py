@@ -13,7 +13,9 @@ from typing import Any
 from ..jsonrpc.errors import RpcError
 
 
-def require(params: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = "") -> Any:
+def require(
+    params: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = ""
+) -> Any:
     path = f"{where}{key}"
     if key not in params or params[key] is None:
         raise RpcError.invalid_params(path, "is required")
@@ -24,14 +26,22 @@ def require(params: dict[str, Any], key: str, kind: type | tuple[type, ...], whe
     return value
 
 
-def optional(params: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = "") -> Any:
+def optional(
+    params: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = ""
+) -> Any:
     if params.get(key) is None:
         return None
     return require(params, key, kind, where)
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
-    names = {str: "a string", int: "an integer", dict: "an object", list: "an array", bool: "a boolean"}
+    names = {
+        str: "a string",
+        int: "an integer",
+        dict: "an object",
+        list: "an array",
+        bool: "a boolean",
+    }
     if isinstance(kind, tuple):
         return " or ".join(names.get(k, k.__name__) for k in kind)
     return names.get(kind, kind.__name__)

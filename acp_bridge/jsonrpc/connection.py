@@ -103,7 +103,9 @@ class Connection:
         self._in_flight[req.id] = (req, scope)
         self._tg.start_soon(self._run_request, req, handler, scope)
 
-    async def _run_request(self, req: Request, handler: RequestHandler, scope: anyio.CancelScope) -> None:
+    async def _run_request(
+        self, req: Request, handler: RequestHandler, scope: anyio.CancelScope
+    ) -> None:
         try:
             with scope:
                 try:
@@ -113,7 +115,9 @@ class Connection:
                     return
                 except Exception:
                     log.exception("%s failed", req.method)
-                    self.outbox.send(encode_error(req.id, RpcError.internal(f"{req.method} failed")))
+                    self.outbox.send(
+                        encode_error(req.id, RpcError.internal(f"{req.method} failed"))
+                    )
                     return
                 self.outbox.send(encode_result(req.id, result))
             if scope.cancelled_caught and not self.closed:
@@ -178,7 +182,9 @@ class Connection:
             raise pending.error
         if pending.error is not None:
             err = pending.error
-            raise RpcError(int(err.get("code", -32603)), str(err.get("message", "")), err.get("data"))
+            raise RpcError(
+                int(err.get("code", -32603)), str(err.get("message", "")), err.get("data")
+            )
         return pending.result
 
     async def wait_idle(self) -> None:

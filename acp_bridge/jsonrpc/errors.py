@@ -54,7 +54,9 @@ class RpcError(Exception):
 
     @classmethod
     def invalid_params(cls, field: str, detail: str) -> RpcError:
-        return cls(INVALID_PARAMS, f"Invalid params: {field}: {detail}", {"field": field, "detail": detail})
+        return cls(
+            INVALID_PARAMS, f"Invalid params: {field}: {detail}", {"field": field, "detail": detail}
+        )
 
     @classmethod
     def internal(cls, detail: str = "internal error") -> RpcError:

@@ -27,7 +27,7 @@ class FrameTooLarge:
 
 
 class LineFramer:
-    __slots__ = ("_buf", "_discarding", "_discarded", "max_frame")
+    __slots__ = ("_buf", "_discarded", "_discarding", "max_frame")
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame

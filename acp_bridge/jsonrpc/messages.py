@@ -95,7 +95,6 @@ def parse_frame(frame: bytes | FrameTooLarge) -> Message | RpcError:
 _MISSING: Any = object()
 
 
-
 def encode_result(id: RequestId, result: Any) -> bytes:
     return orjson.dumps({"jsonrpc": "2.0", "id": id, "result": result}) + b"\n"
 

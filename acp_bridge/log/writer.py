@@ -22,7 +22,9 @@ from .records import FORMAT_VERSION
 
 
 class SessionLog:
-    def __init__(self, path: str, outbox: Outbox, records: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, path: str, outbox: Outbox, records: list[dict[str, Any]] | None = None
+    ) -> None:
         self.path = path
         self.outbox = outbox
         self.file = LogFile(path)
@@ -37,7 +39,14 @@ class SessionLog:
     def append(self, type: str, turn: int, step: int, **fields: Any) -> dict[str, Any]:
         if self._parts:
             self._flush_delta()
-        record = {"v": FORMAT_VERSION, "seq": self.seq, "at": time.time(), "type": type, "turn": turn, "step": step}
+        record = {
+            "v": FORMAT_VERSION,
+            "seq": self.seq,
+            "at": time.time(),
+            "type": type,
+            "turn": turn,
+            "step": step,
+        }
         record.update(fields)
         self.seq += 1
         self.records.append(record)

@@ -30,11 +30,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import orjson
 
 from ..jsonrpc.errors import RpcError
 from ..providers.base import (
-    BlockEnd,
-    Finish,
     ModelRequest,
     ProviderError,
     ReasoningDelta,
@@ -128,7 +127,11 @@ class Turn:
             await self.settled.wait()
             return
         if not self.settled.is_set():
-            log.warning("turn %d did not stop within %.1fs; abandoning it", self.number, self.config.cancel_deadline)
+            log.warning(
+                "turn %d did not stop within %.1fs; abandoning it",
+                self.number,
+                self.config.cancel_deadline,
+            )
             self.forced = True
             self._finish_interrupted()
 
@@ -147,7 +150,9 @@ class Turn:
             return
         except Exception as exc:
             log.exception("turn %d failed", self.number)
-            self._finish_failed(ProviderError(f"internal error: {type(exc).__name__}", kind="internal"))
+            self._finish_failed(
+                ProviderError(f"internal error: {type(exc).__name__}", kind="internal")
+            )
             return
         if self.scope.cancelled_caught or reason is None:
             self._finish_interrupted()
@@ -175,64 +180,70 @@ class Turn:
 
     async def _stream_step(self) -> str | None:
         session = self.session
-        slog = session.log
-        outbox = session.outbox
-        frames = session.frames
         stream = _Stream()
         self.stream = stream
         request = ModelRequest(messages=session.history())
-        slog.open_stream(stream.attempt, self.number, self.step, session.provider.name)
-        text_prefix = frames.chunk_prefix("agent_message_chunk", stream.message_id)
-        thought_prefix = frames.chunk_prefix("agent_thought_chunk", stream.message_id)
-        asm = stream.asm
-        feed = asm.feed
-        send = outbox.send
-        delta = slog.delta
-        timed = stream.timed
-        t0 = stream.t0
-        monotonic = time.monotonic
-        dumps = _dumps
-        high_water = outbox.high_water
+        session.log.open_stream(stream.attempt, self.number, self.step, session.provider.name)
         step_scope = anyio.CancelScope()
         idle = _IdleWatch(self.config.idle_timeout, step_scope)
         if idle.limit is not None:
             self.spawn(idle.run)
-        with step_scope:
-            async with session.provider.stream(request) as events:
-                async for ev in events:
-                    idle.seen += 1
-                    if self.fenced:
-                        break
-                    kind = type(ev)
-                    if kind is TextDelta or kind is ReasoningDelta:
-                        feed(ev)
-                        text = ev.text  # type: ignore[union-attr]
-                        if kind is TextDelta:
-                            send(text_prefix + dumps(text) + CHUNK_SUFFIX)
-                            delta(ev.index, "text", text)  # type: ignore[union-attr]
-                            timed.append([round((monotonic() - t0) * 1000, 3), ev.index, "text", text])  # type: ignore[union-attr]
-                        else:
-                            send(thought_prefix + dumps(text) + CHUNK_SUFFIX)
-                            delta(ev.index, "reasoning", text)  # type: ignore[union-attr]
-                            timed.append([round((monotonic() - t0) * 1000, 3), ev.index, "reasoning", text])  # type: ignore[union-attr]
-                        if outbox.backlog > high_water:
-                            await outbox.wait_writable()
-                    elif kind is ToolCallStart:
-                        feed(ev)
-                        self._announce_tool(ev)  # type: ignore[arg-type]
-                    elif kind is ToolCallDelta:
-                        feed(ev)
-                        delta(ev.index, "tool_args", ev.args)  # type: ignore[union-attr]
-                    elif kind is Usage:
-                        feed(ev)
-                        self._report_usage(ev)  # type: ignore[arg-type]
-                    else:
-                        feed(ev)
+        try:
+            with step_scope:
+                await self._consume(request, stream, idle)
+        except AssemblyError as exc:
+            raise ProviderError(f"malformed model stream: {exc}", kind="protocol") from exc
         idle.stop()
         if idle.fired:
             raise StreamIdleTimeout(idle.limit or 0.0)
         if self.fenced:
             return None
+        return self._commit(stream)
+
+    async def _consume(self, request: ModelRequest, stream: _Stream, idle: _IdleWatch) -> None:
+        """The hot loop: each event is fed, sent to the editor and logged, in that order."""
+        session = self.session
+        outbox = session.outbox
+        prefixes = {
+            TextDelta: (
+                session.frames.chunk_prefix("agent_message_chunk", stream.message_id),
+                "text",
+            ),
+            ReasoningDelta: (
+                session.frames.chunk_prefix("agent_thought_chunk", stream.message_id),
+                "reasoning",
+            ),
+        }
+        feed, send, delta = stream.asm.feed, outbox.send, session.log.delta
+        timed, t0, monotonic, dumps = stream.timed, stream.t0, time.monotonic, orjson.dumps
+        async with session.provider.stream(request) as events:
+            async for ev in events:
+                idle.seen += 1
+                if self.fenced:
+                    return
+                feed(ev)
+                chunk = prefixes.get(type(ev))  # type: ignore[call-overload]
+                if chunk is not None:
+                    prefix, kind = chunk
+                    text: str = ev.text  # type: ignore[union-attr]
+                    send(prefix + dumps(text) + CHUNK_SUFFIX)
+                    delta(ev.index, kind, text)
+                    timed.append([round((monotonic() - t0) * 1000, 3), ev.index, kind, text])
+                    if outbox.backlog > outbox.high_water:
+                        await outbox.wait_writable()
+                elif type(ev) is ToolCallStart:
+                    self._announce_tool(ev)
+                elif type(ev) is ToolCallDelta:
+                    delta(ev.index, "tool_args", ev.args)
+                elif type(ev) is Usage:
+                    self._report_usage(ev)
+        if stream.asm.finish is None:
+            stream.asm.end_stream()
+
+    def _commit(self, stream: _Stream) -> str:
+        """A stream that ended normally becomes the step's assistant message."""
+        slog = self.session.log
+        asm = stream.asm
         try:
             content = asm.blocks()
         except AssemblyError as exc:
@@ -252,7 +263,14 @@ class Turn:
             )
             slog.close_stream("committed")
         else:
-            slog.append("assistant/attempt", self.number, self.step, attempt=stream.attempt, outcome="empty", content=[])
+            slog.append(
+                "assistant/attempt",
+                self.number,
+                self.step,
+                attempt=stream.attempt,
+                outcome="empty",
+                content=[],
+            )
             slog.close_stream("abandoned")
         finish = asm.finish
         if finish is None:
@@ -267,15 +285,38 @@ class Turn:
     def _announce_tool(self, ev: ToolCallStart) -> None:
         assert self.stream is not None
         self.stream.open_tools[ev.id] = ev.name
-        self._emit({"sessionUpdate": "tool_call", "toolCallId": ev.id, "title": ev.name, "kind": "other", "status": "pending"})
+        self._emit(
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": ev.id,
+                "title": ev.name,
+                "kind": "other",
+                "status": "pending",
+            }
+        )
 
     def _answer_tool_calls(self) -> None:
         slog = self.session.log
         for call in self._pending_tools:
             text = unavailable_tool_text(call["name"])
-            slog.append("tool/call", self.number, self.step, tool_call_id=call["id"], name=call["name"], input=call["input"], status="unavailable")
+            slog.append(
+                "tool/call",
+                self.number,
+                self.step,
+                tool_call_id=call["id"],
+                name=call["name"],
+                input=call["input"],
+                status="unavailable",
+            )
             result = [{"type": "text", "text": text}]
-            slog.append("tool/result", self.number, self.step, tool_call_id=call["id"], content=result, is_error=True)
+            slog.append(
+                "tool/result",
+                self.number,
+                self.step,
+                tool_call_id=call["id"],
+                content=result,
+                is_error=True,
+            )
             self._emit(
                 {
                     "sessionUpdate": "tool_call_update",
@@ -302,7 +343,9 @@ class Turn:
     def _report_usage(self, usage: Usage) -> None:
         if usage.context_window:
             used = usage.input_tokens + usage.output_tokens
-            self._emit({"sessionUpdate": "usage_update", "used": used, "size": usage.context_window})
+            self._emit(
+                {"sessionUpdate": "usage_update", "used": used, "size": usage.context_window}
+            )
 
     def _emit(self, update: dict[str, Any]) -> None:
         if not self.fenced:
@@ -328,7 +371,9 @@ class Turn:
         outcome = "cancelled" if user_stop else "disconnected"
         stream = self.stream
         if stream is not None:
-            self._close_open_tools(stream, "cancelled before it ran" if user_stop else "disconnected")
+            self._close_open_tools(
+                stream, "cancelled before it ran" if user_stop else "disconnected"
+            )
             self._pending_tools = []
             blocks = stream.asm.interrupted_blocks()
             if user_stop and blocks:
@@ -387,15 +432,27 @@ class Turn:
             )
             slog.close_stream("abandoned")
             self.stream = None
-        slog.append("agent/request-error", self.number, self.step, attempt=attempt, error=exc.to_record())
+        slog.append(
+            "agent/request-error", self.number, self.step, attempt=attempt, error=exc.to_record()
+        )
         if self._step_open:
-            slog.append("step/end", self.number, self.step, reason="timed_out" if timed_out else "provider_error")
+            slog.append(
+                "step/end",
+                self.number,
+                self.step,
+                reason="timed_out" if timed_out else "provider_error",
+            )
         slog.append("turn/end", self.number, 0, reason="error", forced=False)
         self.fenced = True
         self.error = RpcError(
             -32603,
             f"Model request failed: {exc.message}",
-            {"kind": exc.kind, "retryable": exc.retryable, "status": exc.status, "attempt": attempt},
+            {
+                "kind": exc.kind,
+                "retryable": exc.retryable,
+                "status": exc.status,
+                "attempt": attempt,
+            },
         )
         self.settled.set()
 
@@ -438,9 +495,3 @@ def _usage_record(usage: Usage | None) -> dict[str, Any] | None:
     if usage is None:
         return None
     return {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
-
-
-def _dumps(text: str) -> bytes:
-    import orjson
-
-    return orjson.dumps(text)

@@ -118,6 +118,10 @@ class Outbox:
             self._pre_flush.remove(hook)
 
     @property
+    def high_water(self) -> int:
+        return self._high_water
+
+    @property
     def backlog(self) -> int:
         return self._queued_bytes
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 
@@ -23,9 +23,12 @@ log = logging.getLogger("acp_bridge.server")
 class ServeOptions:
     state_dir: str
     provider_factory: Callable[[], Provider]
-    turn: TurnConfig = TurnConfig()
+    turn: TurnConfig = field(default_factory=TurnConfig)
     stdin_fd: int = 0
     stdout_fd: int = 1
+    # Signals can only be watched from the main thread; in-process tests
+    # that serve on pipes from another thread turn this off.
+    handle_signals: bool = True
 
 
 async def serve(options: ServeOptions) -> int:
@@ -67,7 +70,8 @@ async def serve(options: ServeOptions) -> int:
         )
         tg.start_soon(outbox.run)
         tg.start_soon(watch_stdout)
-        tg.start_soon(watch_signals)
+        if options.handle_signals:
+            tg.start_soon(watch_signals)
         start_reader(options.stdin_fd, on_stdin)
         await ended.wait()
         log.info("shutting down: %s", why[0])

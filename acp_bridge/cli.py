@@ -12,11 +12,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .paths import ENV_STATE_DIR, resolve_state_dir
+
+if TYPE_CHECKING:
+    from .providers.base import Provider
 
 PROVIDERS = ("fake",)
 
@@ -141,18 +144,12 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
     import anyio
 
     from .loop.turn import TurnConfig
-    from .providers.script import ScriptError, load_script
-    from .providers.scripted import ScriptedProvider
     from .server import ServeOptions, serve
 
-    try:
-        script = load_script(args.script) if args.script else _builtin_script()
-    except ScriptError as exc:
-        print(f"acp-bridge: {exc}", file=sys.stderr)
-        return 2
+    script_path: str | None = args.script
     options = ServeOptions(
         state_dir=state_dir,
-        provider_factory=lambda: ScriptedProvider(script),
+        load_provider=lambda: _load_fake_provider(script_path),
         turn=TurnConfig(
             max_steps=args.max_steps,
             cancel_deadline=args.cancel_deadline,
@@ -162,24 +159,27 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
     return anyio.run(serve, options)
 
 
-def _builtin_script() -> Any:
-    from .providers.script import parse_script
+def _load_fake_provider(script_path: str | None) -> Callable[[], Provider]:
+    from .providers.script import ScriptError, load_script, parse_script
+    from .providers.scripted import ScriptedProvider
+    from .server import StartupError
 
-    return parse_script(
+    try:
+        script = load_script(script_path) if script_path else parse_script(BUILTIN_SCRIPT, source="<built-in>")
+    except ScriptError as exc:
+        raise StartupError(str(exc)) from exc
+    return lambda: ScriptedProvider(script)
+
+
+BUILTIN_SCRIPT: dict[str, Any] = {
+    "description": "built-in: a short streamed answer",
+    "responses": [
         {
-            "description": "built-in: a short streamed answer",
-            "responses": [
-                {
-                    "events": [
-                        {
-                            "text": "Hello from acp-bridge (the keyless scripted provider). ",
-                            "chunk_size": 6,
-                        },
-                        {"text": "Pass --script FILE to script the model.", "chunk_size": 6},
-                    ]
-                }
-            ],
-            "when_exhausted": "repeat_last",
-        },
-        source="<built-in>",
-    )
+            "events": [
+                {"text": "Hello from acp-bridge (the keyless scripted provider). ", "chunk_size": 6},
+                {"text": "Pass --script FILE to script the model.", "chunk_size": 6},
+            ]
+        }
+    ],
+    "when_exhausted": "repeat_last",
+}

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.to_thread
 
 from .acp.agent import Agent
 from .jsonrpc.connection import Connection
@@ -19,10 +20,18 @@ from .transport.stdio import start_reader
 log = logging.getLogger("acp_bridge.server")
 
 
+class StartupError(Exception):
+    """Configuration that cannot work (a bad script, say): reported, exit status 2."""
+
+
 @dataclass(frozen=True, slots=True)
 class ServeOptions:
     state_dir: str
-    provider_factory: Callable[[], Provider]
+    # Called once in a worker thread while the server already answers
+    # ``initialize`` (loading and validating a script costs more than the
+    # whole rest of start-up); returns the factory of per-session providers.
+    # Raising `StartupError` ends the server with status 2.
+    load_provider: Callable[[], Callable[[], Provider]]
     turn: TurnConfig = field(default_factory=TurnConfig)
     stdin_fd: int = 0
     stdout_fd: int = 1
@@ -36,6 +45,7 @@ async def serve(options: ServeOptions) -> int:
     conn = Connection(outbox)
     ended = anyio.Event()
     why: list[str] = []
+    status = 0
 
     def end(reason: str) -> None:
         if not ended.is_set():
@@ -52,6 +62,17 @@ async def serve(options: ServeOptions) -> int:
         await outbox.stdout_broken.wait()
         end("stdout closed")
 
+    async def load_provider(agent: Agent) -> None:
+        nonlocal status
+        try:
+            factory = await anyio.to_thread.run_sync(options.load_provider)
+        except StartupError as exc:
+            log.critical("%s", exc)
+            status = 2
+            end("startup failed")
+            return
+        agent.set_provider_factory(factory)
+
     async def watch_signals() -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
@@ -64,11 +85,11 @@ async def serve(options: ServeOptions) -> int:
             conn,
             outbox,
             state_dir=options.state_dir,
-            provider_factory=options.provider_factory,
             config=options.turn,
             spawn=tg.start_soon,
         )
         tg.start_soon(outbox.run)
+        tg.start_soon(load_provider, agent)
         tg.start_soon(watch_stdout)
         if options.handle_signals:
             tg.start_soon(watch_signals)
@@ -85,4 +106,4 @@ async def serve(options: ServeOptions) -> int:
         with anyio.move_on_after(2):
             await outbox.drain()
         tg.cancel_scope.cancel()
-    return 0
+    return status

@@ -36,14 +36,14 @@ class Agent:
         outbox: Outbox,
         *,
         state_dir: str,
-        provider_factory: Callable[[], Provider],
         config: TurnConfig,
         spawn: Spawn,
     ) -> None:
         self.conn = conn
         self.outbox = outbox
         self.state_dir = state_dir
-        self.provider_factory = provider_factory
+        self._provider_factory: Callable[[], Provider] | None = None
+        self._provider_ready = anyio.Event()
         self.config = config
         self.spawn = spawn
         self.sessions: dict[str, Session] = {}
@@ -56,6 +56,10 @@ class Agent:
         )
         conn.notifications["session/cancel"] = self.cancel
         conn.cancel_hooks["session/prompt"] = self.cancel
+
+    def set_provider_factory(self, factory: Callable[[], Provider]) -> None:
+        self._provider_factory = factory
+        self._provider_ready.set()
 
     # -- initialize ----------------------------------------------------------
 
@@ -98,7 +102,9 @@ class Agent:
             raise RpcError(
                 -32603, f"Cannot create the session log: {exc.strerror or exc}", {"path": path}
             ) from exc
-        provider = self.provider_factory()
+        await self._provider_ready.wait()
+        assert self._provider_factory is not None
+        provider = self._provider_factory()
         slog = SessionLog(path, self.outbox)
         session = Session(session_id, cwd, slog, provider, self.outbox, UpdateFrames(session_id))
         slog.append("session/start", 0, 0, session_id=session_id, cwd=cwd, provider=provider.name)

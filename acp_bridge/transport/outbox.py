@@ -31,7 +31,7 @@ from typing import Final
 import anyio
 import anyio.to_thread
 
-HIGH_WATER: Final = 256 * 1024
+HIGH_WATER: Final = 32 * 1024
 
 
 class LogFile:

@@ -15,7 +15,7 @@ from .jsonrpc.connection import Connection
 from .loop.turn import TurnConfig
 from .providers.base import Provider
 from .transport.outbox import Outbox
-from .transport.stdio import start_reader
+from .transport.stdio import read_fd
 
 log = logging.getLogger("acp_bridge.server")
 
@@ -93,7 +93,7 @@ async def serve(options: ServeOptions) -> int:
         tg.start_soon(watch_stdout)
         if options.handle_signals:
             tg.start_soon(watch_signals)
-        start_reader(options.stdin_fd, on_stdin)
+        tg.start_soon(read_fd, options.stdin_fd, on_stdin)
         await ended.wait()
         log.info("shutting down: %s", why[0])
         # A disconnect is not a user stop: running turns are recorded as

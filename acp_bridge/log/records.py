@@ -48,7 +48,9 @@ Surface records (the only ones that enter model history)
                          finish, usage, stream?}``  ``interrupted`` true only
                          for a user stop; then ``stream`` holds the exact
                          delivered timed stream ``[[t_ms, index, kind, text],
-                         ...]`` (t_ms: milliseconds since stream start).
+                         ...]``: the same parts as the attempt's
+                         ``stream/delta`` records, each with the time it was
+                         written to the editor (ms since stream start).
   ``tool/result``    ``{tool_call_id, content: [HistoryBlock], is_error}``
 
 Attempts and errors (never enter model history)

@@ -35,6 +35,11 @@ class SessionLog:
         self._step = 0
         self._parts: list[list[Any]] = []
         self._last: list[Any] | None = None
+        self._t0 = 0.0
+        # [t_ms, index, kind, text] for each part of each delta record of the
+        # open stream: the delivered stream, timed at the granularity of the
+        # writes to the editor.
+        self._timed: list[list[Any]] = []
 
     def append(self, type: str, turn: int, step: int, **fields: Any) -> dict[str, Any]:
         if self._parts:
@@ -58,6 +63,8 @@ class SessionLog:
     def open_stream(self, attempt: str, turn: int, step: int, provider: str) -> None:
         self.append("stream/start", turn, step, attempt=attempt, provider=provider)
         self._attempt, self._turn, self._step = attempt, turn, step
+        self._t0 = time.monotonic()
+        self._timed = []
         self.outbox.add_pre_flush(self._flush_delta)
 
     def delta(self, index: int, kind: str, text: str) -> None:
@@ -69,6 +76,11 @@ class SessionLog:
             last = [index, kind, [text]]
             self._parts.append(last)
             self._last = last
+
+    def delivered_stream(self) -> list[list[Any]]:
+        """The open stream's delivered parts so far, ``[t_ms, index, kind, text]``."""
+        self._flush_delta()
+        return self._timed
 
     def close_stream(self, outcome: str) -> None:
         if self._attempt is None:
@@ -86,6 +98,8 @@ class SessionLog:
         parts = [[index, kind, "".join(frags)] for index, kind, frags in self._parts]
         self._parts = []
         self._last = None
+        t_ms = round((time.monotonic() - self._t0) * 1000, 3)
+        self._timed.extend([t_ms, *part] for part in parts)
         self.append("stream/delta", self._turn, self._step, attempt=self._attempt, parts=parts)
 
     def sync(self) -> None:

@@ -23,7 +23,6 @@ it: nothing the stuck task does later reaches the editor or the log
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -63,15 +62,12 @@ class TurnConfig:
 class _Stream:
     """The open model stream of the current step."""
 
-    __slots__ = ("asm", "attempt", "message_id", "open_tools", "t0", "timed")
+    __slots__ = ("asm", "attempt", "message_id", "open_tools")
 
     def __init__(self) -> None:
         self.attempt = "att_" + uuid.uuid4().hex[:16]
         self.message_id = "msg_" + uuid.uuid4().hex[:16]
         self.asm = StreamAssembler()
-        self.t0 = time.monotonic()
-        # [t_ms, index, kind, text] of every chunk delivered, for the record.
-        self.timed: list[list[Any]] = []
         # Tool calls announced to the editor that have no final status yet.
         self.open_tools: dict[str, str] = {}
 
@@ -215,7 +211,7 @@ class Turn:
             ),
         }
         feed, send, delta = stream.asm.feed, outbox.send, session.log.delta
-        timed, t0, monotonic, dumps = stream.timed, stream.t0, time.monotonic, orjson.dumps
+        dumps = orjson.dumps
         async with session.provider.stream(request) as events:
             async for ev in events:
                 idle.seen += 1
@@ -228,7 +224,6 @@ class Turn:
                     text: str = ev.text  # type: ignore[union-attr]
                     send(prefix + dumps(text) + CHUNK_SUFFIX)
                     delta(ev.index, kind, text)
-                    timed.append([round((monotonic() - t0) * 1000, 3), ev.index, kind, text])
                     if outbox.backlog > outbox.high_water:
                         await outbox.wait_writable()
                 elif type(ev) is ToolCallStart:
@@ -386,7 +381,7 @@ class Turn:
                     interrupted=True,
                     finish=None,
                     usage=_usage_record(stream.asm.usage),
-                    stream=stream.timed,
+                    stream=slog.delivered_stream(),
                 )
                 slog.close_stream("committed")
             else:

@@ -9,10 +9,11 @@ ordering guarantees the design needs for free:
 * a log record queued before a frame reaches its file before the frame
   reaches stdout, so "logged before answered" holds across a crash.
 
-A writer task takes the whole queue at once and writes it in a worker thread,
-coalescing consecutive writes to the same file into one ``write``.  While one
-batch is being written the next one accumulates, so the batch size adapts to
-the reader's speed.  Producers call `wait_writable` to respect a high-water
+A writer task takes the whole queue at once and writes it on the event loop
+(stdout in non-blocking mode when it is a pipe, waiting for writability when
+the editor reads slowly), coalescing consecutive writes to the same file into
+one ``write``.  While the editor is slow the next batch accumulates, so the
+batch size adapts to the reader's speed.  Producers call `wait_writable` to respect a high-water
 mark; `drain` waits until everything queued so far is written.
 
 A broken stdout (the editor went away) marks the outbox ``broken``; further
@@ -25,6 +26,7 @@ was briefly full); `log_error` describes the last failure.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from typing import Final
 
@@ -86,7 +88,6 @@ class Outbox:
         self._pre_flush: list[Callable[[], None]] = []
         self._failed_logs: set[LogFile] = set()
         self.stdout_broken = anyio.Event()
-        self._broken_flag = False
         self.log_error: str | None = None
         self.frames_written = 0
 
@@ -144,6 +145,7 @@ class Outbox:
 
     async def run(self) -> None:
         """The writer task.  Returns after `close` once the queue is empty."""
+        nonblocking = _set_nonblocking(self._stdout_fd)
         while True:
             if not self._queue:
                 if self._closed:
@@ -157,53 +159,40 @@ class Outbox:
             gen = self._queued_gen
             self._queued_bytes = 0
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._write_batch, batch)
+                await self._write_batch(batch, nonblocking)
             self._written_gen = gen
-            if self._broken_flag and not self.stdout_broken.is_set():
-                self.stdout_broken.set()
             self._progress.set()
 
     def close(self) -> None:
         self._closed = True
         self._wakeup.set()
 
-    def flush_now(self) -> None:
-        """Write the queue synchronously (last resort at shutdown)."""
-        for hook in self._pre_flush:
-            hook()
-        batch, self._queue = self._queue, []
-        self._queued_bytes = 0
-        self._write_batch(batch)
-        self._written_gen = self._queued_gen
-
-    # -- worker thread -----------------------------------------------------
-
-    def _write_batch(self, batch: list[tuple[LogFile | None, bytes]]) -> None:
-        run_target: LogFile | None = batch[0][0]
-        run: list[bytes] = []
-        for target, data in batch:
-            if target is not run_target or data is _FSYNC:
-                self._write_run(run_target, run)
-                run = []
-                run_target = target
-                if data is _FSYNC and target is not None:
-                    self._fsync(target)
-                    continue
-            run.append(data)
-        self._write_run(run_target, run)
+    async def _write_batch(self, batch: list[tuple[LogFile | None, bytes]], nonblocking: bool) -> None:
+        """Write consecutive items for the same target with one call each, in order."""
+        i, n = 0, len(batch)
+        while i < n:
+            target = batch[i][0]
+            j = i
+            while j < n and batch[j][0] is target and batch[j][1] is not _FSYNC:
+                j += 1
+            if j > i:
+                data = b"".join([item[1] for item in batch[i:j]]) if j - i > 1 else batch[i][1]
+                if target is None:
+                    await self._write_stdout(data, nonblocking)
+                    self.frames_written += j - i
+                else:
+                    self._write_log(target, data)
+                i = j
+            else:  # an fsync request
+                assert target is not None
+                await anyio.to_thread.run_sync(self._fsync, target)
+                i += 1
         for log in list(self._failed_logs):
-            self._write_run(log, [])
+            self._write_log(log, b"")
 
-    def _write_run(self, target: LogFile | None, run: list[bytes]) -> None:
-        if target is None:
-            if not run:
-                return
-            if not self._broken_flag:
-                self._write_stdout(b"".join(run) if len(run) > 1 else run[0])
-                self.frames_written += len(run)
-            return
+    def _write_log(self, target: LogFile, data: bytes) -> None:
         try:
-            target.write(b"".join(run))
+            target.write(data)
         except OSError as exc:
             self.log_error = f"cannot write {target.path}: {exc.strerror or exc}"
             self._failed_logs.add(target)
@@ -212,22 +201,32 @@ class Outbox:
                 self._failed_logs.discard(target)
                 self.log_error = None
 
-    def _write_stdout(self, data: bytes) -> None:
+    async def _write_stdout(self, data: bytes, nonblocking: bool) -> None:
+        if self.stdout_broken.is_set():
+            return
         view = memoryview(data)
         try:
             while view:
-                n = os.write(self._stdout_fd, view)
+                try:
+                    n = os.write(self._stdout_fd, view)
+                except BlockingIOError:
+                    await anyio.wait_writable(self._stdout_fd)
+                    continue
                 view = view[n:]
-        except (BrokenPipeError, ConnectionResetError, ValueError, OSError):
-            self._mark_broken()
-
-    def _mark_broken(self) -> None:
-        # Called from the worker thread: anyio.Event.set is not thread-safe,
-        # so run() turns this flag into the stdout_broken event on the loop.
-        self._broken_flag = True
+        except OSError:  # EPIPE and friends: the editor is gone
+            self.stdout_broken.set()
 
     def _fsync(self, log: LogFile) -> None:
         try:
             log.fsync()
         except OSError as exc:
             self.log_error = f"cannot fsync {log.path}: {exc.strerror or exc}"
+
+
+def _set_nonblocking(fd: int) -> bool:
+    """Pipes and sockets are written without blocking the loop; files block briefly."""
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        os.set_blocking(fd, False)
+        return True
+    return False

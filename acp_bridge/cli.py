@@ -165,7 +165,11 @@ def _load_fake_provider(script_path: str | None) -> Callable[[], Provider]:
     from .server import StartupError
 
     try:
-        script = load_script(script_path) if script_path else parse_script(BUILTIN_SCRIPT, source="<built-in>")
+        script = (
+            load_script(script_path)
+            if script_path
+            else parse_script(BUILTIN_SCRIPT, source="<built-in>")
+        )
     except ScriptError as exc:
         raise StartupError(str(exc)) from exc
     return lambda: ScriptedProvider(script)
@@ -176,7 +180,10 @@ BUILTIN_SCRIPT: dict[str, Any] = {
     "responses": [
         {
             "events": [
-                {"text": "Hello from acp-bridge (the keyless scripted provider). ", "chunk_size": 6},
+                {
+                    "text": "Hello from acp-bridge (the keyless scripted provider). ",
+                    "chunk_size": 6,
+                },
                 {"text": "Pass --script FILE to script the model.", "chunk_size": 6},
             ]
         }

@@ -83,10 +83,8 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
     async with anyio.create_task_group() as tg:
         tg.start_soon(client.read_loop)
         init = await client.initialize()
-        info = init["result"]["agentInfo"]
-        say(
-            f"{dim}initialize -> {info['name']} {info['version']}, protocol {init['result']['protocolVersion']}{reset}"
-        )
+        info, version = init["result"]["agentInfo"], init["result"]["protocolVersion"]
+        say(f"{dim}initialize -> {info['name']} {info['version']}, protocol {version}{reset}")
         session_id = await client.new_session(os.getcwd())
         say(f"{dim}session/new -> {session_id}{reset}")
         say()
@@ -115,7 +113,8 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
         say(f"{reset}")
         say(
             f"{red}■ Stopped{reset}  {dim}(you pressed Stop after {stop_after} chunks; "
-            f"stopReason: {first.stop_reason}; updates after the response: {len(first.late)}){reset}"
+            f"stopReason: {first.stop_reason}; "
+            f"updates after the response: {len(first.late)}){reset}"
         )
         say()
 
@@ -134,8 +133,7 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
             f"interrupted: {reported.get('last_assistant_interrupted')})"
         )
         log_path = os.path.join(state_dir, "sessions", session_id + ".jsonl")
-        with open(log_path, "rb") as f:
-            records = f.read().count(b"\n")
+        records = (await anyio.Path(log_path).read_bytes()).count(b"\n")
         say()
         say(f"session log:  {log_path} ({records} records)")
         say(f"its history:  acp-bridge history --state-dir {state_dir} {session_id}")

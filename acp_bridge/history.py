@@ -14,15 +14,15 @@ def print_history(state_dir: str, session_id: str) -> int:
     try:
         path = session_path(state_dir, session_id)
     except ValueError as exc:
-        print(f"acp-bridge: {exc}", file=sys.stderr)
+        sys.stderr.write(f"acp-bridge: {exc}\n")
         return 2
     try:
         records = read_records(path)
     except FileNotFoundError:
-        print(f"acp-bridge: no session {session_id!r} in {state_dir}", file=sys.stderr)
+        sys.stderr.write(f"acp-bridge: no session {session_id!r} in {state_dir}\n")
         return 1
     except LogCorrupt as exc:
-        print(f"acp-bridge: {exc}", file=sys.stderr)
+        sys.stderr.write(f"acp-bridge: {exc}\n")
         return 1
     messages = derive_messages(records)
     sys.stdout.buffer.write(orjson.dumps(messages, option=orjson.OPT_INDENT_2) + b"\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -26,7 +26,7 @@ log = logging.getLogger("acp_bridge.agent")
 
 PROTOCOL_VERSION = 1
 
-Spawn = Callable[[Callable[[], Awaitable[None]]], None]
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
 
 
 class Agent:
@@ -95,8 +95,7 @@ class Agent:
         path = session_path(self.state_dir, session_id)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "ab"):
-                pass
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
         except OSError as exc:
             log.error("cannot create the session log %s: %s", path, exc.strerror or exc)
             raise RpcError(
@@ -163,7 +162,7 @@ class Agent:
             await turn.settled.wait()
 
 
-def _later(fn: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+def _later(fn: Callable[[], None]) -> Callable[[], Coroutine[Any, Any, None]]:
     async def run() -> None:
         fn()
 

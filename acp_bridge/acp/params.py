@@ -60,7 +60,7 @@ def absolute_path(params: dict[str, Any], key: str) -> str:
 
 
 def mcp_servers(params: dict[str, Any]) -> list[dict[str, Any]]:
-    servers = optional(params, "mcpServers", list)
+    servers: list[dict[str, Any]] | None = optional(params, "mcpServers", list)
     if servers is None:
         return []
     for i, server in enumerate(servers):

@@ -64,6 +64,7 @@ class Connection:
         self._tg: TaskGroup | None = None
         self._in_flight: dict[RequestId, tuple[Request, anyio.CancelScope]] = {}
         self._pending: dict[int, _Pending] = {}
+        self._idle = anyio.Event()
         self._ids = count(1)
         self.closed = False
 
@@ -124,6 +125,8 @@ class Connection:
                 self.outbox.send(encode_error(req.id, RpcError.cancelled()))
         finally:
             self._in_flight.pop(req.id, None)
+            if not self._in_flight:
+                self._idle.set()
 
     def _notify(self, note: Notification) -> None:
         if note.method == "$/cancel_request":
@@ -190,7 +193,8 @@ class Connection:
     async def wait_idle(self) -> None:
         """Wait until no incoming request is being handled."""
         while self._in_flight:
-            await anyio.sleep(0.002)
+            self._idle = anyio.Event()
+            await self._idle.wait()
 
     def close(self) -> None:
         """The peer is gone: fail every outstanding outgoing request."""

@@ -88,7 +88,7 @@ def parse_frame(frame: bytes | FrameTooLarge) -> Message | RpcError:
         # params and reports the missing fields on stderr.
         return Notification(method, {})
     if has_id:
-        return Request(raw_id, method, params)  # type: ignore[arg-type]
+        return Request(raw_id, method, params)
     return Notification(method, params)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -86,7 +86,7 @@ class Turn:
         number: int,
         prompt: list[dict[str, Any]],
         config: TurnConfig,
-        spawn: Callable[[Callable[[], Awaitable[None]]], None],
+        spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], object],
     ) -> None:
         self.session = session
         self.spawn = spawn
@@ -200,7 +200,7 @@ class Turn:
         """The hot loop: each event is fed, sent to the editor and logged, in that order."""
         session = self.session
         outbox = session.outbox
-        prefixes = {
+        prefixes: dict[type, tuple[bytes, str]] = {
             TextDelta: (
                 session.frames.chunk_prefix("agent_message_chunk", stream.message_id),
                 "text",
@@ -218,12 +218,12 @@ class Turn:
                 if self.fenced:
                     return
                 feed(ev)
-                chunk = prefixes.get(type(ev))  # type: ignore[call-overload]
+                chunk = prefixes.get(type(ev))
                 if chunk is not None:
                     prefix, kind = chunk
-                    text: str = ev.text  # type: ignore[union-attr]
-                    send(prefix + dumps(text) + CHUNK_SUFFIX)
-                    delta(ev.index, kind, text)
+                    text_ev: TextDelta = ev  # type: ignore[assignment]  # or ReasoningDelta: same fields
+                    send(prefix + dumps(text_ev.text) + CHUNK_SUFFIX)
+                    delta(text_ev.index, kind, text_ev.text)
                     if outbox.backlog > outbox.high_water:
                         await outbox.wait_writable()
                 elif type(ev) is ToolCallStart:

@@ -167,7 +167,9 @@ class Outbox:
         self._closed = True
         self._wakeup.set()
 
-    async def _write_batch(self, batch: list[tuple[LogFile | None, bytes]], nonblocking: bool) -> None:
+    async def _write_batch(
+        self, batch: list[tuple[LogFile | None, bytes]], nonblocking: bool
+    ) -> None:
         """Write consecutive items for the same target with one call each, in order."""
         i, n = 0, len(batch)
         while i < n:

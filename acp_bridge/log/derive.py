@@ -1,0 +1,257 @@
+"""The model history, as a pure function of the event log (invariant I4).
+
+`derive_messages` turns a session's records into the provider-neutral message
+list every provider adapter receives (``ModelRequest.messages``)::
+
+    {"role": "user" | "assistant",
+     "content": [HistoryBlock, ...],       # never empty
+     "interrupted": bool}                  # on every message; true only for an
+                                           # assistant message cut by a user stop
+
+Only the three surface records contribute: ``user/message`` and
+``assistant/message`` become messages, and each ``tool/result`` becomes a
+``{"type": "tool_result", "tool_call_id", "content", "is_error"}`` block at
+the start of the user message after the assistant message that called it.
+
+The result is valid for a provider at *any* cut of the log (a crash mid-turn,
+a missing ``turn/end``), and `acp_bridge.log.check.check_history` accepts it:
+
+* consecutive messages of the same role are merged into one, tool results
+  first (a cancel before the first token leaves two user messages in a row);
+* a turn whose ``turn/end`` reason is ``refusal`` is left out entirely (ACP:
+  the refused prompt and all that came after it in the turn are not sent
+  again);
+* a ``tool_call`` block without its ``tool/result`` in the next user message
+  is dropped, and so is a result whose call is not in the assistant message
+  just before it, or a call whose id was already used earlier;
+* whitespace-only text and reasoning blocks are dropped, and so are blocks
+  that are malformed or not allowed for the role;
+* a message left empty is dropped, and so is an assistant message that would
+  open the history.
+
+The function never mutates its input and shares no objects with it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import groupby
+from typing import Any, Final
+
+__all__ = [
+    "ASSISTANT_BLOCK_TYPES",
+    "USER_BLOCK_TYPES",
+    "delivered_prefix",
+    "derive_messages",
+    "is_visible_text",
+]
+
+Message = dict[str, Any]
+Block = dict[str, Any]
+
+# Block types a message of each role may hold (tool results come only from
+# ``tool/result`` records).
+ASSISTANT_BLOCK_TYPES: Final = frozenset({"text", "reasoning", "tool_call"})
+USER_BLOCK_TYPES: Final = frozenset({"text", "resource_link", "resource", "image", "tool_result"})
+_PROMPT_BLOCK_TYPES: Final = USER_BLOCK_TYPES - {"tool_result"}
+_TEXT_TYPES: Final = frozenset({"text", "reasoning"})
+
+
+def derive_messages(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The model history of a log (see the module docstring for the rules)."""
+    records = list(records)
+    refused = _refused_turns(records)
+    messages: list[Message] = []
+    for record in records:
+        if record.get("turn") in refused:
+            continue
+        message = _surface_message(record)
+        if message is not None:
+            messages.append(message)
+    return _settle(messages)
+
+
+def delivered_prefix(
+    records: Iterable[Mapping[str, Any]], attempt: str
+) -> dict[tuple[int, str], str]:
+    """The text of one attempt delivered to the editor, per ``(index, kind)``.
+
+    Concatenates the parts of the attempt's ``stream/delta`` records; the keys
+    are in the order they first appeared in the stream.
+    """
+    pieces: dict[tuple[int, str], list[str]] = {}
+    for record in records:
+        if record.get("type") == "stream/delta" and record.get("attempt") == attempt:
+            for index, kind, text in record.get("parts", ()):
+                pieces.setdefault((index, kind), []).append(text)
+    return {key: "".join(texts) for key, texts in pieces.items()}
+
+
+# -- from records to raw messages ---------------------------------------------
+
+
+def _refused_turns(records: Sequence[Mapping[str, Any]]) -> set[int]:
+    return {
+        record["turn"]
+        for record in records
+        if record.get("type") == "turn/end" and record.get("reason") == "refusal"
+    }
+
+
+def _surface_message(record: Mapping[str, Any]) -> Message | None:
+    kind = record.get("type")
+    if kind == "user/message":
+        return _message("user", _clean_blocks(record.get("content"), _PROMPT_BLOCK_TYPES))
+    if kind == "assistant/message":
+        content = _clean_blocks(record.get("content"), ASSISTANT_BLOCK_TYPES)
+        return _message("assistant", content, interrupted=record.get("interrupted") is True)
+    if kind == "tool/result":
+        result = _tool_result_block(record)
+        return _message("user", [] if result is None else [result])
+    return None
+
+
+def _message(role: str, content: list[Block], *, interrupted: bool = False) -> Message:
+    return {"role": role, "content": content, "interrupted": interrupted}
+
+
+def _tool_result_block(record: Mapping[str, Any]) -> Block | None:
+    call_id = record.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        return None
+    return {
+        "type": "tool_result",
+        "tool_call_id": call_id,
+        "content": _clean_blocks(record.get("content"), _PROMPT_BLOCK_TYPES),
+        "is_error": record.get("is_error") is True,
+    }
+
+
+def _clean_blocks(blocks: object, allowed: frozenset[str]) -> list[Block]:
+    """Copies of the well-formed blocks of an allowed type, without blank text."""
+    if not isinstance(blocks, list):
+        return []
+    return [copy.deepcopy(block) for block in blocks if _keep_block(block, allowed)]
+
+
+def _keep_block(block: object, allowed: frozenset[str]) -> bool:
+    if not isinstance(block, dict) or block.get("type") not in allowed:
+        return False
+    if block["type"] in _TEXT_TYPES:
+        return is_visible_text(block.get("text"))
+    if block["type"] == "tool_call":
+        return (
+            _is_nonempty_str(block.get("id"))
+            and _is_nonempty_str(block.get("name"))
+            and isinstance(block.get("input"), dict)
+        )
+    return True
+
+
+def is_visible_text(text: object) -> bool:
+    """Whether ``text`` is a string with at least one non-whitespace character."""
+    return isinstance(text, str) and bool(text) and not text.isspace()
+
+
+def _is_nonempty_str(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+# -- from raw messages to a valid history -------------------------------------
+
+
+def _settle(messages: list[Message]) -> list[Message]:
+    """Apply the repairs until nothing changes.
+
+    Each pass only removes or merges, so this ends; a second pass is needed
+    only when dropping a leading assistant message orphans tool results.
+    """
+    while True:
+        settled = _drop_leading_assistant(_drop_empty(_pair_tool_calls(_merge_same_role(messages))))
+        if settled == messages:
+            return settled
+        messages = settled
+
+
+def _merge_same_role(messages: list[Message]) -> list[Message]:
+    merged: list[Message] = []
+    for role, run in groupby(messages, key=lambda message: message["role"]):
+        group = list(run)
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        content = [block for message in group for block in message["content"]]
+        if role == "user":
+            content = _tool_results_first(content)
+        interrupted = any(message["interrupted"] for message in group)
+        merged.append(_message(role, content, interrupted=interrupted))
+    return merged
+
+
+def _tool_results_first(content: list[Block]) -> list[Block]:
+    results = [block for block in content if block["type"] == "tool_result"]
+    others = [block for block in content if block["type"] != "tool_result"]
+    return results + others
+
+
+def _pair_tool_calls(messages: list[Message]) -> list[Message]:
+    """Keep a tool call only with its result right after it, and vice versa."""
+    out: list[Message] = []
+    used_ids: set[str] = set()
+    for i, message in enumerate(messages):
+        if message["role"] == "assistant":
+            following = messages[i + 1] if i + 1 < len(messages) else None
+            answered = _result_ids(following) - used_ids
+            content = _keep_answered_calls(message["content"], answered)
+            used_ids.update(_call_ids(content))
+        else:
+            previous = out[-1]["content"] if out and out[-1]["role"] == "assistant" else []
+            content = _keep_called_results(message["content"], _call_ids(previous))
+        out.append(_message(message["role"], content, interrupted=message["interrupted"]))
+    return out
+
+
+def _keep_answered_calls(content: list[Block], answered: set[str]) -> list[Block]:
+    kept: list[Block] = []
+    for block in content:
+        if block["type"] == "tool_call":
+            if block["id"] not in answered:
+                continue
+            answered = answered - {block["id"]}  # a repeated id in one message
+        kept.append(block)
+    return kept
+
+
+def _keep_called_results(content: list[Block], called: list[str]) -> list[Block]:
+    waiting = set(called)
+    kept: list[Block] = []
+    for block in content:
+        if block["type"] == "tool_result":
+            if block["tool_call_id"] not in waiting:
+                continue
+            waiting.discard(block["tool_call_id"])  # a second result is dropped
+        kept.append(block)
+    return kept
+
+
+def _result_ids(message: Message | None) -> set[str]:
+    if message is None or message["role"] != "user":
+        return set()
+    return {block["tool_call_id"] for block in message["content"] if block["type"] == "tool_result"}
+
+
+def _call_ids(content: list[Block]) -> list[str]:
+    return [block["id"] for block in content if block["type"] == "tool_call"]
+
+
+def _drop_empty(messages: list[Message]) -> list[Message]:
+    return [message for message in messages if message["content"]]
+
+
+def _drop_leading_assistant(messages: list[Message]) -> list[Message]:
+    """A history starts with a user message; drop what comes before the first one."""
+    for i, message in enumerate(messages):
+        if message["role"] == "user":
+            return messages[i:]
+    return []

@@ -8,6 +8,7 @@ and paths with stable placeholders so whole sessions can be snapshot-tested.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -20,7 +21,7 @@ from typing import Any
 import anyio
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from acp_bridge.client import AcpClient, bridge_command
+from acp_bridge.client import AcpClient, AgentExited, PromptResult, bridge_command
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_records
@@ -181,3 +182,89 @@ def coalesce_deltas(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def cwd_for_tests() -> str:
     return os.path.abspath(os.sep + "workspace")
+
+
+# -- stopping a turn at a chosen point ------------------------------------------
+
+STDIN_CLOSED = ("close", {"stdin": "closed"})
+"""The transcript entry `prompt_until` adds where it closed the bridge's stdin."""
+
+
+async def wait_until(condition: Callable[[], bool]) -> None:
+    """Poll ``condition`` every couple of milliseconds until it holds (bound it with
+    `anyio.fail_after`; `run_bridge` bounds the whole play)."""
+    # Polling: a log file or the client's update list has no event to wait on.
+    while not condition():  # noqa: ASYNC110
+        await anyio.sleep(0.002)
+
+
+def update_seen(client: AcpClient, kind: str, *, since: int = 0) -> Callable[[], bool]:
+    """A condition: a ``session/update`` of ``kind`` arrived after ``client.updates[since]``."""
+    return lambda: any(u.get("sessionUpdate") == kind for u in client.updates[since:])
+
+
+def chunks_seen(client: AcpClient, count: int, *, since: int = 0) -> Callable[[], bool]:
+    """A condition: ``count`` message or thought chunks arrived since ``client.updates[since]``."""
+    kinds = ("agent_message_chunk", "agent_thought_chunk")
+    return lambda: sum(u.get("sessionUpdate") in kinds for u in client.updates[since:]) >= count
+
+
+def record_logged(state_dir: Path, type: str, *, turn: int | None = None) -> Callable[[], bool]:
+    """A condition: a session log under ``state_dir`` holds a record of ``type`` (of ``turn``).
+
+    For points the editor cannot see, such as a model stream that has started
+    but not yet produced a token.
+    """
+
+    def check() -> bool:
+        for path in (state_dir / "sessions").glob("*.jsonl"):
+            for rec in read_records(path):
+                if rec["type"] == type and (turn is None or rec["turn"] == turn):
+                    return True
+        return False
+
+    return check
+
+
+async def prompt_until(
+    client: AcpClient,
+    session_id: str,
+    text: str,
+    until: Callable[[AcpClient, int], Callable[[], bool]],
+    *,
+    then: str = "cancel",
+    settle: float = 0.05,
+) -> PromptResult:
+    """Send a prompt; once ``until(client, first_update_index)()`` holds, stop the turn.
+
+    ``then`` is ``"cancel"`` (send ``session/cancel``) or ``"disconnect"``
+    (close the bridge's stdin; the transcript gets a `STDIN_CLOSED` entry).
+    If the turn ends first, nothing is sent.  The result is that of
+    `AcpClient.prompt`; after a disconnect with no answer, the response is ``{}``.
+    """
+    start = len(client.updates)
+    condition = until(client, start)
+    result: dict[str, Any] = {}
+
+    async def run_prompt() -> None:
+        params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+        with contextlib.suppress(AgentExited):
+            result.update(await client.request("session/prompt", params))
+        tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_prompt)
+        await wait_until(condition)
+        if then == "cancel":
+            await client.notify("session/cancel", {"sessionId": session_id})
+        elif then == "disconnect":
+            assert client.process.stdin is not None
+            client.transcript.append(STDIN_CLOSED)
+            await client.process.stdin.aclose()
+        else:
+            raise ValueError(f"then must be 'cancel' or 'disconnect', not {then!r}")
+        await anyio.sleep_forever()
+    end = len(client.updates)
+    if settle:
+        await anyio.sleep(settle)
+    return PromptResult(result, client.updates[start:end], client.updates[end:])

@@ -32,7 +32,12 @@ async def read_fd(fd: int, on_data: Callable[[bytes], None]) -> None:
         _start_reader_thread(fd, on_data)
         return
     while True:
-        await anyio.wait_readable(fd)
+        try:
+            await anyio.wait_readable(fd)
+        except PermissionError:
+            # Some character devices (/dev/null) cannot be polled.
+            _start_reader_thread(fd, on_data)
+            return
         try:
             data = os.read(fd, READ_SIZE)
         except BlockingIOError:

@@ -83,7 +83,9 @@ def parse_frame(frame: bytes | FrameTooLarge) -> Message | RpcError:
         return RpcError.invalid_request('"id" must be a string or an integer')
     if not isinstance(params, dict):
         if has_id:
-            return RpcError.invalid_params("params", "must be an object")
+            error = RpcError.invalid_params("params", "must be an object")
+            error.id = raw_id
+            return error
         # A notification gets no reply, even an error; its handler sees empty
         # params and reports the missing fields on stderr.
         return Notification(method, {})

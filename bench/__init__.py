@@ -1,0 +1,1 @@
+"""Benchmarks for acp-bridge (see bench/README.md)."""

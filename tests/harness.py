@@ -142,7 +142,7 @@ def normalize(value: Any, *, paths: dict[str, str] | None = None) -> Any:
 def session_snapshot(run: Run, cwd: str) -> dict[str, Any]:
     paths = {str(run.state_dir): "<state>", cwd: "<cwd>"}
     logs = run.logs()
-    return normalize(
+    snapshot: dict[str, Any] = normalize(
         {
             "wire": [[direction, msg] for direction, msg in run.client.transcript],
             "logs": list(logs.values()),
@@ -150,10 +150,12 @@ def session_snapshot(run: Run, cwd: str) -> dict[str, Any]:
         },
         paths=paths,
     )
+    return snapshot
 
 
 def coalesce_deltas(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stream deltas are batched by timing; merge consecutive ones for stable snapshots."""
+    """Stream deltas are batched by timing; merge consecutive ones for stable snapshots
+    (and the entries of each interrupted message's ``stream`` likewise)."""
     out: list[dict[str, Any]] = []
     for rec in records:
         if (
@@ -176,7 +178,21 @@ def coalesce_deltas(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for i, rec in enumerate(out):
         rec = dict(rec)
         rec["seq"] = i
+        if isinstance(rec.get("stream"), list):
+            rec["stream"] = _coalesce_timed(rec["stream"])
         out[i] = rec
+    return out
+
+
+def _coalesce_timed(stream: list[list[Any]]) -> list[list[Any]]:
+    """An interrupted message's ``stream`` has one entry per delta part, so it is
+    batched by timing too: merge consecutive entries of a block, keeping the first time."""
+    out: list[list[Any]] = []
+    for t_ms, index, kind, text in stream:
+        if out and out[-1][1] == index and out[-1][2] == kind:
+            out[-1][3] += text
+        else:
+            out.append([t_ms, index, kind, text])
     return out
 
 

@@ -51,6 +51,10 @@ Surface records (the only ones that enter model history)
                          ...]``: the same parts as the attempt's
                          ``stream/delta`` records, each with the time it was
                          written to the editor (ms since stream start).
+                         ``finish`` is the provider's finish reason, null
+                         when the stream did not finish (interrupted);
+                         ``usage`` is ``{input_tokens, output_tokens,
+                         context_window?}`` or null if none was reported.
   ``tool/result``    ``{tool_call_id, content: [HistoryBlock], is_error}``
 
 Attempts and errors (never enter model history)
@@ -59,7 +63,8 @@ Attempts and errors (never enter model history)
                          whitespace delivered), ``provider_error``,
                          ``timed_out``, ``disconnected``.
   ``agent/request-error`` ``{attempt, error: {kind, message, retryable,
-                          status, request_id}}``
+                          status, request_id}}``  attempt is null when the
+                          request failed before its stream started.
 
 Tools
   ``tool/call``      ``{tool_call_id, name, input, status}`` status
@@ -75,6 +80,12 @@ HistoryBlock (also the content of model-history messages)
   ``{"type": "resource_link", "uri": str, "name": str, ...}``  (ACP fields)
   ``{"type": "resource", "uri": str, "text": str, "mimeType"?: str}``
   ``{"type": "image", "data": str, "mimeType": str}``
+
+Reading and checking
+  `acp_bridge.log.reader` reads a file back (a torn final line is ignored);
+  `acp_bridge.log.derive` projects records onto the model history;
+  `acp_bridge.log.check` states the rules a log and a history must follow;
+  ``schemas/event-log.schema.json`` is the JSON Schema of one record.
 """
 
 from __future__ import annotations

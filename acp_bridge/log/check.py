@@ -184,8 +184,10 @@ def check_log(records: Sequence[Mapping[str, Any]]) -> None:
 
     * ``session/start`` is turn 0 and can only be the first record; other
       records belong to turn n >= 1, which starts with ``turn/start`` (turn
-      numbers are contiguous), and nothing of a turn comes after its
-      ``turn/end`` or after the next turn starts (invariant I6);
+      numbers are contiguous) once turn n - 1 has ended, and nothing of a
+      turn comes after its ``turn/end`` (invariant I6).  A log recovered
+      after a crash must close the dangling turn (a ``turn/end`` with
+      ``forced: true``) before the next ``turn/start``;
     * ``user/message`` and ``turn/end`` are turn-level (step 0); at most one
       ``user/message`` per turn, before the first step;
     * steps are numbered 1, 2, ... and do not overlap; every step-level record
@@ -217,7 +219,10 @@ class _Turn:
     open_step: int = 0  # 0 when no step is open
     last_step: int = 0
     user_messages: int = 0
-    # Tool call ids announced by assistant messages of the open step.
+    # The open step's streams, tool calls, and tool call ids announced by
+    # its assistant messages.
+    streams: dict[str, _Stream] = field(default_factory=dict)
+    calls: dict[str, _Call] = field(default_factory=dict)
     announced: set[str] = field(default_factory=set)
     # After an interrupted message: the records the turn must end with.
     expect: list[tuple[str, object]] = field(default_factory=list)
@@ -226,8 +231,6 @@ class _Turn:
 
 @dataclass
 class _Stream:
-    turn: int
-    step: int
     open: bool = True
     outcome: str | None = None
     surface: str | None = None  # the assistant/* record type written for it
@@ -236,8 +239,6 @@ class _Stream:
 
 @dataclass
 class _Call:
-    turn: int
-    step: int
     answered: bool = False
 
 
@@ -246,8 +247,9 @@ class _LogChecker:
 
     def __init__(self) -> None:
         self.turn: _Turn | None = None
-        self.streams: dict[str, _Stream] = {}
-        self.calls: dict[str, _Call] = {}
+        # Ids that must be unique in the whole log.
+        self.attempt_ids: set[str] = set()
+        self.call_ids: set[str] = set()
         self.announced_ids: set[str] = set()
         self.seq = 0
         self.handlers: dict[str, Callable[[Record], None]] = {
@@ -273,7 +275,7 @@ class _LogChecker:
         self.seq = index
         self._check_envelope(record, index)
         kind = record["type"]
-        if record["turn"] == 0:
+        if record["turn"] == 0 or kind == "session/start":
             self._session_record(record, index)
             return
         if kind != "turn/start":
@@ -293,8 +295,9 @@ class _LogChecker:
                 raise self.fail(f"{name} must be a non-negative integer, not {value!r}")
 
     def _session_record(self, record: Record, index: int) -> None:
-        if record["type"] != "session/start" or record["step"] != 0:
-            raise self.fail(f"a {record['type']} record cannot be in turn 0 step {record['step']}")
+        if record["type"] != "session/start" or record["turn"] or record["step"]:
+            where = f"turn {record['turn']} step {record['step']}"
+            raise self.fail(f"a {record['type']} record cannot be in {where}")
         if index != 0:
             raise self.fail("session/start must be the first record")
 
@@ -315,7 +318,10 @@ class _LogChecker:
         return self.turn
 
     def _turn_start(self, record: Record) -> None:
-        expected = 1 if self.turn is None else self.turn.number + 1
+        previous = self.turn
+        if previous is not None and not previous.ended:
+            raise self.fail(f"turn/start before turn {previous.number} ended")
+        expected = 1 if previous is None else previous.number + 1
         if record["turn"] != expected or record["step"] != 0:
             raise self.fail(
                 f"turn/start for turn {record['turn']} step {record['step']}, "
@@ -347,19 +353,17 @@ class _LogChecker:
         if record["step"] != turn.last_step + 1:
             raise self.fail(f"step/start for step {record['step']}, expected {turn.last_step + 1}")
         turn.open_step = turn.last_step = record["step"]
-        turn.announced = set()
+        turn.streams, turn.calls, turn.announced = {}, {}, set()
 
     def _step_end(self, record: Record) -> None:
         turn = self._in_step(record)
-        for attempt, stream in self.streams.items():
-            if (stream.turn, stream.step) != (turn.number, turn.open_step):
-                continue
+        for attempt, stream in turn.streams.items():
             if stream.open:
                 raise self.fail(f"step/end before the stream/end of attempt {attempt!r}")
             if stream.outcome == "committed" and stream.surface != "assistant/message":
                 raise self.fail(f"attempt {attempt!r} is committed but has no assistant/message")
-        for call_id, call in self.calls.items():
-            if (call.turn, call.step) == (turn.number, turn.open_step) and not call.answered:
+        for call_id, call in turn.calls.items():
+            if not call.answered:
                 raise self.fail(f"step/end before the tool/result of tool call {call_id!r}")
         turn.open_step = 0
 
@@ -380,15 +384,15 @@ class _LogChecker:
         attempt = record.get("attempt")
         if not isinstance(attempt, str) or not attempt:
             raise self.fail("stream/start needs a non-empty attempt id")
-        if attempt in self.streams:
+        if attempt in self.attempt_ids:
             raise self.fail(f"attempt id {attempt!r} is used twice")
-        self.streams[attempt] = _Stream(turn.number, turn.open_step)
+        self.attempt_ids.add(attempt)
+        turn.streams[attempt] = _Stream()
 
     def _stream_of(self, record: Record) -> _Stream:
         """The stream of a step-level record's attempt, started in this step."""
-        turn = self._in_step(record)
-        stream = self.streams.get(record.get("attempt"))  # type: ignore[arg-type]
-        if stream is None or (stream.turn, stream.step) != (turn.number, turn.open_step):
+        stream = self._in_step(record).streams.get(record.get("attempt"))  # type: ignore[arg-type]
+        if stream is None:
             raise self.fail(
                 f"{record['type']} for attempt {record.get('attempt')!r}, "
                 "which was not started in this step"
@@ -498,18 +502,18 @@ class _LogChecker:
     def _tool_call(self, record: Record) -> None:
         turn = self._in_step(record)
         call_id = record.get("tool_call_id")
-        if not isinstance(call_id, str) or call_id in self.calls:
+        if not isinstance(call_id, str) or call_id in self.call_ids:
             raise self.fail(f"tool/call id {call_id!r} is missing or used twice")
         if call_id not in turn.announced:
             raise self.fail(
                 f"tool/call {call_id!r} was not called by an assistant message of this step"
             )
-        self.calls[call_id] = _Call(turn.number, turn.open_step)
+        self.call_ids.add(call_id)
+        turn.calls[call_id] = _Call()
 
     def _tool_result(self, record: Record) -> None:
-        turn = self._in_step(record)
-        call = self.calls.get(record.get("tool_call_id"))  # type: ignore[arg-type]
-        if call is None or (call.turn, call.step) != (turn.number, turn.open_step):
+        call = self._in_step(record).calls.get(record.get("tool_call_id"))  # type: ignore[arg-type]
+        if call is None:
             raise self.fail(
                 f"tool/result for {record.get('tool_call_id')!r}, which has no "
                 "tool/call in this step"

@@ -34,10 +34,11 @@ The function never mutates its input and shares no objects with it.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import groupby
 from typing import Any, Final
+
+from .records import SURFACE_TYPES
 
 __all__ = [
     "ASSISTANT_BLOCK_TYPES",
@@ -64,11 +65,8 @@ def derive_messages(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]
     refused = _refused_turns(records)
     messages: list[Message] = []
     for record in records:
-        if record.get("turn") in refused:
-            continue
-        message = _surface_message(record)
-        if message is not None:
-            messages.append(message)
+        if record.get("type") in SURFACE_TYPES and record.get("turn") not in refused:
+            messages.append(_surface_message(record))
     return _settle(messages)
 
 
@@ -99,17 +97,15 @@ def _refused_turns(records: Sequence[Mapping[str, Any]]) -> set[int]:
     }
 
 
-def _surface_message(record: Mapping[str, Any]) -> Message | None:
-    kind = record.get("type")
+def _surface_message(record: Mapping[str, Any]) -> Message:
+    kind = record["type"]
     if kind == "user/message":
         return _message("user", _clean_blocks(record.get("content"), _PROMPT_BLOCK_TYPES))
     if kind == "assistant/message":
         content = _clean_blocks(record.get("content"), ASSISTANT_BLOCK_TYPES)
         return _message("assistant", content, interrupted=record.get("interrupted") is True)
-    if kind == "tool/result":
-        result = _tool_result_block(record)
-        return _message("user", [] if result is None else [result])
-    return None
+    result = _tool_result_block(record)  # tool/result
+    return _message("user", [] if result is None else [result])
 
 
 def _message(role: str, content: list[Block], *, interrupted: bool = False) -> Message:
@@ -132,7 +128,16 @@ def _clean_blocks(blocks: object, allowed: frozenset[str]) -> list[Block]:
     """Copies of the well-formed blocks of an allowed type, without blank text."""
     if not isinstance(blocks, list):
         return []
-    return [copy.deepcopy(block) for block in blocks if _keep_block(block, allowed)]
+    return [_copy_json(block) for block in blocks if _keep_block(block, allowed)]
+
+
+def _copy_json(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists and immutable scalars); faster than deepcopy."""
+    if isinstance(value, dict):
+        return {key: _copy_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(item) for item in value]
+    return value
 
 
 def _keep_block(block: object, allowed: frozenset[str]) -> bool:

@@ -168,9 +168,11 @@ def test_only_surface_records_contribute() -> None:
 def test_user_blocks_from_the_editor_are_kept() -> None:
     link = {"type": "resource_link", "uri": "file:///p/a.py", "name": "a.py", "size": 12}
     resource = {"type": "resource", "uri": "file:///p/b.py", "text": "x = 1\n"}
+    blob = {"type": "resource", "uri": "file:///p/c.bin", "blob": "AAE=", "mimeType": "x/y"}
     image = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
-    records = numbered(prompt(1, text("Look:"), link, resource, image))
-    assert derive_checked(records) == [user_msg(text("Look:"), link, resource, image)]
+    records = numbered(prompt(1, text("Look:"), link, resource, blob, image))
+    assert derive_checked(records) == [user_msg(text("Look:"), link, resource, blob, image)]
+    assert not VALIDATOR.is_valid({**records[1], "content": [{"type": "resource", "uri": "u"}]})
 
 
 def test_every_message_says_whether_it_was_interrupted() -> None:

@@ -397,11 +397,6 @@ def test_cancel_fixed_cases(events: list[Json], k: int) -> None:
         check_cancelled_turn(served, box["session"], k)
 
 
-@pytest.mark.xfail(
-    reason="bug: Agent.cancel drops a session/cancel read together with its session/prompt "
-    "(the prompt handler has not set session.active yet); the turn runs on",
-    strict=True,
-)
 def test_cancel_sent_with_the_prompt_stops_the_turn() -> None:
     """An editor that sends session/cancel right behind session/prompt (one write)
     must get ``cancelled``: the prompt is ongoing from the editor's point of view."""

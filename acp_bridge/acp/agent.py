@@ -11,8 +11,8 @@ from typing import Any
 import anyio
 
 from .. import __version__
-from ..jsonrpc.connection import Connection
-from ..jsonrpc.errors import RpcError
+from ..jsonrpc.connection import Connection, current_request_id
+from ..jsonrpc.errors import RequestId, RpcError
 from ..log.reader import session_path
 from ..log.writer import SessionLog
 from ..loop.session import Session
@@ -56,6 +56,7 @@ class Agent:
         )
         conn.notifications["session/cancel"] = self.cancel
         conn.cancel_hooks["session/prompt"] = self.cancel
+        conn.arrival_hooks["session/prompt"] = self._prompt_arrived
 
     def set_provider_factory(self, factory: Callable[[], Provider]) -> None:
         self._provider_factory = factory
@@ -119,13 +120,29 @@ class Agent:
 
     # -- prompt turns ----------------------------------------------------------
 
+    def _prompt_arrived(self, request_id: RequestId, params: dict[str, Any]) -> None:
+        session_id = params.get("sessionId")
+        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is not None:
+            session.waiting[request_id] = False
+
     async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        request_id = current_request_id.get()
         session = self._session(params)
-        blocks = P.prompt_blocks(params, embedded_context=True, image=False)
+        try:
+            blocks = P.prompt_blocks(params, embedded_context=True, image=False)
+        except RpcError:
+            session.waiting.pop(request_id, None)
+            raise
         async with session.lock:
+            cancelled_early = session.waiting.pop(request_id, False)
             session.turns += 1
             turn = Turn(session, session.turns, blocks, self.config, self.spawn)
             session.active = turn
+            if cancelled_early:
+                # A cancel arrived before this turn could start: it still
+                # records the user's message, then ends as cancelled.
+                turn.cancel("user")
             self.spawn(turn.run)
             try:
                 await turn.settled.wait()
@@ -147,8 +164,13 @@ class Agent:
 
     def cancel(self, params: dict[str, Any]) -> None:
         session = self.sessions.get(P.session_id(params))
-        turn = session.active if session is not None else None
-        # A cancel for an unknown or idle session is harmless (invariant I6).
+        if session is None:
+            return  # harmless for an unknown session (invariant I6)
+        for request_id in session.waiting:
+            session.waiting[request_id] = True
+        turn = session.active
+        # An idle session keeps no sticky flag: only prompts already received
+        # are cancelled.
         if turn is not None and turn.cancel("user"):
             self.spawn(turn.watchdog)
 

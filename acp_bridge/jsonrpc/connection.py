@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from itertools import count
 from typing import Any
 
@@ -34,6 +35,9 @@ from .messages import (
 )
 
 log = logging.getLogger("acp_bridge.jsonrpc")
+
+# The id of the request whose handler is running in the current task.
+current_request_id: ContextVar[RequestId] = ContextVar("current_request_id", default=None)
 
 RequestHandler = Callable[[dict[str, Any]], Awaitable[Any]]
 NotificationHandler = Callable[[dict[str, Any]], None]
@@ -61,6 +65,10 @@ class Connection:
         # Methods that answer ``$/cancel_request`` themselves (session/prompt
         # answers with the ``cancelled`` stop reason rather than -32800).
         self.cancel_hooks: dict[str, NotificationHandler] = {}
+        # Called synchronously when a request arrives, before its handler task
+        # runs: lets a notification that follows in the same read (a cancel
+        # right behind its prompt) see that the request exists.
+        self.arrival_hooks: dict[str, Callable[[RequestId, dict[str, Any]], None]] = {}
         self._tg: TaskGroup | None = None
         self._in_flight: dict[RequestId, tuple[Request, anyio.CancelScope]] = {}
         self._pending: dict[int, _Pending] = {}
@@ -102,11 +110,15 @@ class Connection:
         assert self._tg is not None, "Connection.bind() first"
         scope = anyio.CancelScope()
         self._in_flight[req.id] = (req, scope)
+        arrival = self.arrival_hooks.get(req.method)
+        if arrival is not None:
+            arrival(req.id, req.params)
         self._tg.start_soon(self._run_request, req, handler, scope)
 
     async def _run_request(
         self, req: Request, handler: RequestHandler, scope: anyio.CancelScope
     ) -> None:
+        current_request_id.set(req.id)
         try:
             with scope:
                 try:

@@ -68,7 +68,8 @@ Attempts and errors (never enter model history)
 
 Tools
   ``tool/call``      ``{tool_call_id, name, input, status}`` status
-                     ``dispatched`` or ``aborted`` (never ran); always paired
+                     ``dispatched``, ``aborted`` (never ran) or
+                     ``unavailable`` (no such tool here: refused, never ran); always paired
                      with exactly one ``tool/result``.
 
 HistoryBlock (also the content of model-history messages)

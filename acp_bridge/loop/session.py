@@ -29,6 +29,9 @@ class Session:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     turns: int = 0
     active: Turn | None = None
+    # Prompts received but not started yet (waiting for their handler or for
+    # the running turn), by request id; True once a cancel has covered them.
+    waiting: dict[object, bool] = field(default_factory=dict)
 
     def history(self) -> list[dict[str, Any]]:
         """The model history: a pure projection of the log (invariant I4)."""

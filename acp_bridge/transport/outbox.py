@@ -33,7 +33,7 @@ from typing import Final
 import anyio
 import anyio.to_thread
 
-HIGH_WATER: Final = 32 * 1024
+HIGH_WATER: Final = 16 * 1024
 
 
 class LogFile:

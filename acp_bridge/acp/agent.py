@@ -136,6 +136,7 @@ class Agent:
             raise
         async with session.lock:
             cancelled_early = session.waiting.pop(request_id, False)
+            self._check_log_writable(session)
             session.turns += 1
             turn = Turn(session, session.turns, blocks, self.config, self.spawn)
             session.active = turn
@@ -160,7 +161,32 @@ class Agent:
         self.spawn(_later(session.log.sync))
         if turn.error is not None:
             raise turn.error
-        return {"stopReason": turn.stop_reason}
+        result: dict[str, Any] = {"stopReason": turn.stop_reason}
+        if session.log.file.error is not None:
+            result["_meta"] = {"acpBridge": {"logError": session.log.file.error}}
+        return result
+
+    def _check_log_writable(self, session: Session) -> None:
+        """Refuse a new turn while earlier records cannot reach the disk.
+
+        The log is the session's only source of truth: the records that could
+        not be written are kept in memory and retried here; while that still
+        fails, the editor gets an error that says why, and nothing new starts.
+        """
+        file = session.log.file
+        if file.error is None:
+            return
+        try:
+            file.write(b"")
+        except OSError as exc:
+            raise RpcError(
+                -32603,
+                f"Cannot write the session log ({exc.strerror or exc}); the conversation so far "
+                "is kept in memory and will be written when the disk accepts it. "
+                "Free space or fix permissions, then send the prompt again.",
+                {"path": file.path, "pendingBytes": len(file.pending)},
+            ) from exc
+        file.error = None
 
     def cancel(self, params: dict[str, Any]) -> None:
         session = self.sessions.get(P.session_id(params))

@@ -25,6 +25,7 @@ was briefly full); `log_error` describes the last failure.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from collections.abc import Callable
@@ -33,19 +34,27 @@ from typing import Final
 import anyio
 import anyio.to_thread
 
+_log = logging.getLogger("acp_bridge.outbox")
+
 HIGH_WATER: Final = 16 * 1024
 
 
 class LogFile:
-    """An append-only file written only through the outbox."""
+    """An append-only file written only through the outbox.
 
-    __slots__ = ("_fd", "path", "pending")
+    Bytes that cannot be written (disk full, file size limit, permissions)
+    stay in ``pending``, in order, and go out first on the next write: a
+    failed write loses nothing, and a torn record can only be the last line.
+    """
+
+    __slots__ = ("_fd", "error", "path", "pending")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd: int | None = None
-        # Bytes that could not be written yet (disk full, permissions).
         self.pending = bytearray()
+        # Why the last write failed, while it is still failing.
+        self.error: str | None = None
 
     def write(self, data: bytes) -> None:
         if self._fd is None:
@@ -196,12 +205,23 @@ class Outbox:
         try:
             target.write(data)
         except OSError as exc:
-            self.log_error = f"cannot write {target.path}: {exc.strerror or exc}"
+            error = f"cannot write {target.path}: {exc.strerror or exc}"
+            if target.error is None:
+                _log.error(
+                    "%s; keeping %d bytes in memory, they will be written when the file "
+                    "accepts them",
+                    error,
+                    len(target.pending),
+                )
+            target.error = self.log_error = error
             self._failed_logs.add(target)
         else:
             if target in self._failed_logs:
                 self._failed_logs.discard(target)
-                self.log_error = None
+                _log.warning("%s is writable again; the kept records are written", target.path)
+                target.error = None
+                if not self._failed_logs:
+                    self.log_error = None
 
     async def _write_stdout(self, data: bytes, nonblocking: bool) -> None:
         if self.stdout_broken.is_set():

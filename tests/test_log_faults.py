@@ -15,13 +15,12 @@ from typing import Any
 
 import anyio
 import pytest
+from harness import write_script
 
 from acp_bridge.client import AcpClient, bridge_command
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_records
-
-from harness import write_script
 
 pytestmark = [
     pytest.mark.anyio,
@@ -79,7 +78,7 @@ async def test_full_log_keeps_records_in_memory_and_writes_them_later(tmp_path: 
             assert "Cannot write the session log" in error["message"]
             assert error["data"]["pendingBytes"] > 0
             log_path = Path(error["data"]["path"])
-            on_disk = log_path.stat().st_size
+            on_disk = (await anyio.Path(log_path).stat()).st_size
             assert on_disk <= LIMIT
 
             # The disk has space again.
@@ -103,7 +102,8 @@ async def test_full_log_keeps_records_in_memory_and_writes_them_later(tmp_path: 
     assistants = [m for m in history if m["role"] == "assistant"]
     assert assistants[1]["content"][0]["text"] == "A long answer. " * 40
     stderr_text = stderr_path.read_text()
-    assert "cannot write" in stderr_text and "keeping" in stderr_text, stderr_text
+    assert "cannot write" in stderr_text, stderr_text
+    assert "keeping" in stderr_text, stderr_text
     assert "writable again" in stderr_text, stderr_text
     # The refused prompt started nothing: no turn was logged for it.
     assert sum(1 for r in records if r["type"] == "turn/start") == 3

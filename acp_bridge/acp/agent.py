@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 
 from .. import __version__
-from ..jsonrpc.connection import Connection, current_request_id
+from ..jsonrpc.connection import Connection, Reply, current_reply
 from ..jsonrpc.errors import RequestId, RpcError
 from ..log.reader import session_path
 from ..log.writer import SessionLog
@@ -126,8 +126,9 @@ class Agent:
         if session is not None:
             session.waiting[request_id] = False
 
-    async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
-        request_id = current_request_id.get()
+    async def prompt(self, params: dict[str, Any]) -> None:
+        reply = current_reply.get()
+        request_id = reply.id
         session = self._session(params)
         try:
             blocks = P.prompt_blocks(params, embedded_context=True, image=False)
@@ -144,6 +145,9 @@ class Agent:
                 # A cancel arrived before this turn could start: it still
                 # records the user's message, then ends as cancelled.
                 turn.cancel("user")
+            # Answer the moment the turn settles: its updates and records are
+            # already queued ahead of the answer on the one ordered writer.
+            turn.on_settled = lambda: self._answer(reply, session, turn)
             self.spawn(turn.run)
             try:
                 await turn.settled.wait()
@@ -159,12 +163,17 @@ class Agent:
                     ):
                         await turn.settled.wait()
         self.spawn(_later(session.log.sync))
+        self._answer(reply, session, turn)
+        return None
+
+    def _answer(self, reply: Reply, session: Session, turn: Turn) -> None:
         if turn.error is not None:
-            raise turn.error
+            reply.error(turn.error)
+            return
         result: dict[str, Any] = {"stopReason": turn.stop_reason}
         if session.log.file.error is not None:
             result["_meta"] = {"acpBridge": {"logError": session.log.file.error}}
-        return result
+        reply.result(result)
 
     def _check_log_writable(self, session: Session) -> None:
         """Refuse a new turn while earlier records cannot reach the disk.

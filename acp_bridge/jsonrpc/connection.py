@@ -36,8 +36,33 @@ from .messages import (
 
 log = logging.getLogger("acp_bridge.jsonrpc")
 
-# The id of the request whose handler is running in the current task.
-current_request_id: ContextVar[RequestId] = ContextVar("current_request_id", default=None)
+
+
+class Reply:
+    """The one answer a request gets.  A handler may send it early (a prompt
+    answers the moment its turn settles, without waiting to be scheduled
+    again); whatever comes later for the same request is dropped."""
+
+    __slots__ = ("_outbox", "id", "sent")
+
+    def __init__(self, outbox: Outbox, id: RequestId) -> None:
+        self._outbox = outbox
+        self.id = id
+        self.sent = False
+
+    def result(self, value: Any) -> None:
+        if not self.sent:
+            self.sent = True
+            self._outbox.send(encode_result(self.id, value))
+
+    def error(self, error: RpcError) -> None:
+        if not self.sent:
+            self.sent = True
+            self._outbox.send(encode_error(self.id, error))
+
+
+# The reply of the request whose handler runs in the current task.
+current_reply: ContextVar[Reply] = ContextVar("current_reply")
 
 RequestHandler = Callable[[dict[str, Any]], Awaitable[Any]]
 NotificationHandler = Callable[[dict[str, Any]], None]
@@ -118,23 +143,22 @@ class Connection:
     async def _run_request(
         self, req: Request, handler: RequestHandler, scope: anyio.CancelScope
     ) -> None:
-        current_request_id.set(req.id)
+        reply = Reply(self.outbox, req.id)
+        current_reply.set(reply)
         try:
             with scope:
                 try:
                     result = await handler(req.params)
                 except RpcError as exc:
-                    self.outbox.send(encode_error(req.id, exc))
+                    reply.error(exc)
                     return
                 except Exception:
                     log.exception("%s failed", req.method)
-                    self.outbox.send(
-                        encode_error(req.id, RpcError.internal(f"{req.method} failed"))
-                    )
+                    reply.error(RpcError.internal(f"{req.method} failed"))
                     return
-                self.outbox.send(encode_result(req.id, result))
+                reply.result(result)
             if scope.cancelled_caught and not self.closed:
-                self.outbox.send(encode_error(req.id, RpcError.cancelled()))
+                reply.error(RpcError.cancelled())
         finally:
             self._in_flight.pop(req.id, None)
             if not self._in_flight:

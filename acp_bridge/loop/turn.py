@@ -96,6 +96,8 @@ class Turn:
         self.prompt = prompt
         self.config = config
         self.settled = anyio.Event()
+        # Called once, synchronously, when the turn settles.
+        self.on_settled: Callable[[], None] | None = None
         self.stop_reason: str | None = None
         self.error: RpcError | None = None
         self.cause: str | None = None
@@ -155,7 +157,8 @@ class Turn:
         else:
             self._finish(reason)
 
-    async def _steps(self) -> str:
+    async def _steps(self) -> str | None:
+        """Run steps until a stop reason; None when the turn was stopped."""
         while True:
             if self.step >= self.config.max_steps:
                 return "max_turn_requests"
@@ -163,9 +166,8 @@ class Turn:
             self.session.log.append("step/start", self.number, self.step)
             self._step_open = True
             finish = await self._stream_step()
-            if self.fenced:
-                # Abandoned by the cancel deadline; the turn is already settled.
-                return "cancelled"
+            if self.cause is not None or self.fenced:
+                return None
             stop = stop_reason_for_finish(finish)
             if stop is None:
                 self._answer_tool_calls()
@@ -189,11 +191,12 @@ class Turn:
                 await self._consume(request, stream, idle)
         except AssemblyError as exc:
             raise ProviderError(f"malformed model stream: {exc}", kind="protocol") from exc
-        idle.stop()
+        finally:
+            idle.stop()
         if idle.fired:
             raise StreamIdleTimeout(idle.limit or 0.0)
-        if self.fenced:
-            return None
+        if self.cause is not None or self.fenced:
+            return None  # stopped: the turn's ending records what was delivered
         return self._commit(stream)
 
     async def _consume(self, request: ModelRequest, stream: _Stream, idle: _IdleWatch) -> None:
@@ -215,7 +218,9 @@ class Turn:
         async with session.provider.stream(request) as events:
             async for ev in events:
                 idle.seen += 1
-                if self.fenced:
+                if self.cause is not None:
+                    # A stop was read while the provider yielded: leave now
+                    # rather than wait for the cancellation to be delivered.
                     return
                 feed(ev)
                 chunk = prefixes.get(type(ev))
@@ -348,13 +353,18 @@ class Turn:
 
     # -- endings -----------------------------------------------------------
 
+    def _settle(self) -> None:
+        self.settled.set()
+        if self.on_settled is not None:
+            self.on_settled()
+
     def _finish(self, reason: str) -> None:
         if self._finalized:
             return
         self._finalized = True
         self.session.log.append("turn/end", self.number, 0, reason=reason, forced=False)
         self.stop_reason = reason
-        self.settled.set()
+        self._settle()
 
     def _finish_interrupted(self) -> None:
         """A user stop or a disconnect: commit what was delivered, then settle."""
@@ -400,7 +410,7 @@ class Turn:
         slog.append("turn/end", self.number, 0, reason=outcome, forced=self.forced)
         self.fenced = True
         self.stop_reason = "cancelled"
-        self.settled.set()
+        self._settle()
 
     def _finish_failed(self, exc: ProviderError) -> None:
         """A provider error or idle stall: keep the attempt, never the content."""
@@ -449,7 +459,7 @@ class Turn:
                 "attempt": attempt,
             },
         )
-        self.settled.set()
+        self._settle()
 
 
 class _IdleWatch:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +40,10 @@ class ServeOptions:
     # Signals can only be watched from the main thread; in-process tests
     # that serve on pipes from another thread turn this off.
     handle_signals: bool = True
+    # A turn abandoned at the cancel deadline may never return (a wedged
+    # provider); at exit the process then leaves without waiting for it,
+    # once everything it owes is written.  In-process users turn this off.
+    exit_when_stuck: bool = True
 
 
 async def serve(options: ServeOptions) -> int:
@@ -105,5 +111,12 @@ async def serve(options: ServeOptions) -> int:
         outbox.close()
         with anyio.move_on_after(2):
             await outbox.drain()
+        stuck = agent.stuck_turns()
+        if stuck and options.exit_when_stuck:
+            log.warning("%d abandoned turn(s) still running; exiting without them", stuck)
+            for session in agent.sessions.values():
+                with contextlib.suppress(OSError):
+                    session.log.file.fsync()
+            os._exit(status)
         tg.cancel_scope.cancel()
     return status

@@ -47,6 +47,8 @@ class Agent:
         self.config = config
         self.spawn = spawn
         self.sessions: dict[str, Session] = {}
+        # Turn tasks still running, including any abandoned at the deadline.
+        self.running: set[Turn] = set()
         conn.requests.update(
             {
                 "initialize": self.initialize,
@@ -109,6 +111,7 @@ class Agent:
         session = Session(session_id, cwd, slog, provider, self.outbox, UpdateFrames(session_id))
         slog.append("session/start", 0, 0, session_id=session_id, cwd=cwd, provider=provider.name)
         self.sessions[session_id] = session
+        self.spawn(_later(slog.sync))
         return {"sessionId": session_id}
 
     def _session(self, params: dict[str, Any]) -> Session:
@@ -148,7 +151,7 @@ class Agent:
             # Answer the moment the turn settles: its updates and records are
             # already queued ahead of the answer on the one ordered writer.
             turn.on_settled = lambda: self._answer(reply, session, turn)
-            self.spawn(turn.run)
+            self.spawn(self._run_turn(turn))
             try:
                 await turn.settled.wait()
             finally:
@@ -208,6 +211,20 @@ class Agent:
         # are cancelled.
         if turn is not None and turn.cancel("user"):
             self.spawn(turn.watchdog)
+
+    def _run_turn(self, turn: Turn) -> Callable[[], Coroutine[Any, Any, None]]:
+        async def run() -> None:
+            self.running.add(turn)
+            try:
+                await turn.run()
+            finally:
+                self.running.discard(turn)
+
+        return run
+
+    def stuck_turns(self) -> int:
+        """Turns abandoned at the cancel deadline whose task has still not returned."""
+        return sum(1 for turn in self.running if turn.forced)
 
     async def shutdown(self, cause: str) -> None:
         """Stop every running turn as ``cause`` and wait until all are settled."""

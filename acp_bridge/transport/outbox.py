@@ -197,6 +197,11 @@ class Outbox:
             else:  # an fsync request
                 assert target is not None
                 await anyio.to_thread.run_sync(self._fsync, target)
+                # Released until the next write, so idle sessions hold no
+                # descriptor (thousands of sessions must not exhaust them).
+                # Closed here on the loop, never in the worker thread, so no
+                # write can race with the close.
+                target.close()
                 i += 1
         for log in list(self._failed_logs):
             self._write_log(log, b"")

@@ -37,7 +37,6 @@ from .messages import (
 log = logging.getLogger("acp_bridge.jsonrpc")
 
 
-
 class Reply:
     """The one answer a request gets.  A handler may send it early (a prompt
     answers the moment its turn settles, without waiting to be scheduled

@@ -13,23 +13,29 @@ what was written to stdout in that batch) or before any other record.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from ..transport.outbox import LogFile, Outbox
-from .records import FORMAT_VERSION
+from .records import FORMAT_VERSION, SURFACE_TYPES
+
+
+# The records `derive_messages` reads.  Only these are kept in memory; the
+# rest (lifecycle, stream frames, attempts) lives in the file alone.  The
+# projection of this subset equals the projection of the whole log, because
+# derive_messages ignores every other type.
+MODEL_TYPES: Final = SURFACE_TYPES | {"turn/end"}
 
 
 class SessionLog:
-    def __init__(
-        self, path: str, outbox: Outbox, records: list[dict[str, Any]] | None = None
-    ) -> None:
+    def __init__(self, path: str, outbox: Outbox, *, next_seq: int = 0) -> None:
         self.path = path
         self.outbox = outbox
         self.file = LogFile(path)
-        self.records: list[dict[str, Any]] = records if records is not None else []
-        self.seq = len(self.records)
+        # The model-relevant records (MODEL_TYPES), in order.
+        self.records: list[dict[str, Any]] = []
+        self.seq = next_seq
         self._attempt: str | None = None
         self._turn = 0
         self._step = 0
@@ -54,7 +60,9 @@ class SessionLog:
         }
         record.update(fields)
         self.seq += 1
-        self.records.append(record)
+        if type in MODEL_TYPES:
+            # The embedded timed stream is for readers of the file only.
+            self.records.append(record if "stream" not in record else _without_stream(record))
         self.outbox.write_log(self.file, orjson.dumps(record) + b"\n")
         return record
 
@@ -109,3 +117,7 @@ class SessionLog:
     def close(self) -> None:
         self.outbox.remove_pre_flush(self._flush_delta)
         self.file.close()
+
+
+def _without_stream(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if key != "stream"}

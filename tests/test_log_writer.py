@@ -1,0 +1,78 @@
+"""The writer side of the log, through the real ordered writer and a real file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+
+from acp_bridge.log.check import check_log
+from acp_bridge.log.derive import delivered_prefix, derive_messages
+from acp_bridge.log.reader import read_records
+from acp_bridge.log.writer import SessionLog
+from acp_bridge.transport.outbox import Outbox
+
+pytestmark = pytest.mark.anyio
+
+
+async def write_session(path: Path, chunks: list[str], *, flush_every: int) -> SessionLog:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    outbox = Outbox(devnull)
+    slog = SessionLog(str(path), outbox)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(outbox.run)
+        slog.append("session/start", 0, 0, session_id="s", cwd="/", provider="fake")
+        slog.append("turn/start", 1, 0)
+        slog.append("user/message", 1, 0, content=[{"type": "text", "text": "Hi"}])
+        slog.append("step/start", 1, 1)
+        slog.open_stream("att_1", 1, 1, "fake")
+        for i, chunk in enumerate(chunks):
+            outbox.send(b"{}\n")
+            slog.delta(0, "text", chunk)
+            if i % flush_every == 0:
+                await outbox.drain()  # a write to the editor: the pending delta goes with it
+        text = "".join(chunks)
+        slog.append(
+            "assistant/message",
+            1,
+            1,
+            attempt="att_1",
+            content=[{"type": "text", "text": text}],
+            interrupted=True,
+            finish=None,
+            usage=None,
+            stream=slog.delivered_stream(),
+        )
+        slog.close_stream("committed")
+        slog.append("step/end", 1, 1, reason="cancelled")
+        slog.append("turn/end", 1, 0, reason="cancelled", forced=False)
+        await outbox.drain()
+        outbox.close()
+    os.close(devnull)
+    return slog
+
+
+@pytest.mark.parametrize("flush_every", [1, 3, 1000])
+async def test_file_and_memory_project_to_the_same_history(
+    tmp_path: Path, flush_every: int
+) -> None:
+    chunks = [f"w{i} " for i in range(25)]
+    path = tmp_path / "s.jsonl"
+    slog = await write_session(path, chunks, flush_every=flush_every)
+    records = read_records(path)
+    check_log(records)
+    assert [r["seq"] for r in records] == list(range(len(records)))
+    # Memory holds only what the projection reads, and projects identically.
+    assert derive_messages(slog.records) == derive_messages(records)
+    assert len(slog.records) < len(records)
+    assert all("stream" not in r for r in slog.records)
+    # The delta frames rebuild exactly the delivered text, however they were batched.
+    assert delivered_prefix(records, "att_1") == {(0, "text"): "".join(chunks)}
+    deltas = [r for r in records if r["type"] == "stream/delta"]
+    # One delta record per write to the editor, plus one for chunks after the last write.
+    writes = len(range(0, len(chunks), flush_every))
+    assert len(deltas) == writes + ((len(chunks) - 1) % flush_every != 0)
+    message = next(r for r in records if r["type"] == "assistant/message")
+    assert "".join(part[3] for part in message["stream"]) == "".join(chunks)

@@ -20,7 +20,6 @@ import orjson
 from ..transport.outbox import LogFile, Outbox
 from .records import FORMAT_VERSION, SURFACE_TYPES
 
-
 # The records `derive_messages` reads.  Only these are kept in memory; the
 # rest (lifecycle, stream frames, attempts) lives in the file alone.  The
 # projection of this subset equals the projection of the whole log, because

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import fcntl
 import gc
 import importlib
 import math
@@ -78,7 +79,7 @@ class Config:
     startup_spawns: int = 15
     throughput_reps: int = 5
     window_s: float = 2.0
-    coalesce_ms: float = 2.0  # throughput client: pause after a read < 16 KiB
+    coalesce_ms: float = 2.0  # throughput client: longest pause after a read < 16 KiB
     warmup_s: float = 0.25
     cancel_rounds: int = 200
     cancel_blocks: int = 4
@@ -172,6 +173,8 @@ class LineStats:
         self.agent_requests: list[Message] = []
         self.t_first_chunk: float | None = None
         self.t_last_read = 0.0
+        self.reads = 0
+        self.full_reads = 0  # reads that found the pipe (nearly) full: the agent may wait on us
 
     @property
     def prompt_done(self) -> bool:
@@ -326,6 +329,7 @@ class AgentProcess:
         assert self.proc.stdout is not None
         self.wfd = self.proc.stdin.fileno()
         self.rfd = self.proc.stdout.fileno()
+        self.pipe_size = pipe_size(self.rfd)
         self.tail = b""
         self.next_id = 0
         self.idle = LineStats()  # whatever arrives outside a measured turn
@@ -385,17 +389,22 @@ class AgentProcess:
     ) -> None:
         """Read and classify output into ``stats`` until ``stop(stats)`` or the deadline.
 
-        ``coalesce_s`` > 0: after a small read, sleep that long so that the next read gets
-        a bigger batch (fewer client wake-ups competing with the agent for the CPUs).
+        ``coalesce_s`` > 0: after a small read, pause (at most that long) so that the next
+        read gets a bigger batch: fewer client wake-ups competing with the agent for the
+        CPUs.  The pause is capped so that, at the rate seen so far, the agent fills at most
+        a quarter of the pipe meanwhile: the agent never blocks on a full pipe.
         """
         while not stop(stats):
             data = self._read(deadline, timeout_ok)
             if data is None:
                 return
             if coalesce_s and len(data) < COALESCE_BELOW:
-                time.sleep(coalesce_s)
+                time.sleep(self._pause(stats, coalesce_s))
             t = now()
             stats.t_last_read = t
+            stats.reads += 1
+            if len(data) * 4 >= self.pipe_size * 3:
+                stats.full_reads += 1
             buf = self.tail + data if self.tail else data
             cut = buf.rfind(b"\n") + 1
             if cut == 0:
@@ -408,6 +417,14 @@ class AgentProcess:
                 error = {"code": -32601, "message": "Method not found"}
                 self.send({"jsonrpc": "2.0", "id": req["id"], "error": error})
                 stats.problem(f"agent called the client: {req.get('method')}")
+
+    def _pause(self, stats: LineStats, longest: float) -> float:
+        first = stats.t_first_chunk
+        elapsed = now() - first if first is not None else 0.0
+        if elapsed < 0.01:
+            return min(longest, 0.0005)  # no rate known yet: be careful
+        rate = stats.bytes / elapsed  # bytes/s, roughly (includes the first read)
+        return min(longest, self.pipe_size / 4 / rate)
 
     def request(self, method: str, params: Message, stats: LineStats | None = None) -> Message:
         stats = stats or self.idle
@@ -501,6 +518,14 @@ class AgentProcess:
         return exit_ms
 
 
+def pipe_size(fd: int) -> int:
+    """Capacity of the pipe ``fd`` (Linux F_GETPIPE_SZ), else the usual 64 KiB."""
+    try:
+        return int(fcntl.fcntl(fd, getattr(fcntl, "F_GETPIPE_SZ", 1032)))
+    except OSError:
+        return 1 << 16
+
+
 def agent_env(pycache: Path) -> dict[str, str]:
     """The environment of every agent: ours, minus PYTHONUNBUFFERED, with bytecode caching.
 
@@ -579,6 +604,7 @@ class AgentResult:
     agent_cores: list[float] = field(default_factory=list)
     client_cores: list[float] = field(default_factory=list)
     agent_us_per_chunk: list[float] = field(default_factory=list)
+    full_pipe_pct: list[float] = field(default_factory=list)
     cancel_ms: list[float] = field(default_factory=list)
     rss_base_kib: list[float] = field(default_factory=list)
     per_session_kib: list[float] = field(default_factory=list)
@@ -717,6 +743,7 @@ class Bench:
         coalesce = cfg.coalesce_ms / 1000
         proc.pump(stats, warmed, deadline, coalesce_s=coalesce)
         chunks0, t0 = stats.chunks, stats.t_last_read
+        reads0, full0 = stats.reads, stats.full_reads
         agent_cpu0, client_cpu0 = tree_cpu_s(proc.proc.pid), own_cpu_s()
         proc.pump(stats, lambda s: s.t_last_read - t0 >= cfg.window_s or s.prompt_done,
                   deadline + cfg.window_s, coalesce_s=coalesce)
@@ -730,6 +757,7 @@ class Bench:
         res.agent_cores.append(agent_cpu / elapsed)
         res.client_cores.append(client_cpu / elapsed)
         res.agent_us_per_chunk.append(agent_cpu / max(1, chunks) * 1e6)
+        res.full_pipe_pct.append(100 * (stats.full_reads - full0) / max(1, stats.reads - reads0))
         proc.cancel(sid)
         proc.pump(stats, lambda s: s.prompt_done, now() + cfg.timeout_s)
         proc.settle(stats, cfg.settle_s)
@@ -952,6 +980,8 @@ def build_rows(cfg: Config) -> list[Row]:
             _q(lambda r: r.agent_cores, 0.5), ratio=False),
         Row("client_cores", "benchmark client CPU while streaming (cores)", "",
             lambda v: f"{v:.2f}", _q(lambda r: r.client_cores, 0.5), ratio=False),
+        Row("full_pipe_pct", "client reads that found the pipe ≥ 3/4 full (%)", "",
+            lambda v: f"{v:.0f}", _q(lambda r: r.full_pipe_pct, 0.5), ratio=False),
         Row("cancel_p50", "cancel at full rate → prompt response, p50 (ms)", "lower", _ms,
             _q(lambda r: r.cancel_ms, 0.5)),
         Row("cancel_p99", "cancel latency p99 (ms)", "lower", _ms,
@@ -1143,7 +1173,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--throughput-reps", type=int, help="throughput runs per agent (default 5)")
     p.add_argument("--window", type=float, help="throughput window in seconds (default 2)")
     p.add_argument("--coalesce-ms", type=float,
-                   help="throughput client pause after a small read (default 2, 0 = off)")
+                   help="longest throughput-client pause after a small read (default 2, 0 = off)")
     p.add_argument("--cancel-rounds", type=int, help="cancel rounds per agent (default 200)")
     p.add_argument("--sessions", type=int, help="sessions in the memory test (default 200)")
     p.add_argument("--memory-reps", type=int, help="memory runs per agent (default 3)")

@@ -4,10 +4,10 @@ against the ACP JSON Schema.
 `tests/test_sdk_client.py` drives the bridge with the Python SDK and checks
 the text and ordering of what arrives; this module adds the schema check of
 every frame in both directions, on the same session shape as
-`tests/test_ts_sdk_client.py`: initialize, a new session, a streamed prompt
-stopped after K message chunks, and a follow-up whose scripted answer reports
-what the model was sent.  A stream observer on the SDK connection records
-every message in wire order.
+`tests/test_ts_sdk_client.py`, whose wire helpers it shares: initialize, a
+new session, a streamed prompt stopped after K message chunks, and a
+follow-up whose scripted answer reports what the model was sent.  A stream
+observer on the SDK connection records every message in wire order.
 """
 
 from __future__ import annotations
@@ -25,7 +25,18 @@ from acp.connection import StreamDirection, StreamEvent
 from acp.schema import ClientCapabilities, Implementation, PromptResponse
 from acp_schema import load_acp_schema
 from harness import ACP_SCHEMA, EXAMPLES, ROOT
-from test_ts_sdk_client import is_update, parse_report, prompt_spans, streamed_text, wire_errors
+from test_ts_sdk_client import (
+    SDK_PACKAGE,
+    SDK_SCHEMA,
+    install_ts_client,
+    is_update,
+    parse_report,
+    prompt_spans,
+    streamed_text,
+    toolchain_problem,
+    unavailable,
+    wire_errors,
+)
 
 from acp_bridge import __version__
 from acp_bridge.log.check import check_log
@@ -188,6 +199,20 @@ def test_every_frame_validates_against_the_acp_schema(py_run: PyRun) -> None:
         pytest.skip(f"the official ACP schema is not available at {ACP_SCHEMA}")
     problems = wire_errors(schema, py_run.transcript)
     assert not problems, "frames the ACP schema rejects:\n" + "\n".join(problems)
+
+
+def test_every_frame_validates_against_the_schema_shipped_with_the_ts_sdk(py_run: PyRun) -> None:
+    """The TypeScript SDK package ships the schema of a later ACP release; it
+    is installed (once) for `test_ts_sdk_client`, so this check also runs where
+    the official schema file is absent."""
+    problem = toolchain_problem()
+    if problem is not None:
+        unavailable(problem)
+    install_ts_client()
+    schema = load_acp_schema(SDK_SCHEMA)
+    assert schema is not None, f"the installed {SDK_PACKAGE} has no {SDK_SCHEMA.name}"
+    problems = wire_errors(schema, py_run.transcript)
+    assert not problems, f"frames the {SDK_PACKAGE} schema rejects:\n" + "\n".join(problems)
 
 
 def test_session_log_passes_check_log(py_run: PyRun) -> None:

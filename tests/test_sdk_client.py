@@ -8,18 +8,21 @@ can check what was on the wire, not only what the SDK's models kept.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import acp
 import anyio
 import pytest
 from acp.client.connection import ClientSideConnection
 from acp.connection import StreamDirection, StreamEvent
+from acp.interfaces import Client
 from acp.schema import ClientCapabilities, Implementation, PromptResponse
 
 from acp_bridge import __version__
@@ -80,6 +83,12 @@ class Wire:
         raise AssertionError(f"no {method} request was sent")
 
 
+def as_client(client: RecordingClient) -> Client:
+    # Duck-typed on purpose: subclassing the SDK's Client protocol would
+    # inherit stubs that silently answer methods this client does not have.
+    return cast(Client, client)
+
+
 def is_update(msg: dict[str, Any]) -> bool:
     return msg.get("method") == "session/update"
 
@@ -114,6 +123,13 @@ def bridge_args(state_dir: Path, *extra: str) -> tuple[str, ...]:
     )
 
 
+@asynccontextmanager
+async def stderr_file(tmp_path: Path) -> AsyncIterator[IO[bytes]]:
+    """The bridge's stderr goes to a file: an unread pipe could block it."""
+    with (tmp_path / "stderr.txt").open("wb") as f:
+        yield f
+
+
 async def prompt_then_cancel(
     conn: ClientSideConnection, client: RecordingClient, sid: str, text: str, chunks: int
 ) -> PromptResponse:
@@ -130,11 +146,12 @@ async def prompt_then_cancel(
     return answers[0]
 
 
-async def close_and_wait(proc: Any) -> int:
+async def close_and_wait(proc: asyncio.subprocess.Process) -> int:
     """Close the agent's stdin like an editor that quits, and wait for it to exit."""
+    assert proc.stdin is not None
     proc.stdin.close()
     with anyio.fail_after(20):
-        return int(await proc.wait())
+        return await proc.wait()
 
 
 async def test_two_hundred_stops_in_one_process(tmp_path: Path) -> None:
@@ -145,14 +162,17 @@ async def test_two_hundred_stops_in_one_process(tmp_path: Path) -> None:
     # Per round, in order: the delivered text, and the span of incoming
     # frames [first, response) with the message id the round streamed.
     rounds: list[tuple[str, range, str]] = []
-    async with acp.spawn_agent_process(
-        client,
-        sys.executable,
-        *bridge_args(state),
-        env=dict(os.environ),
-        transport_kwargs={"stderr": subprocess.DEVNULL},
-        observers=[wire],
-    ) as (conn, proc):
+    async with (
+        stderr_file(tmp_path) as stderr,
+        acp.spawn_agent_process(
+            as_client(client),
+            sys.executable,
+            *bridge_args(state),
+            env=dict(os.environ),
+            transport_kwargs={"stderr": stderr},
+            observers=[wire],
+        ) as (conn, proc),
+    ):
         with anyio.fail_after(20):
             await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
@@ -175,8 +195,7 @@ async def test_two_hundred_stops_in_one_process(tmp_path: Path) -> None:
             # The SDK saw the same text the wire carried, and all of it before the answer.
             assert sdk_chunk_text(client.updates[first_update:]) == text, f"round {i}"
             rounds.append((text, range(mark, end), ids.pop()))
-        with anyio.fail_after(20):
-            await anyio.sleep(0.2)
+        await anyio.sleep(0.2)  # room for a late update to show up
         last_end = wire.response_index(wire.last_request_id("session/prompt"))
         late = [f for f in wire.incoming[last_end + 1 :] if is_update(f)]
         assert late == [], f"{len(late)} updates after the last prompt response"
@@ -219,14 +238,17 @@ async def test_two_hundred_stops_in_one_process(tmp_path: Path) -> None:
 async def test_initialize_response_validates_in_the_sdk(tmp_path: Path) -> None:
     client = RecordingClient()
     wire = Wire()
-    async with acp.spawn_agent_process(
-        client,
-        sys.executable,
-        *bridge_args(tmp_path / "state"),
-        env=dict(os.environ),
-        transport_kwargs={"stderr": subprocess.DEVNULL},
-        observers=[wire],
-    ) as (conn, proc):
+    async with (
+        stderr_file(tmp_path) as stderr,
+        acp.spawn_agent_process(
+            as_client(client),
+            sys.executable,
+            *bridge_args(tmp_path / "state"),
+            env=dict(os.environ),
+            transport_kwargs={"stderr": stderr},
+            observers=[wire],
+        ) as (conn, proc),
+    ):
         with anyio.fail_after(20):
             # The SDK parses the answer into its pydantic model: a malformed
             # response would raise here.

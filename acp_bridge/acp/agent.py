@@ -172,11 +172,13 @@ class Agent:
     def _answer(self, reply: Reply, session: Session, turn: Turn) -> None:
         if turn.error is not None:
             reply.error(turn.error)
+            self.outbox.flush_now()
             return
         result: dict[str, Any] = {"stopReason": turn.stop_reason}
         if session.log.file.error is not None:
             result["_meta"] = {"acpBridge": {"logError": session.log.file.error}}
         reply.result(result)
+        self.outbox.flush_now()
 
     def _check_log_writable(self, session: Session) -> None:
         """Refuse a new turn while earlier records cannot reach the disk.

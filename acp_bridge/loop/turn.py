@@ -23,12 +23,14 @@ it: nothing the stuck task does later reaches the editor or the log
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import anyio.lowlevel
 import orjson
 
 from ..jsonrpc.errors import RpcError
@@ -50,6 +52,10 @@ if TYPE_CHECKING:
     from .session import Session
 
 log = logging.getLogger("acp_bridge.turn")
+
+
+# Longest stretch of stream handling between two yields to the event loop.
+TIME_SLICE: Final = 50e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,9 +221,17 @@ class Turn:
         }
         feed, send, delta = stream.asm.feed, outbox.send, session.log.delta
         dumps = orjson.dumps
+        clock = time.perf_counter
+        yield_at = clock() + TIME_SLICE
         async with session.provider.stream(request) as events:
             async for ev in events:
                 idle.seen += 1
+                if clock() > yield_at:
+                    # Fairness: a provider that hands out many events without
+                    # waiting would otherwise keep the loop from reading a
+                    # cancel until its next pause.
+                    await anyio.lowlevel.checkpoint()
+                    yield_at = clock() + TIME_SLICE
                 if self.cause is not None:
                     # A stop was read while the provider yielded: leave now
                     # rather than wait for the cancellation to be delivered.

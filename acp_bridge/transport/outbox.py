@@ -97,6 +97,7 @@ class Outbox:
         self._pre_flush: list[Callable[[], None]] = []
         self._failed_logs: set[LogFile] = set()
         self.stdout_broken = anyio.Event()
+        self._writing = False
         self.log_error: str | None = None
         self.frames_written = 0
 
@@ -154,7 +155,7 @@ class Outbox:
 
     async def run(self) -> None:
         """The writer task.  Returns after `close` once the queue is empty."""
-        nonblocking = _set_nonblocking(self._stdout_fd)
+        _set_nonblocking(self._stdout_fd)
         while True:
             if not self._queue:
                 if self._closed:
@@ -162,39 +163,54 @@ class Outbox:
                 await self._wakeup.wait()
                 self._wakeup = anyio.Event()
                 continue
-            for hook in self._pre_flush:
-                hook()
-            batch, self._queue = self._queue, []
-            gen = self._queued_gen
-            self._queued_bytes = 0
-            with anyio.CancelScope(shield=True):
-                await self._write_batch(batch, nonblocking)
-            self._written_gen = gen
-            self._progress.set()
+            batch, gen = self._take()
+            self._writing = True
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self._write_batch(batch)
+            finally:
+                self._writing = False
+            self._written(gen)
 
     def close(self) -> None:
         self._closed = True
         self._wakeup.set()
 
-    async def _write_batch(
-        self, batch: list[tuple[LogFile | None, bytes]], nonblocking: bool
-    ) -> None:
-        """Write consecutive items for the same target with one call each, in order."""
-        i, n = 0, len(batch)
-        while i < n:
-            target = batch[i][0]
-            j = i
-            while j < n and batch[j][0] is target and batch[j][1] is not _FSYNC:
-                j += 1
-            if j > i:
-                data = b"".join([item[1] for item in batch[i:j]]) if j - i > 1 else batch[i][1]
-                if target is None:
-                    await self._write_stdout(data, nonblocking)
-                    self.frames_written += j - i
-                else:
-                    self._write_log(target, data)
-                i = j
-            else:  # an fsync request
+    def flush_now(self) -> None:
+        """Write the queue from the caller, without waiting for the writer task.
+
+        Used for an answer that someone is waiting for (a prompt's stop
+        reason): it saves a trip through the event loop.  Only when the writer
+        is idle, so the order of writes is kept; what would block is left to
+        the writer.
+        """
+        if self._writing or not self._queue:
+            return
+        batch, gen = self._take()
+        rest = self._write_ready(batch)
+        if rest:
+            self._queue[:0] = rest
+            self._queued_bytes += sum(len(data) for target, data in rest if target is None)
+            self._wakeup.set()
+        else:
+            self._written(gen)
+
+    def _take(self) -> tuple[list[tuple[LogFile | None, bytes]], int]:
+        for hook in self._pre_flush:
+            hook()
+        batch, self._queue = self._queue, []
+        self._queued_bytes = 0
+        return batch, self._queued_gen
+
+    def _written(self, gen: int) -> None:
+        self._written_gen = gen
+        self._progress.set()
+
+    async def _write_batch(self, batch: list[tuple[LogFile | None, bytes]]) -> None:
+        rest = self._write_ready(batch)
+        while rest:
+            target, data = rest[0]
+            if data is _FSYNC:
                 assert target is not None
                 await anyio.to_thread.run_sync(self._fsync, target)
                 # Released until the next write, so idle sessions hold no
@@ -202,9 +218,36 @@ class Outbox:
                 # Closed here on the loop, never in the worker thread, so no
                 # write can race with the close.
                 target.close()
-                i += 1
+                rest = rest[1:]
+            else:
+                await anyio.wait_writable(self._stdout_fd)
+            rest = self._write_ready(rest)
         for log in list(self._failed_logs):
             self._write_log(log, b"")
+
+    def _write_ready(
+        self, batch: list[tuple[LogFile | None, bytes]]
+    ) -> list[tuple[LogFile | None, bytes]]:
+        """Write items in order, consecutive ones for the same target in one call,
+        until stdout would block or an fsync is due; return what is left."""
+        i, n = 0, len(batch)
+        while i < n:
+            target = batch[i][0]
+            if batch[i][1] is _FSYNC:
+                return batch[i:]
+            j = i + 1
+            while j < n and batch[j][0] is target and batch[j][1] is not _FSYNC:
+                j += 1
+            data = b"".join([item[1] for item in batch[i:j]]) if j - i > 1 else batch[i][1]
+            if target is None:
+                written = self._write_stdout(data)
+                if written < len(data):
+                    return [(None, data[written:]), *batch[j:]]
+                self.frames_written += j - i
+            else:
+                self._write_log(target, data)
+            i = j
+        return []
 
     def _write_log(self, target: LogFile, data: bytes) -> None:
         try:
@@ -228,20 +271,23 @@ class Outbox:
                 if not self._failed_logs:
                     self.log_error = None
 
-    async def _write_stdout(self, data: bytes, nonblocking: bool) -> None:
+    def _write_stdout(self, data: bytes) -> int:
+        """Write what the pipe takes now; return the bytes written (all, once broken)."""
         if self.stdout_broken.is_set():
-            return
+            return len(data)
         view = memoryview(data)
+        written = 0
         try:
-            while view:
-                try:
-                    n = os.write(self._stdout_fd, view)
-                except BlockingIOError:
-                    await anyio.wait_writable(self._stdout_fd)
-                    continue
-                view = view[n:]
+            while written < len(data):
+                written += os.write(self._stdout_fd, view[written:])
+        except BlockingIOError:
+            pass
         except OSError:  # EPIPE and friends: the editor is gone
             self.stdout_broken.set()
+            return len(data)
+        finally:
+            view.release()
+        return written
 
     def _fsync(self, log: LogFile) -> None:
         try:
@@ -250,10 +296,8 @@ class Outbox:
             self.log_error = f"cannot fsync {log.path}: {exc.strerror or exc}"
 
 
-def _set_nonblocking(fd: int) -> bool:
+def _set_nonblocking(fd: int) -> None:
     """Pipes and sockets are written without blocking the loop; files block briefly."""
     mode = os.fstat(fd).st_mode
     if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
         os.set_blocking(fd, False)
-        return True
-    return False

@@ -746,3 +746,26 @@ async def test_story_then_report_example_reports_the_interrupted_text() -> None:
         f"last_assistant_text: {json.dumps(prefix)}\n"
         "last_assistant_interrupted: true"
     )
+
+
+@pytest.mark.anyio
+async def test_abort_stops_the_stream_at_once_unless_it_is_wedged() -> None:
+    p = provider([{"text": "a"}, {"hang": True}])
+    results: list[bool] = []
+    async with p.stream(REQUEST) as events:
+        assert await events.__anext__() == TextDelta(0, "a")
+        results.append(events.abort())  # type: ignore[attr-defined]
+        with pytest.raises(StopAsyncIteration):
+            await events.__anext__()  # no hang: the stream is over
+    wedged = provider([{"text": "a"}, {"hang": {"ignore_cancel": True, "seconds": 0.2}}])
+    async with wedged.stream(REQUEST) as events, anyio.create_task_group() as tg:
+        assert await events.__anext__() == TextDelta(0, "a")
+
+        async def pull() -> None:
+            await events.__anext__()
+
+        tg.start_soon(pull)
+        await anyio.sleep(0.02)  # pull() is now inside the shielded hang
+        results.append(events.abort())  # type: ignore[attr-defined]
+        tg.cancel_scope.cancel()
+    assert results == [True, False]

@@ -113,6 +113,9 @@ class Turn:
         self.step = 0
         self.stream: _Stream | None = None
         self._finalized = False
+        # True while the turn is inside a model stream (and nothing else).
+        self._streaming = False
+        self._events: object = None
 
     # -- control (called from other tasks) ---------------------------------
 
@@ -123,7 +126,17 @@ class Turn:
         if self.cause is None:
             self.cause = cause
         self.scope.cancel()
+        if self._streaming and self._abort_stream():
+            # Only the model stream was in flight and it is now closed, and
+            # what it delivered is known (the assembler is updated
+            # synchronously): settle here rather than after the task unwinds.
+            # The turn is fenced, so nothing of it can follow the answer.
+            self._finish_interrupted()
         return True
+
+    def _abort_stream(self) -> bool:
+        abort = getattr(self._events, "abort", None)
+        return bool(abort()) if abort is not None else False
 
     async def watchdog(self) -> None:
         """After a cancel, settle the turn by the deadline even if it is stuck."""
@@ -192,12 +205,15 @@ class Turn:
         idle = _IdleWatch(self.config.idle_timeout, step_scope)
         if idle.limit is not None:
             self.spawn(idle.run)
+        self._streaming = True
         try:
             with step_scope:
                 await self._consume(request, stream, idle)
         except AssemblyError as exc:
             raise ProviderError(f"malformed model stream: {exc}", kind="protocol") from exc
         finally:
+            self._streaming = False
+            self._events = None
             idle.stop()
         if idle.fired:
             raise StreamIdleTimeout(idle.limit or 0.0)
@@ -224,6 +240,7 @@ class Turn:
         clock = time.perf_counter
         yield_at = clock() + TIME_SLICE
         async with session.provider.stream(request) as events:
+            self._events = events
             async for ev in events:
                 idle.seen += 1
                 if clock() > yield_at:

@@ -144,6 +144,12 @@ class Provider(Protocol):
     error, or by cancellation) must release the underlying request.  Errors
     are raised as `ProviderError` from iteration.  The iterator must reach a
     cancellation point often enough that a cancel is seen promptly.
+
+    The iterator may also have ``abort() -> bool``: stop the stream at once,
+    synchronously, releasing its request, and return True; or return False
+    when it cannot (then cancellation does it, within the cancel deadline).
+    A user stop uses it to answer the editor without waiting for the turn's
+    task to unwind: the request is already gone, so the answer is exact.
     """
 
     name: str

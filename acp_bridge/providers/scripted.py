@@ -149,7 +149,7 @@ _CONTROL: Final = frozenset({_Sleep, _Hang, _Endless, _Fail})
 class _ScriptStream:
     """The async iterator of one scripted response."""
 
-    __slots__ = ("_count", "_endless", "_endless_seconds", "_ops", "_pos")
+    __slots__ = ("_count", "_endless", "_endless_seconds", "_ops", "_pos", "_wedged")
 
     def __init__(self, ops: list[_Op]) -> None:
         self._ops = ops
@@ -157,6 +157,7 @@ class _ScriptStream:
         self._count = 0
         self._endless: TextDelta | None = None
         self._endless_seconds = 0.0
+        self._wedged = False
 
     def __aiter__(self) -> _ScriptStream:
         return self
@@ -190,8 +191,12 @@ class _ScriptStream:
             await anyio.sleep(op.seconds)
         elif isinstance(op, _Hang):
             if op.shield:
-                with anyio.CancelScope(shield=True):
-                    await anyio.sleep(op.seconds or 0)
+                self._wedged = True
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await anyio.sleep(op.seconds or 0)
+                finally:
+                    self._wedged = False
                 # A cancel that arrived meanwhile is delivered here.
                 await anyio.lowlevel.checkpoint()
             elif op.seconds is None:
@@ -215,6 +220,13 @@ class _ScriptStream:
     def close(self) -> None:
         self._pos = len(self._ops)
         self._endless = None
+
+    def abort(self) -> bool:
+        """Stop the stream now (see `Provider`); a wedged hang cannot be stopped."""
+        if self._wedged:
+            return False
+        self.close()
+        return True
 
 
 # -- compiling a response --------------------------------------------------------

@@ -211,7 +211,7 @@ class Agent:
         turn = session.active
         # An idle session keeps no sticky flag: only prompts already received
         # are cancelled.
-        if turn is not None and turn.cancel("user"):
+        if turn is not None and turn.cancel("user") and not turn.settled.is_set():
             self.spawn(turn.watchdog)
 
     def _run_turn(self, turn: Turn) -> Callable[[], Coroutine[Any, Any, None]]:
@@ -232,7 +232,7 @@ class Agent:
         """Stop every running turn as ``cause`` and wait until all are settled."""
         turns = [s.active for s in self.sessions.values() if s.active is not None]
         for turn in turns:
-            if turn.cancel(cause):
+            if turn.cancel(cause) and not turn.settled.is_set():
                 self.spawn(turn.watchdog)
         for turn in turns:
             await turn.settled.wait()

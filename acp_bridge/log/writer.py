@@ -20,6 +20,8 @@ import orjson
 from ..transport.outbox import LogFile, Outbox
 from .records import FORMAT_VERSION, SURFACE_TYPES
 
+dumps = orjson.dumps
+
 # The records `derive_messages` reads.  Only these are kept in memory; the
 # rest (lifecycle, stream frames, attempts) lives in the file alone.  The
 # projection of this subset equals the projection of the whole log, because
@@ -41,10 +43,10 @@ class SessionLog:
         self._parts: list[list[Any]] = []
         self._last: list[Any] | None = None
         self._t0 = 0.0
-        # [t_ms, index, kind, text] for each part of each delta record of the
-        # open stream: the delivered stream, timed at the granularity of the
-        # writes to the editor.
-        self._timed: list[list[Any]] = []
+        # [t_ms, index, kind, text], serialized, for each part of each delta
+        # record of the open stream: the delivered stream, timed at the
+        # granularity of the writes to the editor.
+        self._timed: list[bytes] = []
 
     def append(self, type: str, turn: int, step: int, **fields: Any) -> dict[str, Any]:
         if self._parts:
@@ -84,10 +86,16 @@ class SessionLog:
             self._parts.append(last)
             self._last = last
 
-    def delivered_stream(self) -> list[list[Any]]:
-        """The open stream's delivered parts so far, ``[t_ms, index, kind, text]``."""
+    def delivered_stream(self) -> orjson.Fragment:
+        """The open stream's delivered parts so far, ``[[t_ms, index, kind, text], ...]``.
+
+        Returned already serialized: each part was encoded once, when its
+        delta record was written, so embedding the whole stream in an
+        interrupted message costs a copy, not a second encoding, at the moment
+        the user is waiting for the stop to be answered.
+        """
         self._flush_delta()
-        return self._timed
+        return orjson.Fragment(b"[" + b",".join(self._timed) + b"]")
 
     def close_stream(self, outcome: str) -> None:
         if self._attempt is None:
@@ -102,11 +110,13 @@ class SessionLog:
         if self._attempt is None:
             self._parts, self._last = [], None
             return
-        parts = [[index, kind, "".join(frags)] for index, kind, frags in self._parts]
+        encoded = [dumps([index, kind, "".join(frags)]) for index, kind, frags in self._parts]
         self._parts = []
         self._last = None
-        t_ms = round((time.monotonic() - self._t0) * 1000, 3)
-        self._timed.extend([t_ms, *part] for part in parts)
+        t_ms = dumps(round((time.monotonic() - self._t0) * 1000, 3))
+        # "[index,kind,text]" -> "[t_ms,index,kind,text]"
+        self._timed.extend(b"[" + t_ms + b"," + part[1:] for part in encoded)
+        parts = orjson.Fragment(b"[" + b",".join(encoded) + b"]")
         self.append("stream/delta", self._turn, self._step, attempt=self._attempt, parts=parts)
 
     def sync(self) -> None:

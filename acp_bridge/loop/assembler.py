@@ -51,23 +51,33 @@ class AssemblyError(Exception):
 
 
 class _Block:
-    __slots__ = ("closed", "id", "kind", "name", "parts")
+    __slots__ = ("closed", "id", "joined", "kind", "name", "parts")
 
     def __init__(self, kind: str, id: str = "", name: str = "") -> None:
         self.kind = kind
+        # Fragments in arrival order.  The list object never changes (the
+        # assembler holds its bound ``append``); joins happen in place.
         self.parts: list[str] = []
+        # How many leading entries of ``parts`` are already joined segments.
+        self.joined = 0
         self.closed = False
         self.id = id
         self.name = name
 
     def text(self) -> str:
         parts = self.parts
-        if len(parts) == 1:
-            return parts[0]
-        joined = "".join(parts)
-        # Keep the join: views may be asked for more than once.
-        self.parts = [joined]
-        return joined
+        if len(parts) != 1:
+            # Keep the join: views may be asked for more than once.
+            parts[:] = ["".join(parts)]
+            self.joined = 1
+        return parts[0] if parts else ""
+
+    def compact(self) -> None:
+        """Join the fragments that arrived since the last call into one segment."""
+        parts, k = self.parts, self.joined
+        if len(parts) - k > 1:
+            parts[k:] = ["".join(parts[k:])]
+        self.joined = len(parts)
 
     def tool_call(self) -> dict[str, Any]:
         args = self.text()
@@ -217,6 +227,17 @@ class StreamAssembler:
                 if text and not text.isspace():
                     out.append({"type": block.kind, "text": text})
         return out
+
+    def compact(self) -> None:
+        """Join the fragments of open text and reasoning blocks received so far.
+
+        Cheap to call once per write to the editor; it keeps a long stream's
+        views (`interrupted_blocks` on a stop) from joining thousands of
+        fragments at the moment the user is waiting for the answer.
+        """
+        for block in self._blocks.values():
+            if not block.closed and (block.kind == TEXT or block.kind == REASONING):
+                block.compact()
 
     def interrupted_blocks(self) -> list[dict[str, Any]]:
         """What survives a user stop: text and reasoning blocks, open or closed,

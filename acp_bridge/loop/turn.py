@@ -206,6 +206,7 @@ class Turn:
         if idle.limit is not None:
             self.spawn(idle.run)
         self._streaming = True
+        session.outbox.add_pre_flush(stream.asm.compact)
         try:
             with step_scope:
                 await self._consume(request, stream, idle)
@@ -214,6 +215,7 @@ class Turn:
         finally:
             self._streaming = False
             self._events = None
+            session.outbox.remove_pre_flush(stream.asm.compact)
             idle.stop()
         if idle.fired:
             raise StreamIdleTimeout(idle.limit or 0.0)

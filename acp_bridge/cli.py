@@ -116,7 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[_common(False)],
         help="print the model history derived from a stored session, as JSON",
     )
-    history.add_argument("session_id", metavar="SESSION_ID")
+    history.add_argument(
+        "session_id", metavar="SESSION_ID", help="the id that session/new answered (sess_...)"
+    )
     return parser
 
 

@@ -130,7 +130,7 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
         say(
             f"{mark} the model's next request held the interrupted answer "
             f"({'exactly the text you saw' if same else 'NOT the text you saw'}; "
-            f"interrupted: {reported.get('last_assistant_interrupted')})"
+            f"interrupted: {orjson.dumps(reported.get('last_assistant_interrupted')).decode()})"
         )
         log_path = os.path.join(state_dir, "sessions", session_id + ".jsonl")
         records = (await anyio.Path(log_path).read_bytes()).count(b"\n")

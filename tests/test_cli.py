@@ -1,0 +1,115 @@
+"""The command line: options, the state directory, the demo, history, script errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from acp_bridge.cli import build_parser
+from acp_bridge.paths import ENV_STATE_DIR, resolve_state_dir
+
+BRIDGE = [sys.executable, "-m", "acp_bridge"]
+
+
+def run(
+    *args: str, env: dict[str, str] | None = None, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*BRIDGE, *args], input=stdin, capture_output=True, text=True, timeout=60, env=env
+    )
+
+
+def test_state_dir_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(ENV_STATE_DIR, raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert resolve_state_dir(None) == str(tmp_path / "xdg" / "acp-bridge")
+    monkeypatch.setenv(ENV_STATE_DIR, str(tmp_path / "env"))
+    assert resolve_state_dir(None) == str(tmp_path / "env")
+    assert resolve_state_dir(str(tmp_path / "flag")) == str(tmp_path / "flag")
+    monkeypatch.delenv(ENV_STATE_DIR)
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert resolve_state_dir(None) == str(tmp_path / "home" / ".local" / "state" / "acp-bridge")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--state-dir", "/a", "history", "sess_x"],
+        ["history", "--state-dir", "/a", "sess_x"],
+        ["history", "sess_x", "--state-dir", "/a"],
+    ],
+)
+def test_state_dir_before_or_after_the_subcommand(argv: list[str]) -> None:
+    args = build_parser().parse_args(argv)
+    assert args.state_dir == "/a"
+    assert args.session_id == "sess_x"
+
+
+def test_serve_options_before_or_after_serve() -> None:
+    before = build_parser().parse_args(["--cancel-deadline", "2", "serve"])
+    after = build_parser().parse_args(["serve", "--cancel-deadline", "2"])
+    assert before.cancel_deadline == after.cancel_deadline == 2.0
+
+
+def test_help_documents_every_option() -> None:
+    text = run("--help").stdout
+    for option in (
+        "--state-dir",
+        "--log-level",
+        "--provider",
+        "--script",
+        "--cancel-deadline",
+        "--idle-timeout",
+        "--max-steps",
+        "serve",
+        "demo",
+        "history",
+    ):
+        assert option in text, option
+    assert "--stop-after" in run("demo", "--help").stdout
+    assert "SESSION_ID" in run("history", "--help").stdout
+
+
+def test_bad_script_is_reported_with_its_path_and_exit_status_2(tmp_path: Path) -> None:
+    script = tmp_path / "bad.json"
+    script.write_text(json.dumps({"responses": [{"events": [{"tetx": "hi"}]}]}))
+    result = run("--script", str(script), "--state-dir", str(tmp_path / "s"))
+    assert result.returncode == 2
+    assert result.stdout == ""  # stdout is for ACP messages only
+    assert f"{script}: responses[0].events[0]" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_demo_runs_end_to_end_with_the_default_state_dir(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in (ENV_STATE_DIR, "XDG_STATE_HOME")}
+    env["HOME"] = str(tmp_path)
+    result = run("demo", env=env)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "■ Stopped" in out
+    assert "stopReason: cancelled" in out
+    assert "updates after the response: 0" in out
+    assert "exactly the text you saw; interrupted: true" in out
+    sessions = tmp_path / ".local" / "state" / "acp-bridge" / "sessions"
+    (log,) = sessions.glob("*.jsonl")
+    assert str(log) in out
+    history = run("history", log.stem, env=env)
+    assert history.returncode == 0, history.stderr
+    messages = json.loads(history.stdout)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert messages[1]["interrupted"] is True
+    assert messages[1]["content"][-1]["text"] in out
+
+
+def test_history_of_an_unknown_or_bad_session(tmp_path: Path) -> None:
+    missing = run("history", "sess_nope", "--state-dir", str(tmp_path))
+    assert missing.returncode == 1
+    assert "no session 'sess_nope'" in missing.stderr
+    bad = run("history", "../etc/passwd", "--state-dir", str(tmp_path))
+    assert bad.returncode == 2

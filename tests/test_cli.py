@@ -113,3 +113,21 @@ def test_history_of_an_unknown_or_bad_session(tmp_path: Path) -> None:
     assert "no session 'sess_nope'" in missing.stderr
     bad = run("history", "../etc/passwd", "--state-dir", str(tmp_path))
     assert bad.returncode == 2
+
+
+def test_library_names_resolve_and_do_not_slow_the_command_line() -> None:
+    import acp_bridge
+
+    for name in acp_bridge.__all__:
+        assert getattr(acp_bridge, name) is not None, name
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, acp_bridge.cli; print('acp_bridge.server' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert probe.stdout.strip() == "False"

@@ -36,7 +36,11 @@ import anyio.to_thread
 
 _log = logging.getLogger("acp_bridge.outbox")
 
-HIGH_WATER: Final = 16 * 1024
+# Stream frames queued beyond this wait for the editor to read.  Everything
+# queued is read by the editor before the answer to a Stop, so the mark is
+# kept small (about 35 chunk frames); the writer still batches whatever
+# accumulates while the pipe is busy.
+HIGH_WATER: Final = 8 * 1024
 
 
 class LogFile:

@@ -85,6 +85,13 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     )
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="acp-bridge",
@@ -106,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--stop-after",
-        type=int,
+        type=_positive_int,
         default=12,
         metavar="N",
         help="press Stop after N streamed chunks (default: 12)",
@@ -148,6 +155,11 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
     from .loop.turn import TurnConfig
     from .server import ServeOptions, serve
 
+    if sys.stdin.isatty():
+        sys.stderr.write(
+            "acp-bridge: serving ACP on stdin/stdout; an editor starts it this way. "
+            "To see it work, run: acp-bridge demo\n"
+        )
     script_path: str | None = args.script
     options = ServeOptions(
         state_dir=state_dir,

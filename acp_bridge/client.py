@@ -131,8 +131,11 @@ class AcpClient:
         cancel_after: int | None = None,
         on_update: Callable[[dict[str, Any]], None] | None = None,
         settle: float = 0.05,
+        cancel_when_quiet: float | None = None,
     ) -> PromptResult:
-        """Send a prompt; optionally send session/cancel after N message chunks.
+        """Send a prompt; optionally send session/cancel after N message chunks
+        (or, with ``cancel_when_quiet``, as soon as no chunk has arrived for
+        that many seconds, for a stream that ends its output before N).
 
         After the response, waits ``settle`` seconds and reports any update
         that arrived late (there must be none).
@@ -165,7 +168,15 @@ class AcpClient:
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_prompt)
             if cancel_after is not None:
-                await cancel_now.wait()
+                if cancel_when_quiet is None:
+                    await cancel_now.wait()
+                else:
+                    while not cancel_now.is_set():
+                        seen_before = chunks
+                        with anyio.move_on_after(cancel_when_quiet):
+                            await cancel_now.wait()
+                        if chunks == seen_before:
+                            break
                 await self.notify("session/cancel", {"sessionId": session_id})
             await anyio.sleep_forever()
         end = len(self.updates)

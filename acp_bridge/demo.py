@@ -57,6 +57,13 @@ def _style(on: bool) -> tuple[str, str, str, str, str]:
     return (BOLD, DIM, RED, GREEN, RESET) if on else ("", "", "", "", "")
 
 
+def _color_wanted() -> bool:
+    # https://no-color.org: any non-empty NO_COLOR turns colour off.
+    return (
+        sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    )
+
+
 def run_demo(state_dir: str, *, stop_after: int = 12) -> int:
     os.makedirs(state_dir, exist_ok=True)
     script_path = os.path.join(state_dir, "demo-script.json")
@@ -65,11 +72,15 @@ def run_demo(state_dir: str, *, stop_after: int = 12) -> int:
     command = bridge_command(
         "--provider", "fake", "--script", script_path, "--state-dir", state_dir
     )
-    return anyio.run(_demo, command, state_dir, stop_after)
+    try:
+        return anyio.run(_demo, command, state_dir, stop_after)
+    except KeyboardInterrupt:
+        sys.stderr.write("acp-bridge demo: interrupted\n")
+        return 130
 
 
 async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
-    b, dim, red, green, reset = _style(sys.stdout.isatty())
+    b, dim, red, green, reset = _style(_color_wanted())
     out = sys.stdout
 
     def say(text: str = "") -> None:
@@ -108,17 +119,26 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
             out.write(update["content"]["text"])
             out.flush()
 
-        first = await client.prompt(session_id, ask, cancel_after=stop_after, on_update=show)
+        # Stop after N chunks, or when the story has shown all it has.
+        first = await client.prompt(
+            session_id, ask, cancel_after=stop_after, on_update=show, cancel_when_quiet=1.0
+        )
+        chunks = sum(
+            1
+            for u in first.updates
+            if u.get("sessionUpdate") in ("agent_message_chunk", "agent_thought_chunk")
+        )
         seen = first.text()
         say(f"{reset}")
+        late = len(first.late)
+        after = "nothing arrived after it" if not late else f"{late} UPDATES ARRIVED AFTER IT"
         say(
-            f"{red}■ Stopped{reset}  {dim}(you pressed Stop after {stop_after} chunks; "
-            f"stopReason: {first.stop_reason}; "
-            f"updates after the response: {len(first.late)}){reset}"
+            f"{red}■ Stopped{reset}  {dim}({chunks} chunk{'' if chunks == 1 else 's'} shown; "
+            f"the editor got stopReason {first.stop_reason!r}; {after}){reset}"
         )
         say()
 
-        follow = "Expand on your second point."
+        follow = "Go on from where you stopped."
         say(f"{b}You:{reset} {follow}")
         streaming["kind"] = ""
         second = await client.prompt(session_id, follow, on_update=show)

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -73,7 +74,7 @@ async def serve(options: ServeOptions) -> int:
         try:
             factory = await anyio.to_thread.run_sync(options.load_provider)
         except StartupError as exc:
-            log.critical("%s", exc)
+            sys.stderr.write(f"acp-bridge: {exc}\n")
             status = 2
             end("startup failed")
             return

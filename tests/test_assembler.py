@@ -256,7 +256,11 @@ _block = st.one_of(
     st.tuples(st.just("reasoning"), st.text(min_size=1)),
     st.tuples(
         st.just("tool"),
-        st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3),
+        st.dictionaries(
+            st.text(max_size=5),
+            st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.text(max_size=5),
+            max_size=3,
+        ),
     ),
 )
 
@@ -320,3 +324,21 @@ def test_rechunked_text_deltas_join_exactly(text: str, cuts: list[int]) -> None:
     whole = [{"type": "text", "text": text}] if not text.isspace() else []
     assert assembler.interrupted_blocks() == whole
     assert assembler.has_visible_content() == bool(whole)
+
+
+@pytest.mark.parametrize("number", ["-9223372036854775809", "18446744073709551616"])
+def test_tool_arguments_outside_64_bit_integers_are_malformed(number: str) -> None:
+    asm = StreamAssembler()
+    asm.feed(ToolCallStart(0, "call_1", "tool"))
+    asm.feed(ToolCallDelta(0, '{"n": ' + number + "}"))
+    asm.feed(BlockEnd(0))
+    with pytest.raises(AssemblyError, match="64-bit"):
+        asm.blocks()
+
+
+def test_tool_arguments_at_the_64_bit_edge_are_exact() -> None:
+    asm = StreamAssembler()
+    asm.feed(ToolCallStart(0, "call_1", "tool"))
+    asm.feed(ToolCallDelta(0, '{"n": -9223372036854775808, "m": 1.5}'))
+    asm.feed(BlockEnd(0))
+    assert asm.blocks()[0]["input"] == {"n": -(2**63), "m": 1.5}

@@ -57,6 +57,7 @@ class Agent:
             }
         )
         conn.notifications["session/cancel"] = self.cancel
+        conn.requests["session/cancel"] = _cancel_is_a_notification
         conn.cancel_hooks["session/prompt"] = self.cancel
         conn.arrival_hooks["session/prompt"] = self._prompt_arrived
 
@@ -243,3 +244,9 @@ def _later(fn: Callable[[], None]) -> Callable[[], Coroutine[Any, Any, None]]:
         fn()
 
     return run
+
+
+async def _cancel_is_a_notification(params: dict[str, Any]) -> None:
+    raise RpcError.invalid_request(
+        "session/cancel is a notification: send it without an id (nothing was cancelled)"
+    )

@@ -51,13 +51,12 @@ def parse_frame(frame: bytes | FrameTooLarge) -> Message | RpcError:
         return RpcError.invalid_request(
             f"frame of {frame.size} bytes exceeds the {frame.limit}-byte limit"
         )
-    try:
-        obj = orjson.loads(frame)
-    except orjson.JSONDecodeError as exc:
-        return RpcError.parse_error(str(exc))
+    obj = _decode(frame)
+    if isinstance(obj, RpcError):
+        return obj
     if not isinstance(obj, dict):
-        kind = "batch" if isinstance(obj, list) else type(obj).__name__
-        return RpcError.invalid_request(f"expected a JSON object, got a {kind}")
+        kind = _JSON_KINDS.get(type(obj), "a value")
+        return RpcError.invalid_request(f"expected a JSON object, got {kind}")
     raw_id = obj.get("id", _MISSING)
     has_id = raw_id is not _MISSING
     id_ok = has_id and _valid_id(raw_id)
@@ -94,7 +93,27 @@ def parse_frame(frame: bytes | FrameTooLarge) -> Message | RpcError:
     return Notification(method, params)
 
 
+def _decode(frame: bytes) -> Any:
+    try:
+        return orjson.loads(frame)
+    except orjson.JSONDecodeError as exc:
+        try:
+            frame.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return RpcError.parse_error(f"not valid UTF-8 at byte {bad.start}")
+        return RpcError.parse_error(str(exc))
+
+
 _MISSING: Any = object()
+
+_JSON_KINDS: dict[type, str] = {
+    list: "an array (JSON-RPC batches are not part of ACP)",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
 
 
 def encode_result(id: RequestId, result: Any) -> bytes:

@@ -20,6 +20,8 @@ for.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -94,7 +96,30 @@ class _Block:
                 raise AssemblyError(
                     f"tool call {self.id!r} ({self.name}): arguments are not a JSON object"
                 )
+            if _LONG_NUMBER.search(args) and _has_huge_int(json.loads(args)):
+                # orjson would read it as a float, silently changing the value,
+                # and the log could not record it: refuse it as malformed.
+                raise AssemblyError(
+                    f"tool call {self.id!r} ({self.name}): arguments hold an integer "
+                    "outside the 64-bit range"
+                )
         return {"type": TOOL_CALL, "id": self.id, "name": self.name, "input": value}
+
+
+# A run of digits long enough to be outside the 64-bit integer range.
+_LONG_NUMBER: Final = re.compile(r"\d{19,}")
+
+
+def _has_huge_int(value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return not -(2**63) <= value < 2**64
+    if isinstance(value, dict):
+        return any(_has_huge_int(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_huge_int(v) for v in value)
+    return False
 
 
 class StreamAssembler:

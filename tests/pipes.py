@@ -1,0 +1,494 @@
+"""Test plumbing for many prompts at once: a raw peer, a prompt tracker, two ways to run.
+
+`Peer` is a raw editor connection.  It writes any bytes to the bridge's stdin
+and reads its stdout line by line: every line must be a JSON-RPC 2.0 object
+(anything else is kept in ``bad_lines``), responses are indexed by id (a
+reused id may legitimately be answered more than once, so each id maps to a
+list), and an optional hook sees every message in wire order.
+
+`PromptTracker` plays prompts on many sessions at once.  A session runs its
+prompts one at a time and in order, so every ``session/update`` belongs to
+the oldest unanswered prompt of its session; the tracker attributes it there
+and records each violation: an update for a session never opened here (cross
+talk), an update for a session with no unanswered prompt (an update after the
+response: invariant I1), a prompt answered before an older one of its session.
+
+`bridge_on_pipes` serves the bridge in this process on two `os.pipe` pairs
+(as ``test_cancel_property`` does); `bridge_subprocess` runs the real
+``acp-bridge`` command.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from itertools import count
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import anyio
+import anyio.abc
+import orjson
+
+from acp_bridge.client import bridge_command
+from acp_bridge.loop.turn import TurnConfig
+from acp_bridge.providers.base import Provider
+from acp_bridge.providers.script import parse_script
+from acp_bridge.providers.scripted import ScriptedProvider
+from acp_bridge.server import ServeOptions, serve
+
+Json = dict[str, Any]
+RequestId = int | str
+CHUNK_KINDS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
+
+
+def id_key(value: object) -> bytes:
+    """A dict key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart."""
+    return orjson.dumps(value)
+
+
+def is_response(msg: Json) -> bool:
+    return "method" not in msg and "id" in msg
+
+
+class ByteSink(Protocol):
+    async def send(self, data: bytes, /) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+# -- the peer ---------------------------------------------------------------------------
+
+
+class Peer:
+    """One editor connection to a bridge (see the module docstring).
+
+    ``keep`` keeps every parsed message in ``messages`` (a load test turns it off).
+    """
+
+    def __init__(self, stdin: ByteSink, stdout: AsyncIterable[bytes], *, keep: bool = True) -> None:
+        self.stdin = stdin
+        self.stdout = stdout
+        self.keep = keep
+        self.messages: list[Json] = []
+        self.bad_lines: list[bytes] = []
+        self.responses: dict[bytes, list[Json]] = {}
+        self.lines = 0
+        self.on_message: Callable[[Json], None] | None = None
+        self.eof = anyio.Event()
+        self.stdin_closed = False
+        self._waiters: dict[bytes, anyio.Event] = {}
+        self._write_lock = anyio.Lock()
+        self._ids = count(1)
+
+    # -- reading -------------------------------------------------------------------
+
+    async def read_loop(self) -> None:
+        """Read stdout to EOF; set ``eof`` then (and wake every waiter)."""
+        buf = b""
+        try:
+            async for data in self.stdout:
+                buf += data
+                if b"\n" not in data:
+                    continue
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    self._line(line)
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+        finally:
+            if buf:
+                self.bad_lines.append(b"<unterminated> " + buf[:200])
+            self.eof.set()
+            for event in self._waiters.values():
+                event.set()
+
+    def _line(self, line: bytes) -> None:
+        self.lines += 1
+        try:
+            msg = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            self.bad_lines.append(line[:500])
+            return
+        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+            self.bad_lines.append(line[:500])
+            return
+        if self.keep:
+            self.messages.append(msg)
+        if is_response(msg):
+            key = id_key(msg["id"])
+            self.responses.setdefault(key, []).append(msg)
+            waiter = self._waiters.pop(key, None)
+            if waiter is not None:
+                waiter.set()
+        if self.on_message is not None:
+            self.on_message(msg)
+
+    async def wait_response(self, rid: object, *, nth: int = 1, within: float = 30) -> Json:
+        """The ``nth`` response with id ``rid`` (waits for it)."""
+        key = id_key(rid)
+        with anyio.fail_after(within):
+            while len(self.responses.get(key, ())) < nth:
+                if self.eof.is_set():
+                    raise AssertionError(f"the bridge closed stdout before answering id {rid!r}")
+                waiter = self._waiters.setdefault(key, anyio.Event())
+                await waiter.wait()
+        return self.responses[key][nth - 1]
+
+    # -- writing -------------------------------------------------------------------
+
+    async def send_raw(self, data: bytes) -> None:
+        async with self._write_lock:
+            await self.stdin.send(data)
+
+    async def send(self, *messages: Json) -> None:
+        """Send messages in one write."""
+        await self.send_raw(b"".join(orjson.dumps(m) + b"\n" for m in messages))
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    async def request(
+        self, method: str, params: Json, *, rid: RequestId | None = None, within: float = 30
+    ) -> Json:
+        rid = self.next_id() if rid is None else rid
+        nth = len(self.responses.get(id_key(rid), ())) + 1
+        await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        return await self.wait_response(rid, nth=nth, within=within)
+
+    async def notify(self, method: str, params: Json) -> None:
+        await self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def close_stdin(self) -> None:
+        if not self.stdin_closed:
+            self.stdin_closed = True
+            async with self._write_lock:
+                await self.stdin.aclose()
+
+    # -- ACP -----------------------------------------------------------------------
+
+    async def initialize(self) -> Json:
+        resp = await self.request(
+            "initialize",
+            {
+                "protocolVersion": 1,
+                "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}},
+            },
+        )
+        assert "result" in resp, f"initialize failed: {resp}"
+        return resp
+
+    async def new_session(self, cwd: str) -> str:
+        resp = await self.request("session/new", {"cwd": cwd, "mcpServers": []})
+        assert "result" in resp, f"session/new failed: {resp}"
+        return str(resp["result"]["sessionId"])
+
+
+# -- prompts on many sessions -----------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Prompt:
+    session_id: str
+    text: str
+    rid: RequestId
+    cancel_after: int | None = None
+    updates: list[Json] = field(default_factory=list)
+    chunks: int = 0
+    response: Json | None = None
+    cancel_sent: bool = False
+    # Set once ``cancel_after`` chunks have arrived, or when answered.
+    reached: anyio.Event = field(default_factory=anyio.Event)
+    answered: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def stop_reason(self) -> str | None:
+        result = (self.response or {}).get("result")
+        return result.get("stopReason") if isinstance(result, dict) else None
+
+    def delivered(self, kind: str = "agent_message_chunk") -> str:
+        return "".join(
+            u["content"]["text"]
+            for u in self.updates
+            if u.get("sessionUpdate") == kind and u["content"].get("type") == "text"
+        )
+
+    def params(self) -> Json:
+        return {"sessionId": self.session_id, "prompt": [{"type": "text", "text": self.text}]}
+
+
+class PromptTracker:
+    """Attributes updates and responses to prompts (see the module docstring)."""
+
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
+        peer.on_message = self.observe
+        self.queues: dict[str, deque[Prompt]] = {}
+        self.by_session: dict[str, list[Prompt]] = {}
+        self.prompts: list[Prompt] = []
+        self.violations: list[str] = []
+        self.rejections: dict[bytes, list[Json]] = {}
+        self._expected_rejections: dict[bytes, int] = {}
+        self._by_id: dict[bytes, Prompt] = {}
+
+    def open(self, session_id: str) -> None:
+        self.queues[session_id] = deque()
+        self.by_session[session_id] = []
+
+    def expect_rejection(self, rid: RequestId) -> None:
+        """The next -32600 answer with id ``rid`` rejects a duplicate, not the prompt."""
+        key = id_key(rid)
+        self._expected_rejections[key] = self._expected_rejections.get(key, 0) + 1
+
+    def register(self, prompt: Prompt) -> Prompt:
+        """Track ``prompt``; call it right before the prompt is written, in wire order."""
+        key = id_key(prompt.rid)
+        assert key not in self._by_id, f"prompt id {prompt.rid!r} is already tracked"
+        self._by_id[key] = prompt
+        self.queues[prompt.session_id].append(prompt)
+        self.by_session[prompt.session_id].append(prompt)
+        self.prompts.append(prompt)
+        return prompt
+
+    async def send(self, session_id: str, text: str, *, cancel_after: int | None = None) -> Prompt:
+        prompt = self.register(Prompt(session_id, text, self.peer.next_id(), cancel_after))
+        await self.peer.send(prompt_frame(prompt))
+        return prompt
+
+    async def cancel(self, prompt: Prompt) -> None:
+        prompt.cancel_sent = True
+        await self.peer.notify("session/cancel", {"sessionId": prompt.session_id})
+
+    def observe(self, msg: Json) -> None:
+        if msg.get("method") == "session/update":
+            self._update(msg)
+        elif is_response(msg):
+            self._response(msg)
+
+    def _update(self, msg: Json) -> None:
+        params = msg.get("params")
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        update = params.get("update") if isinstance(params, dict) else None
+        if not isinstance(session_id, str) or session_id not in self.queues:
+            self.violations.append(f"an update for a session never opened here: {msg}")
+            return
+        if not isinstance(update, dict):
+            self.violations.append(f"an update without an update object: {msg}")
+            return
+        queue = self.queues[session_id]
+        if not queue:
+            self.violations.append(
+                f"an update for {session_id} with no prompt in flight (after its response?): "
+                f"{update.get('sessionUpdate')}"
+            )
+            return
+        prompt = queue[0]
+        prompt.updates.append(update)
+        if update.get("sessionUpdate") in CHUNK_KINDS:
+            prompt.chunks += 1
+            if prompt.cancel_after is not None and prompt.chunks >= prompt.cancel_after:
+                prompt.reached.set()
+
+    def _response(self, msg: Json) -> None:
+        key = id_key(msg["id"])
+        prompt = self._by_id.get(key)
+        if prompt is None:
+            return
+        error = msg.get("error")
+        if (
+            self._expected_rejections.get(key)
+            and isinstance(error, dict)
+            and error.get("code") == -32600
+        ):
+            self._expected_rejections[key] -= 1
+            self.rejections.setdefault(key, []).append(msg)
+            return
+        if prompt.response is not None:
+            self.violations.append(f"prompt {prompt.rid!r} answered twice: {msg}")
+            return
+        queue = self.queues[prompt.session_id]
+        if queue and queue[0] is not prompt:
+            self.violations.append(
+                f"prompt {prompt.rid!r} answered before the older prompt {queue[0].rid!r} "
+                f"of session {prompt.session_id}"
+            )
+        if prompt in queue:
+            queue.remove(prompt)
+        prompt.response = msg
+        prompt.answered.set()
+        prompt.reached.set()
+
+
+def prompt_frame(prompt: Prompt) -> Json:
+    return {
+        "jsonrpc": "2.0",
+        "id": prompt.rid,
+        "method": "session/prompt",
+        "params": prompt.params(),
+    }
+
+
+# -- running the bridge -----------------------------------------------------------------
+
+
+class _PipeSend:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+
+    async def send(self, data: bytes, /) -> None:
+        view = memoryview(data)
+        while view:
+            await anyio.wait_writable(self.fd)
+            try:
+                n = os.write(self.fd, view)
+            except BlockingIOError:
+                continue
+            view = view[n:]
+
+    async def aclose(self) -> None:
+        pass  # the owner closes the descriptor
+
+
+class _PipeReceive:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._chunks()
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        while True:
+            await anyio.wait_readable(self.fd)
+            try:
+                data = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not data:
+                return
+            yield data
+
+
+@dataclass
+class InProcess:
+    peer: Peer
+    state_dir: str
+    status: int | None = None
+
+
+def scripted_factory(script: Json) -> Callable[[], Provider]:
+    parsed = parse_script(script, "test")
+
+    def factory() -> Provider:
+        return ScriptedProvider(parsed)
+
+    return factory
+
+
+@asynccontextmanager
+async def bridge_on_pipes(
+    script: Json, state_dir: str, *, keep: bool = True, cancel_deadline: float = 5.0
+) -> AsyncIterator[InProcess]:
+    """Serve ``script`` in this process; on exit close stdin and read stdout to EOF.
+
+    The body plays the editor through ``served.peer``; when it ends (or closes
+    stdin itself), the bridge shuts down and ``served.status`` is its exit status.
+    """
+    factory = scripted_factory(script)
+    to_agent_r, to_agent_w = os.pipe()
+    from_agent_r, from_agent_w = os.pipe()
+    closed: set[int] = set()
+
+    def close(fd: int) -> None:
+        if fd not in closed:
+            closed.add(fd)
+            os.close(fd)
+
+    class _Stdin(_PipeSend):
+        async def aclose(self) -> None:
+            close(self.fd)
+
+    options = ServeOptions(
+        state_dir=state_dir,
+        load_provider=lambda: factory,
+        turn=TurnConfig(cancel_deadline=cancel_deadline, idle_timeout=None),
+        stdin_fd=to_agent_r,
+        stdout_fd=from_agent_w,
+        handle_signals=False,
+    )
+    peer = Peer(_Stdin(to_agent_w), _PipeReceive(from_agent_r), keep=keep)
+    served = InProcess(peer, state_dir)
+
+    async def run_server() -> None:
+        try:
+            served.status = await serve(options)
+        finally:
+            close(from_agent_w)  # the bridge is done: the peer sees EOF
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_server)
+            tg.start_soon(peer.read_loop)
+            yield served
+            await peer.close_stdin()
+            with anyio.fail_after(20):
+                await peer.eof.wait()
+    finally:
+        for fd in (to_agent_r, to_agent_w, from_agent_r, from_agent_w):
+            close(fd)
+
+
+@dataclass
+class Spawned:
+    peer: Peer
+    process: anyio.abc.Process
+    state_dir: Path
+    returncode: int | None = None
+
+
+@asynccontextmanager
+async def bridge_subprocess(
+    script: Path, state_dir: Path, stderr: IO[bytes], *extra: str, keep: bool = True
+) -> AsyncIterator[Spawned]:
+    """Run ``acp-bridge --provider fake``; on exit close stdin and wait for the exit."""
+    command = bridge_command(
+        "--provider", "fake", "--script", str(script), "--state-dir", str(state_dir), *extra
+    )
+    process = await anyio.open_process(command, stderr=stderr)
+    assert process.stdin is not None
+    assert process.stdout is not None
+    peer = Peer(process.stdin, process.stdout, keep=keep)
+    spawned = Spawned(peer, process, state_dir)
+    async with process, anyio.create_task_group() as tg:
+        tg.start_soon(peer.read_loop)
+        try:
+            yield spawned
+            await peer.close_stdin()
+            with anyio.fail_after(20):
+                spawned.returncode = await process.wait()
+                await peer.eof.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+            tg.cancel_scope.cancel()
+
+
+__all__ = [
+    "CHUNK_KINDS",
+    "InProcess",
+    "Json",
+    "Peer",
+    "Prompt",
+    "PromptTracker",
+    "Spawned",
+    "bridge_on_pipes",
+    "bridge_subprocess",
+    "id_key",
+    "is_response",
+    "prompt_frame",
+    "scripted_factory",
+]

@@ -35,12 +35,12 @@ import random
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from pipes import Peer, Prompt, PromptTracker, Spawned, bridge_subprocess, id_key, prompt_frame
 from typing import Any
 
 import anyio
 import pytest
 from harness import cwd_for_tests
+from pipe_peer import Peer, Prompt, PromptTracker, Spawned, bridge_subprocess, id_key, prompt_frame
 
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages, is_visible_text

@@ -1,6 +1,6 @@
 """A fuzz of the whole dispatch layer, in process: framing, parsing, routing, handlers.
 
-Each example serves the bridge on two pipes (see `pipes.bridge_on_pipes`),
+Each example serves the bridge on two pipes (see `pipe_peer.bridge_on_pipes`),
 opens one session properly, then writes a random sequence of frames, in
 random pieces: requests and notifications of every method, valid or mutated
 (a field removed, a field of the wrong type, an extra field, at any depth;
@@ -38,13 +38,13 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pipes import Json, Peer, bridge_on_pipes, id_key, is_response
 from typing import Any
 
 import anyio
 import orjson
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from pipe_peer import Json, Peer, bridge_on_pipes, id_key, is_response
 
 from acp_bridge.jsonrpc.errors import (
     AUTH_REQUIRED,

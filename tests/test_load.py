@@ -39,13 +39,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from pipes import Prompt, PromptTracker, Spawned, bridge_subprocess
 from typing import Any
 
 import anyio
 import orjson
 import pytest
 from harness import cwd_for_tests
+from pipe_peer import Prompt, PromptTracker, Spawned, bridge_subprocess
 
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages

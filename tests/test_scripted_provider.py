@@ -447,7 +447,8 @@ async def test_exhausted_script_errors_by_default() -> None:
         await collect(p)
     with pytest.raises(ProviderError, match="script exhausted"):
         await collect(p)
-    assert len(p.requests) == 3
+    assert p.request_count == 3
+    assert p.last_request is REQUEST
 
 
 @pytest.mark.anyio

@@ -108,7 +108,11 @@ class Connection:
     def feed(self, data: bytes) -> None:
         """Handle bytes read from the peer (call on the event loop)."""
         for frame in self.framer.feed(data):
-            self.handle_frame(frame)
+            try:
+                self.handle_frame(frame)
+            except Exception:
+                # A bug in handling one frame must not cost the frames after it.
+                log.exception("failed to handle a frame")
 
     def handle_frame(self, frame: bytes | FrameTooLarge) -> None:
         msg = parse_frame(frame)
@@ -165,7 +169,10 @@ class Connection:
 
     def _notify(self, note: Notification) -> None:
         if note.method == "$/cancel_request":
-            entry = self._in_flight.get(note.params.get("requestId"))
+            request_id = note.params.get("requestId")
+            # Only a string or an integer can name a request (not true, 1.0, [..]).
+            valid = isinstance(request_id, str) or type(request_id) is int
+            entry = self._in_flight.get(request_id) if valid else None
             if entry is not None:
                 req, scope = entry
                 hook = self.cancel_hooks.get(req.method)

@@ -68,15 +68,18 @@ EXHAUSTED: Final = ErrorStep("script exhausted", kind="scripted")
 class ScriptedProvider:
     """A model backend that replays a script; ``name`` is ``"fake"``.
 
-    Every `stream` call consumes one response, in order; ``requests`` keeps
-    the requests received, for tests.
+    Every `stream` call consumes one response, in order.  ``request_count``
+    and ``last_request`` say what it was sent (only the last request is
+    kept: each carries the whole history, so keeping all of them would grow
+    with the square of the turns).
     """
 
     name: str = "fake"
 
     def __init__(self, script: Script) -> None:
         self.script = script
-        self.requests: list[ModelRequest] = []
+        self.request_count = 0
+        self.last_request: ModelRequest | None = None
         self._cursor = 0
 
     @classmethod
@@ -86,7 +89,8 @@ class ScriptedProvider:
     def stream(
         self, request: ModelRequest
     ) -> AbstractAsyncContextManager[AsyncIterator[StreamEvent]]:
-        self.requests.append(request)
+        self.request_count += 1
+        self.last_request = request
         response = self._next_response()
         if response is None:
             ops: list[_Op] = [_Fail(EXHAUSTED)]

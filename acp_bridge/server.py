@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -48,6 +49,9 @@ class ServeOptions:
 
 
 async def serve(options: ServeOptions) -> int:
+    # Everything loaded so far lives as long as the process: keep it out of
+    # the collector's full passes, which otherwise stall a stream now and then.
+    gc.freeze()
     outbox = Outbox(options.stdout_fd)
     conn = Connection(outbox)
     ended = anyio.Event()

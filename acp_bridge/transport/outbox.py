@@ -33,6 +33,7 @@ from typing import Final
 
 import anyio
 import anyio.to_thread
+from anyio.abc import TaskGroup
 
 _log = logging.getLogger("acp_bridge.outbox")
 
@@ -51,7 +52,7 @@ class LogFile:
     failed write loses nothing, and a torn record can only be the last line.
     """
 
-    __slots__ = ("_fd", "error", "path", "pending")
+    __slots__ = ("_fd", "error", "path", "pending", "synced_at")
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -59,6 +60,8 @@ class LogFile:
         self.pending = bytearray()
         # Why the last write failed, while it is still failing.
         self.error: str | None = None
+        # Event-loop time of the last fsync.
+        self.synced_at = float("-inf")
 
     def write(self, data: bytes) -> None:
         if self._fd is None:
@@ -83,15 +86,20 @@ class LogFile:
             self._fd = None
 
 
-_STDOUT: Final = None
 _FSYNC: Final = b""
+# The shortest time between two fsyncs of one log (see Outbox._sync_task).
+SYNC_INTERVAL: Final = 0.25
+_Item = bytes | tuple[LogFile, bytes]
 
 
 class Outbox:
     def __init__(self, stdout_fd: int = 1, *, high_water: int = HIGH_WATER) -> None:
         self._stdout_fd = stdout_fd
         self._high_water = high_water
-        self._queue: list[tuple[LogFile | None, bytes]] = []
+        # A stdout frame is queued as bare bytes (no tuple to allocate per
+        # chunk: fewer garbage-collector passes on the hot path); a log write
+        # as (file, bytes), an fsync request as (file, _FSYNC).
+        self._queue: list[_Item] = []
         self._queued_bytes = 0
         self._queued_gen = 0
         self._written_gen = 0
@@ -102,6 +110,9 @@ class Outbox:
         self._failed_logs: set[LogFile] = set()
         self.stdout_broken = anyio.Event()
         self._writing = False
+        self._tg: TaskGroup | None = None
+        self._syncing: set[LogFile] = set()
+        self._resync: set[LogFile] = set()
         self.log_error: str | None = None
         self.frames_written = 0
 
@@ -109,7 +120,7 @@ class Outbox:
 
     def send(self, frame: bytes) -> None:
         """Queue one stdout frame."""
-        self._queue.append((_STDOUT, frame))
+        self._queue.append(frame)
         self._queued_bytes += len(frame)
         self._queued_gen += 1
         self._wakeup.set()
@@ -160,21 +171,24 @@ class Outbox:
     async def run(self) -> None:
         """The writer task.  Returns after `close` once the queue is empty."""
         _set_nonblocking(self._stdout_fd)
-        while True:
-            if not self._queue:
-                if self._closed:
-                    return
-                await self._wakeup.wait()
-                self._wakeup = anyio.Event()
-                continue
-            batch, gen = self._take()
-            self._writing = True
-            try:
-                with anyio.CancelScope(shield=True):
-                    await self._write_batch(batch)
-            finally:
-                self._writing = False
-            self._written(gen)
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            while True:
+                if not self._queue:
+                    if self._closed:
+                        break
+                    await self._wakeup.wait()
+                    self._wakeup = anyio.Event()
+                    continue
+                batch, gen = self._take()
+                self._writing = True
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await self._write_batch(batch)
+                finally:
+                    self._writing = False
+                self._written(gen)
+        self._tg = None
 
     def close(self) -> None:
         self._closed = True
@@ -194,12 +208,12 @@ class Outbox:
         rest = self._write_ready(batch)
         if rest:
             self._queue[:0] = rest
-            self._queued_bytes += sum(len(data) for target, data in rest if target is None)
+            self._queued_bytes += sum(len(item) for item in rest if type(item) is bytes)
             self._wakeup.set()
         else:
             self._written(gen)
 
-    def _take(self) -> tuple[list[tuple[LogFile | None, bytes]], int]:
+    def _take(self) -> tuple[list[_Item], int]:
         for hook in self._pre_flush:
             hook()
         batch, self._queue = self._queue, []
@@ -210,46 +224,47 @@ class Outbox:
         self._written_gen = gen
         self._progress.set()
 
-    async def _write_batch(self, batch: list[tuple[LogFile | None, bytes]]) -> None:
+    async def _write_batch(self, batch: list[_Item]) -> None:
         rest = self._write_ready(batch)
-        while rest:
-            target, data = rest[0]
-            if data is _FSYNC:
-                assert target is not None
-                await anyio.to_thread.run_sync(self._fsync, target)
-                # Released until the next write, so idle sessions hold no
-                # descriptor (thousands of sessions must not exhaust them).
-                # Closed here on the loop, never in the worker thread, so no
-                # write can race with the close.
-                target.close()
-                rest = rest[1:]
-            else:
-                await anyio.wait_writable(self._stdout_fd)
+        while rest:  # stdout would block: wait for the editor to read
+            await anyio.wait_writable(self._stdout_fd)
             rest = self._write_ready(rest)
         for log in list(self._failed_logs):
             self._write_log(log, b"")
 
-    def _write_ready(
-        self, batch: list[tuple[LogFile | None, bytes]]
-    ) -> list[tuple[LogFile | None, bytes]]:
+    def _write_ready(self, batch: list[_Item]) -> list[_Item]:
         """Write items in order, consecutive ones for the same target in one call,
-        until stdout would block or an fsync is due; return what is left."""
+        until stdout would block; return what is left.  fsync requests are
+        handed to a worker thread on the way."""
         i, n = 0, len(batch)
         while i < n:
-            target = batch[i][0]
-            if batch[i][1] is _FSYNC:
-                return batch[i:]
+            item = batch[i]
             j = i + 1
-            while j < n and batch[j][0] is target and batch[j][1] is not _FSYNC:
-                j += 1
-            data = b"".join([item[1] for item in batch[i:j]]) if j - i > 1 else batch[i][1]
-            if target is None:
+            if isinstance(item, bytes):
+                frames = [item]
+                while j < n and isinstance(next_item := batch[j], bytes):
+                    frames.append(next_item)
+                    j += 1
+                data = b"".join(frames) if len(frames) > 1 else item
                 written = self._write_stdout(data)
                 if written < len(data):
-                    return [(None, data[written:]), *batch[j:]]
-                self.frames_written += j - i
-            else:
-                self._write_log(target, data)
+                    return [data[written:], *batch[j:]]
+                self.frames_written += len(frames)
+                i = j
+                continue
+            target, first = item
+            if first is _FSYNC:
+                self._request_sync(target)
+                i = j
+                continue
+            chunks = [first]
+            while j < n:
+                other = batch[j]
+                if isinstance(other, bytes) or other[0] is not target or other[1] is _FSYNC:
+                    break
+                chunks.append(other[1])
+                j += 1
+            self._write_log(target, b"".join(chunks))
             i = j
         return []
 
@@ -292,6 +307,42 @@ class Outbox:
         finally:
             view.release()
         return written
+
+    def _request_sync(self, log: LogFile) -> None:
+        """fsync ``log`` in a worker thread while the writer goes on writing.
+
+        An fsync can take milliseconds; the stream (and the answer to a Stop)
+        must not wait for it.  One sync per file at a time: a request that
+        arrives during a sync runs again after it.
+        """
+        if log in self._syncing:
+            self._resync.add(log)
+        elif self._tg is None:
+            self._fsync(log)
+            log.close()
+        else:
+            self._syncing.add(log)
+            self._tg.start_soon(self._sync_task, log)
+
+    async def _sync_task(self, log: LogFile) -> None:
+        while True:
+            # Group commit: turns that end in quick succession share one
+            # fsync.  Records reach the OS at once (a crash of the process
+            # loses nothing); only a power loss could take the last
+            # SYNC_INTERVAL of them.
+            wait = log.synced_at + SYNC_INTERVAL - anyio.current_time()
+            if wait > 0:
+                await anyio.sleep(wait)
+            self._resync.discard(log)
+            await anyio.to_thread.run_sync(self._fsync, log)
+            log.synced_at = anyio.current_time()
+            if log not in self._resync:
+                break
+        self._syncing.discard(log)
+        # Released until the next write, so idle sessions hold no descriptor
+        # (thousands of sessions must not exhaust them).  Closed here on the
+        # loop, never in the worker thread, so no write races with the close.
+        log.close()
 
     def _fsync(self, log: LogFile) -> None:
         try:

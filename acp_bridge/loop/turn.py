@@ -125,13 +125,15 @@ class Turn:
             return False
         if self.cause is None:
             self.cause = cause
-        self.scope.cancel()
         if self._streaming and self._abort_stream():
             # Only the model stream was in flight and it is now closed, and
             # what it delivered is known (the assembler is updated
             # synchronously): settle here rather than after the task unwinds.
             # The turn is fenced, so nothing of it can follow the answer.
             self._finish_interrupted()
+        # The task unwinds afterwards (or, when the stream could not be
+        # aborted, this is what stops it).
+        self.scope.cancel()
         return True
 
     def _abort_stream(self) -> bool:

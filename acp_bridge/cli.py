@@ -61,7 +61,7 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     )
     p.add_argument(
         "--cancel-deadline",
-        type=float,
+        type=_non_negative,
         default=d(5.0),
         metavar="SECONDS",
         help="after session/cancel, answer 'cancelled' within this time even if the "
@@ -69,7 +69,7 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     )
     p.add_argument(
         "--idle-timeout",
-        type=float,
+        type=_non_negative,
         default=d(300.0),
         metavar="SECONDS",
         help="fail a model request that sends no stream event for this long, recorded "
@@ -77,12 +77,19 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     )
     p.add_argument(
         "--max-steps",
-        type=int,
+        type=_positive_int,
         default=d(25),
         metavar="N",
         help="model requests allowed in one turn before it ends with "
         "max_turn_requests (default: 25)",
     )
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
 
 
 def _positive_int(text: str) -> int:

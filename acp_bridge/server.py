@@ -64,6 +64,8 @@ async def serve(options: ServeOptions) -> int:
             ended.set()
 
     def on_stdin(data: bytes) -> None:
+        if ended.is_set():
+            return  # shutting down: nothing new is started
         if data:
             conn.feed(data)
         else:
@@ -116,6 +118,10 @@ async def serve(options: ServeOptions) -> int:
         outbox.close()
         with anyio.move_on_after(2):
             await outbox.drain()
+        # An editor that stopped reading must not keep us (or our records) hostage.
+        outbox.give_up_stdout()
+        with anyio.move_on_after(2):
+            await outbox.finished.wait()
         stuck = agent.stuck_turns()
         if stuck and options.exit_when_stuck:
             log.warning("%d abandoned turn(s) still running; exiting without them", stuck)

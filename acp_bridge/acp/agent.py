@@ -47,6 +47,8 @@ class Agent:
         self.config = config
         self.spawn = spawn
         self.sessions: dict[str, Session] = {}
+        # Set when the server shuts down: queued prompts start no turn.
+        self.closing = False
         # Turn tasks still running, including any abandoned at the deadline.
         self.running: set[Turn] = set()
         conn.requests.update(
@@ -58,7 +60,7 @@ class Agent:
         )
         conn.notifications["session/cancel"] = self.cancel
         conn.requests["session/cancel"] = _cancel_is_a_notification
-        conn.cancel_hooks["session/prompt"] = self.cancel
+        conn.cancel_hooks["session/prompt"] = self._cancel_request
         conn.arrival_hooks["session/prompt"] = self._prompt_arrived
 
     def set_provider_factory(self, factory: Callable[[], Provider]) -> None:
@@ -141,10 +143,15 @@ class Agent:
             raise
         async with session.lock:
             cancelled_early = session.waiting.pop(request_id, False)
+            if self.closing:
+                # The editor is gone or we were told to stop: start nothing.
+                reply.result({"stopReason": "cancelled"})
+                return None
             self._check_log_writable(session)
             session.turns += 1
             turn = Turn(session, session.turns, blocks, self.config, self.spawn)
             session.active = turn
+            turn.request_id = request_id
             if cancelled_early:
                 # A cancel arrived before this turn could start: it still
                 # records the user's message, then ends as cancelled.
@@ -215,6 +222,23 @@ class Agent:
         if turn is not None and turn.cancel("user") and not turn.settled.is_set():
             self.spawn(turn.watchdog)
 
+    def _cancel_request(self, request_id: RequestId, params: dict[str, Any]) -> None:
+        """``$/cancel_request`` for one prompt: that prompt only, not the session."""
+        session_id = params.get("sessionId")
+        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is None:
+            return
+        if request_id in session.waiting:
+            session.waiting[request_id] = True
+        turn = session.active
+        if (
+            turn is not None
+            and turn.request_id == request_id
+            and turn.cancel("user")
+            and not turn.settled.is_set()
+        ):
+            self.spawn(turn.watchdog)
+
     def _run_turn(self, turn: Turn) -> Callable[[], Coroutine[Any, Any, None]]:
         async def run() -> None:
             self.running.add(turn)
@@ -231,6 +255,7 @@ class Agent:
 
     async def shutdown(self, cause: str) -> None:
         """Stop every running turn as ``cause`` and wait until all are settled."""
+        self.closing = True
         turns = [s.active for s in self.sessions.values() if s.active is not None]
         for turn in turns:
             if turn.cancel(cause) and not turn.settled.is_set():

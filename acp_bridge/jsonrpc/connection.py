@@ -1,4 +1,4 @@
-"""A JSON-RPC 2.0 peer: dispatches incoming messages and tracks outgoing requests.
+"""A JSON-RPC 2.0 peer: dispatches incoming messages.
 
 The connection does no I/O of its own.  Bytes arrive through `feed`;
 everything it writes goes through the process's ordered `Outbox`.  Each
@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from itertools import count
 from typing import Any
 
 import anyio
@@ -28,8 +27,6 @@ from .messages import (
     Request,
     Response,
     encode_error,
-    encode_notification,
-    encode_request,
     encode_result,
     parse_frame,
 )
@@ -67,19 +64,6 @@ RequestHandler = Callable[[dict[str, Any]], Awaitable[Any]]
 NotificationHandler = Callable[[dict[str, Any]], None]
 
 
-class ConnectionClosed(Exception):
-    """The peer went away while we were waiting for its answer."""
-
-
-class _Pending:
-    __slots__ = ("done", "error", "result")
-
-    def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.result: Any = None
-        self.error: dict[str, Any] | ConnectionClosed | None = None
-
-
 class Connection:
     def __init__(self, outbox: Outbox, *, max_frame: int | None = None) -> None:
         self.outbox = outbox
@@ -88,16 +72,14 @@ class Connection:
         self.notifications: dict[str, NotificationHandler] = {}
         # Methods that answer ``$/cancel_request`` themselves (session/prompt
         # answers with the ``cancelled`` stop reason rather than -32800).
-        self.cancel_hooks: dict[str, NotificationHandler] = {}
+        self.cancel_hooks: dict[str, Callable[[RequestId, dict[str, Any]], None]] = {}
         # Called synchronously when a request arrives, before its handler task
         # runs: lets a notification that follows in the same read (a cancel
         # right behind its prompt) see that the request exists.
         self.arrival_hooks: dict[str, Callable[[RequestId, dict[str, Any]], None]] = {}
         self._tg: TaskGroup | None = None
         self._in_flight: dict[RequestId, tuple[Request, anyio.CancelScope]] = {}
-        self._pending: dict[int, _Pending] = {}
         self._idle = anyio.Event()
-        self._ids = count(1)
         self.closed = False
 
     def bind(self, tg: TaskGroup) -> None:
@@ -177,7 +159,7 @@ class Connection:
                 req, scope = entry
                 hook = self.cancel_hooks.get(req.method)
                 if hook is not None:
-                    hook(req.params)
+                    hook(req.id, req.params)
                 else:
                     scope.cancel()
             return
@@ -194,43 +176,9 @@ class Connection:
             log.exception("%s notification failed", note.method)
 
     def _resolve(self, resp: Response) -> None:
-        pending = self._pending.pop(resp.id, None) if isinstance(resp.id, int) else None
-        if pending is None:
-            log.warning("response to unknown request id %r ignored", resp.id)
-            return
-        pending.result = resp.result
-        pending.error = resp.error
-        pending.done.set()
-
-    # -- outgoing ----------------------------------------------------------
-
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        """Send a request to the peer and wait for its result.
-
-        Raises `RpcError` for an error answer and `ConnectionClosed` if the
-        peer goes away first.  Cancelling the caller sends
-        ``$/cancel_request`` for it.
-        """
-        if self.closed:
-            raise ConnectionClosed(method)
-        rid = next(self._ids)
-        pending = _Pending()
-        self._pending[rid] = pending
-        self.outbox.send(encode_request(rid, method, params))
-        try:
-            await pending.done.wait()
-        except BaseException:
-            if self._pending.pop(rid, None) is not None and not self.closed:
-                self.outbox.send(encode_notification("$/cancel_request", {"requestId": rid}))
-            raise
-        if isinstance(pending.error, ConnectionClosed):
-            raise pending.error
-        if pending.error is not None:
-            err = pending.error
-            raise RpcError(
-                int(err.get("code", -32603)), str(err.get("message", "")), err.get("data")
-            )
-        return pending.result
+        # The bridge sends no requests to the editor yet (tools and
+        # permissions will), so every response answers nothing of ours.
+        log.warning("response to unknown request id %r ignored", resp.id)
 
     async def wait_idle(self) -> None:
         """Wait until no incoming request is being handled."""
@@ -239,9 +187,5 @@ class Connection:
             await self._idle.wait()
 
     def close(self) -> None:
-        """The peer is gone: fail every outstanding outgoing request."""
+        """The peer is gone: a cancelled request gets no -32800 any more."""
         self.closed = True
-        for pending in self._pending.values():
-            pending.error = ConnectionClosed("connection closed")
-            pending.done.set()
-        self._pending.clear()

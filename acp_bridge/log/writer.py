@@ -123,10 +123,6 @@ class SessionLog:
         """Ask for an fsync once everything queued so far is written."""
         self.outbox.fsync_log(self.file)
 
-    def close(self) -> None:
-        self.outbox.remove_pre_flush(self._flush_delta)
-        self.file.close()
-
 
 def _without_stream(record: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in record.items() if key != "stream"}

@@ -72,6 +72,8 @@ class _Stream:
 
     def __init__(self) -> None:
         self.attempt = "att_" + uuid.uuid4().hex[:16]
+        # One id for the model response: its reasoning and its text are one
+        # assistant message to the editor, as they are in the history.
         self.message_id = "msg_" + uuid.uuid4().hex[:16]
         self.asm = StreamAssembler()
         # Tool calls announced to the editor that have no final status yet.
@@ -116,6 +118,8 @@ class Turn:
         # True while the turn is inside a model stream (and nothing else).
         self._streaming = False
         self._events: object = None
+        # The id of the session/prompt request this turn answers.
+        self.request_id: object = None
 
     # -- control (called from other tasks) ---------------------------------
 
@@ -181,6 +185,8 @@ class Turn:
     async def _steps(self) -> str | None:
         """Run steps until a stop reason; None when the turn was stopped."""
         while True:
+            if self.cause is not None:
+                return None  # stopped before this step: no model request at all
             if self.step >= self.config.max_steps:
                 return "max_turn_requests"
             self.step += 1
@@ -272,6 +278,8 @@ class Turn:
                     delta(ev.index, "tool_args", ev.args)
                 elif type(ev) is Usage:
                     self._report_usage(ev)
+            # The stream is complete: from here a stop no longer interrupts it.
+            self._streaming = False
         if stream.asm.finish is None:
             stream.asm.end_stream()
 
@@ -402,15 +410,28 @@ class Turn:
         self._settle()
 
     def _finish_interrupted(self) -> None:
-        """A user stop or a disconnect: commit what was delivered, then settle."""
+        """A user stop or a disconnect: commit what was delivered, then settle.
+
+        The turn settles (and the editor gets its answer) even if recording
+        fails halfway: a stop must never leave a prompt unanswered.
+        """
         if self._finalized:
             return
         self._finalized = True
+        try:
+            self._record_interruption()
+        finally:
+            self.fenced = True
+            self.stop_reason = "cancelled"
+            self._settle()
+
+    def _record_interruption(self) -> None:
         slog = self.session.log
         user_stop = self.cause == "user"
         outcome = "cancelled" if user_stop else "disconnected"
         stream = self.stream
         if stream is not None:
+            self.session.outbox.remove_pre_flush(stream.asm.compact)
             self._close_open_tools(
                 stream, "cancelled before it ran" if user_stop else "disconnected"
             )
@@ -443,9 +464,6 @@ class Turn:
         if self._step_open:
             slog.append("step/end", self.number, self.step, reason=outcome)
         slog.append("turn/end", self.number, 0, reason=outcome, forced=self.forced)
-        self.fenced = True
-        self.stop_reason = "cancelled"
-        self._settle()
 
     def _finish_failed(self, exc: ProviderError) -> None:
         """A provider error or idle stall: keep the attempt, never the content."""

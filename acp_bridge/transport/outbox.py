@@ -20,7 +20,7 @@ A broken stdout (the editor went away) marks the outbox ``broken``; further
 stdout frames are dropped, log writes go on, and `stdout_broken` is set so the
 server can treat it as a disconnect.  A failed log write is kept in memory and
 retried on later batches (the delivered text must not be lost because a disk
-was briefly full); `log_error` describes the last failure.
+was briefly full); the file's ``error`` says why while it lasts.
 """
 
 from __future__ import annotations
@@ -64,9 +64,9 @@ class LogFile:
         self.synced_at = float("-inf")
 
     def write(self, data: bytes) -> None:
+        self.pending += data  # kept first: a failed open loses nothing either
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self.pending += data
         view = memoryview(self.pending)
         written = 0
         try:
@@ -79,6 +79,13 @@ class LogFile:
     def fsync(self) -> None:
         if self._fd is not None:
             os.fsync(self._fd)
+        elif os.path.exists(self.path):
+            # Closed since its last write (after an earlier sync): sync by path.
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -111,10 +118,10 @@ class Outbox:
         self.stdout_broken = anyio.Event()
         self._writing = False
         self._tg: TaskGroup | None = None
+        self._closing = anyio.Event()
+        self.finished = anyio.Event()
         self._syncing: set[LogFile] = set()
         self._resync: set[LogFile] = set()
-        self.log_error: str | None = None
-        self.frames_written = 0
 
     # -- producers (sync, event-loop thread) -------------------------------
 
@@ -189,10 +196,18 @@ class Outbox:
                     self._writing = False
                 self._written(gen)
         self._tg = None
+        self.finished.set()
 
     def close(self) -> None:
+        """Finish: write what is queued, run the pending fsyncs now, then `run` returns."""
         self._closed = True
+        self._closing.set()
         self._wakeup.set()
+
+    def give_up_stdout(self) -> None:
+        """The editor stopped reading: drop the frames it will never read, so the
+        log records queued among them are written and the process can exit."""
+        self.stdout_broken.set()
 
     def flush_now(self) -> None:
         """Write the queue from the caller, without waiting for the writer task.
@@ -227,7 +242,8 @@ class Outbox:
     async def _write_batch(self, batch: list[_Item]) -> None:
         rest = self._write_ready(batch)
         while rest:  # stdout would block: wait for the editor to read
-            await anyio.wait_writable(self._stdout_fd)
+            with anyio.move_on_after(0.1):  # ...but notice give_up_stdout()
+                await anyio.wait_writable(self._stdout_fd)
             rest = self._write_ready(rest)
         for log in list(self._failed_logs):
             self._write_log(log, b"")
@@ -249,7 +265,6 @@ class Outbox:
                 written = self._write_stdout(data)
                 if written < len(data):
                     return [data[written:], *batch[j:]]
-                self.frames_written += len(frames)
                 i = j
                 continue
             target, first = item
@@ -280,15 +295,13 @@ class Outbox:
                     error,
                     len(target.pending),
                 )
-            target.error = self.log_error = error
+            target.error = error
             self._failed_logs.add(target)
         else:
             if target in self._failed_logs:
                 self._failed_logs.discard(target)
                 _log.warning("%s is writable again; the kept records are written", target.path)
                 target.error = None
-                if not self._failed_logs:
-                    self.log_error = None
 
     def _write_stdout(self, data: bytes) -> int:
         """Write what the pipe takes now; return the bytes written (all, once broken)."""
@@ -332,7 +345,8 @@ class Outbox:
             # SYNC_INTERVAL of them.
             wait = log.synced_at + SYNC_INTERVAL - anyio.current_time()
             if wait > 0:
-                await anyio.sleep(wait)
+                with anyio.move_on_after(wait):
+                    await self._closing.wait()
             self._resync.discard(log)
             await anyio.to_thread.run_sync(self._fsync, log)
             log.synced_at = anyio.current_time()
@@ -348,11 +362,23 @@ class Outbox:
         try:
             log.fsync()
         except OSError as exc:
-            self.log_error = f"cannot fsync {log.path}: {exc.strerror or exc}"
+            _log.error("cannot fsync %s: %s", log.path, exc.strerror or exc)
 
 
 def _set_nonblocking(fd: int) -> None:
-    """Pipes and sockets are written without blocking the loop; files block briefly."""
-    mode = os.fstat(fd).st_mode
-    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-        os.set_blocking(fd, False)
+    """Pipes and sockets are written without blocking the loop; files block briefly.
+
+    O_NONBLOCK belongs to the open file description, which stderr shares when
+    the editor redirects it into the same pipe (``2>&1``); logging would then
+    fail with EAGAIN, so such a stdout stays blocking.
+    """
+    st = os.fstat(fd)
+    if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)):
+        return
+    try:
+        err = os.fstat(2)
+    except OSError:
+        err = None
+    if err is not None and (err.st_dev, err.st_ino) == (st.st_dev, st.st_ino):
+        return
+    os.set_blocking(fd, False)

@@ -1,0 +1,183 @@
+"""Shutdown and per-request cancellation, through the real subprocess.
+
+- ``$/cancel_request`` names one prompt: only that prompt is cancelled.
+- A prompt cancelled before it started makes no model request.
+- Once the editor is gone, queued prompts start no turn.
+- An editor that stopped reading stdout cannot keep the bridge from exiting,
+  and the log still ends consistently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from harness import run_bridge, update_seen, wait_until, write_script
+
+from acp_bridge.client import AcpClient, bridge_command
+from acp_bridge.log.check import check_log
+from acp_bridge.log.reader import read_records
+from acp_bridge.transport.outbox import LogFile
+
+pytestmark = pytest.mark.anyio
+
+
+def prompt(rid: int, sid: str, text: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "session/prompt",
+        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+    }
+
+
+def response(client: AcpClient, rid: int) -> dict[str, Any] | None:
+    return next((m for d, m in client.transcript if d == "recv" and m.get("id") == rid), None)
+
+
+async def test_cancel_request_names_one_prompt(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        {
+            "responses": [
+                {"events": [{"text": "A-"}, {"hang": True}]},
+                {"events": [{"text": "second"}]},
+            ]
+        },
+    )
+    state = tmp_path / "state"
+    box: dict[str, Any] = {}
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize()
+        sid = box["sid"] = await client.new_session(str(tmp_path))
+        await client.send(prompt(10, sid, "A"))
+        await wait_until(update_seen(client, "agent_message_chunk"))
+        await client.send(prompt(11, sid, "B"))  # queued behind A
+        await client.notify("$/cancel_request", {"requestId": 11})
+        await anyio.sleep(0.3)
+        assert response(client, 10) is None, "cancelling request 11 must not stop request 10"
+        await client.notify("$/cancel_request", {"requestId": 10})
+        await wait_until(lambda: None not in (response(client, 10), response(client, 11)))
+        box["c"] = await client.prompt(sid, "C")
+
+    run = await run_bridge(script, state, play)
+    assert run.returncode == 0
+    assert response(run.client, 10)["result"] == {"stopReason": "cancelled"}  # type: ignore[index]
+    assert response(run.client, 11)["result"] == {"stopReason": "cancelled"}  # type: ignore[index]
+    # B made no model request: C received the script's second response.
+    assert box["c"].text() == "second"
+    records = read_records(state / "sessions" / f"{box['sid']}.jsonl")
+    check_log(records)
+    turn2 = [r["type"] for r in records if r["turn"] == 2]
+    assert turn2 == ["turn/start", "user/message", "turn/end"]
+
+
+async def test_queued_prompts_start_no_turn_once_the_editor_is_gone(tmp_path: Path) -> None:
+    script = write_script(tmp_path, {"responses": [{"events": [{"text": "A-"}, {"hang": True}]}]})
+    state = tmp_path / "state"
+    box: dict[str, Any] = {}
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize()
+        sid = box["sid"] = await client.new_session(str(tmp_path))
+        await client.send(prompt(10, sid, "A"))
+        await wait_until(lambda: bool(client.updates))
+        await client.send(prompt(11, sid, "B"))
+        await anyio.sleep(0.1)
+
+    run = await run_bridge(script, state, play)  # closes stdin afterwards
+    assert run.returncode == 0
+    assert response(run.client, 11)["result"] == {"stopReason": "cancelled"}  # type: ignore[index]
+    records = read_records(state / "sessions" / f"{box['sid']}.jsonl")
+    check_log(records)
+    assert [r["reason"] for r in records if r["type"] == "turn/end"] == ["disconnected"]
+    assert not any(r["turn"] == 2 for r in records), "a turn started after the editor left"
+
+
+def test_an_editor_that_stops_reading_cannot_hold_the_exit(tmp_path: Path) -> None:
+    script = tmp_path / "endless.json"
+    script.write_text(json.dumps({"responses": [{"events": [{"endless": {"text": "tok "}}]}]}))
+    state = tmp_path / "state"
+    proc = subprocess.Popen(
+        bridge_command("--script", str(script), "--state-dir", str(state)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+
+    def call(message: dict[str, Any]) -> dict[str, Any]:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.write(orjson.dumps(message) + b"\n")
+        proc.stdin.flush()
+        return dict(orjson.loads(proc.stdout.readline()))
+
+    call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+    new = call(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/new",
+            "params": {"cwd": str(tmp_path), "mcpServers": []},
+        }
+    )
+    sid = new["result"]["sessionId"]
+    proc.stdin.write(orjson.dumps(prompt(3, sid, "go")) + b"\n")
+    proc.stdin.flush()
+    proc.stdout.readline()  # the stream has started; from now on nobody reads stdout
+    time.sleep(0.5)  # the pipe fills up and the bridge's writer blocks
+    started = time.monotonic()
+    proc.stdin.close()
+    try:
+        code = proc.wait(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    assert code == 0
+    assert time.monotonic() - started < 15
+    records = read_records(state / "sessions" / f"{sid}.jsonl")
+    check_log(records)
+    assert records[-1]["type"] == "turn/end"
+    assert records[-1]["reason"] == "disconnected"
+
+
+def test_a_log_write_that_cannot_open_keeps_its_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "later" / "s.jsonl"
+    log = LogFile(str(path))
+    with pytest.raises(FileNotFoundError):
+        log.write(b'{"seq":0}\n')  # the folder does not exist yet
+    assert bytes(log.pending) == b'{"seq":0}\n'
+    os.mkdir(tmp_path / "later")
+    log.write(b'{"seq":1}\n')
+    assert path.read_bytes() == b'{"seq":0}\n{"seq":1}\n'
+    assert not log.pending
+    log.close()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--cancel-deadline", "-1"), ("--idle-timeout", "nan"), ("--max-steps", "0")],
+)
+def test_bad_numbers_are_refused(option: str, value: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "acp_bridge", option, value],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2
+    assert option in result.stderr

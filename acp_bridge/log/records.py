@@ -15,7 +15,8 @@ rewritten.  Every record has these fields:
           0 = turn-level records).
 
 Session level (turn 0, step 0)
-  ``session/start``  ``{session_id, cwd, provider, created_at}``
+  ``session/start``  ``{session_id, cwd, provider}`` (``created_at`` is
+                     allowed for readers of older files; ``at`` says when)
 
 Turn lifecycle
   ``turn/start``     ``{}``

@@ -1,13 +1,15 @@
 """Appending records to a session's event log.
 
-`SessionLog` keeps the session's records in memory (the projections read
-them from there) and queues each serialized record on the process `Outbox`,
-so log writes are ordered with the frames sent to the editor.
+`SessionLog` keeps the records the model history is derived from in memory
+and queues every serialized record on the process `Outbox`, so log writes
+are ordered with the frames sent to the editor.
 
 Stream deltas are coalesced: while an assistant stream is open, each chunk
-delivered to the editor is added to a pending ``stream/delta`` record, which
-is emitted just before the outbox writes its next batch (so the log holds
-what was written to stdout in that batch) or before any other record.
+queued for the editor is added to a pending ``stream/delta`` record.  That
+record is queued when the outbox takes its next batch, so it is written
+right after the frames it describes, in the same batch (a crash between the
+two can lose at most one batch of delivered text from the log), or earlier,
+before any other record of the session.
 """
 
 from __future__ import annotations

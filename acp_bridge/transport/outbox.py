@@ -13,8 +13,10 @@ A writer task takes the whole queue at once and writes it on the event loop
 (stdout in non-blocking mode when it is a pipe, waiting for writability when
 the editor reads slowly), coalescing consecutive writes to the same file into
 one ``write``.  While the editor is slow the next batch accumulates, so the
-batch size adapts to the reader's speed.  Producers call `wait_writable` to respect a high-water
-mark; `drain` waits until everything queued so far is written.
+batch size adapts to the reader's speed.  Producers call `wait_writable` to
+respect a high-water mark; `drain` waits until everything queued so far is
+written; `flush_now` writes at once when the writer is idle (for an answer
+someone waits on); fsyncs run in worker tasks beside the writer.
 
 A broken stdout (the editor went away) marks the outbox ``broken``; further
 stdout frames are dropped, log writes go on, and `stdout_broken` is set so the

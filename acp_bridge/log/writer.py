@@ -103,6 +103,7 @@ class SessionLog:
         if self._attempt is None:
             return
         self.outbox.remove_pre_flush(self._flush_delta)
+        self._timed = []  # the stream is recorded; keep no copy of it
         attempt, self._attempt = self._attempt, None
         self.append("stream/end", self._turn, self._step, attempt=attempt, outcome=outcome)
 

@@ -68,10 +68,8 @@ EXHAUSTED: Final = ErrorStep("script exhausted", kind="scripted")
 class ScriptedProvider:
     """A model backend that replays a script; ``name`` is ``"fake"``.
 
-    Every `stream` call consumes one response, in order.  ``request_count``
-    and ``last_request`` say what it was sent (only the last request is
-    kept: each carries the whole history, so keeping all of them would grow
-    with the square of the turns).
+    Every `stream` call consumes one response, in order; ``request_count``
+    counts them.  Requests are not kept: each carries the whole history.
     """
 
     name: str = "fake"
@@ -79,7 +77,6 @@ class ScriptedProvider:
     def __init__(self, script: Script) -> None:
         self.script = script
         self.request_count = 0
-        self.last_request: ModelRequest | None = None
         self._cursor = 0
 
     @classmethod
@@ -90,7 +87,6 @@ class ScriptedProvider:
         self, request: ModelRequest
     ) -> AbstractAsyncContextManager[AsyncIterator[StreamEvent]]:
         self.request_count += 1
-        self.last_request = request
         response = self._next_response()
         if response is None:
             ops: list[_Op] = [_Fail(EXHAUSTED)]

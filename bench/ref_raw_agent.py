@@ -54,8 +54,11 @@ def chunk_frame(session_id: str) -> bytes:
         "sessionUpdate": "agent_message_chunk",
         "content": {"type": "text", "text": CHUNK_TEXT},
     }
-    note = {"jsonrpc": "2.0", "method": "session/update",
-            "params": {"sessionId": session_id, "update": update}}
+    note = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": session_id, "update": update},
+    }
     return orjson.dumps(note) + b"\n"
 
 
@@ -122,8 +125,12 @@ class RawAgent:
             return False  # other notifications, responses: nothing to do
         req_id = msg["id"]
         if method == "initialize":
-            result = {"protocolVersion": PROTOCOL_VERSION, "agentCapabilities": {},
-                      "authMethods": [], "agentInfo": AGENT_INFO}
+            result = {
+                "protocolVersion": PROTOCOL_VERSION,
+                "agentCapabilities": {},
+                "authMethods": [],
+                "agentInfo": AGENT_INFO,
+            }
             write_all(response(req_id, result))
         elif method == "session/new":
             sid = f"sess_{uuid.uuid4().hex}"

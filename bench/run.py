@@ -444,8 +444,10 @@ class AgentProcess:
     def initialize_params() -> Message:
         return {
             "protocolVersion": 1,
-            "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False},
-                                   "terminal": False},
+            "clientCapabilities": {
+                "fs": {"readTextFile": False, "writeTextFile": False},
+                "terminal": False,
+            },
             "clientInfo": CLIENT_INFO,
         }
 
@@ -469,8 +471,9 @@ class AgentProcess:
         return self.send_request("session/prompt", {"sessionId": session_id, "prompt": prompt})
 
     def cancel(self, session_id: str) -> None:
-        self.send({"jsonrpc": "2.0", "method": "session/cancel",
-                   "params": {"sessionId": session_id}})
+        self.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}
+        )
 
     def settle(self, stats: LineStats, grace_s: float) -> None:
         """Sync with a ping, then keep listening ``grace_s`` for late (leaked) updates."""
@@ -745,8 +748,12 @@ class Bench:
         chunks0, t0 = stats.chunks, stats.t_last_read
         reads0, full0 = stats.reads, stats.full_reads
         agent_cpu0, client_cpu0 = tree_cpu_s(proc.proc.pid), own_cpu_s()
-        proc.pump(stats, lambda s: s.t_last_read - t0 >= cfg.window_s or s.prompt_done,
-                  deadline + cfg.window_s, coalesce_s=coalesce)
+        proc.pump(
+            stats,
+            lambda s: s.t_last_read - t0 >= cfg.window_s or s.prompt_done,
+            deadline + cfg.window_s,
+            coalesce_s=coalesce,
+        )
         agent_cpu, client_cpu = tree_cpu_s(proc.proc.pid) - agent_cpu0, own_cpu_s() - client_cpu0
         if stats.prompt_done:
             res.early_end += 1
@@ -768,17 +775,25 @@ class Bench:
         if proc.state_dir is not None and proc.close() is not None:
             files, size = proc.final_log
             res.log_after_stream.append(
-                {"files": files, "bytes": size, "chunks": stats.chunks,
-                 "bytes_per_chunk": size / max(1, stats.chunks)}
+                {
+                    "files": files,
+                    "bytes": size,
+                    "chunks": stats.chunks,
+                    "bytes_per_chunk": size / max(1, stats.chunks),
+                }
             )
-        log(f"  {proc.spec.name:<10} {rate:>12,.0f} chunks/s  (agent {agent_cpu / elapsed:.2f} "
-            f"cores, client {client_cpu / elapsed:.2f} cores)")
+        log(
+            f"  {proc.spec.name:<10} {rate:>12,.0f} chunks/s  (agent {agent_cpu / elapsed:.2f} "
+            f"cores, client {client_cpu / elapsed:.2f} cores)"
+        )
 
     # -- cancel latency -----------------------------------------------------------------
     def cancel_latency(self) -> None:
         cfg = self.cfg
-        log(f"cancel latency: {cfg.cancel_rounds} rounds per agent, one process each, "
-            f"{cfg.cancel_blocks} interleaved blocks")
+        log(
+            f"cancel latency: {cfg.cancel_rounds} rounds per agent, one process each, "
+            f"{cfg.cancel_blocks} interleaved blocks"
+        )
         procs: dict[str, tuple[AgentProcess, list[str], random.Random]] = {}
         try:
             for spec in self.specs:
@@ -856,8 +871,10 @@ class Bench:
     # -- memory -------------------------------------------------------------------------
     def memory(self) -> None:
         cfg = self.cfg
-        log(f"memory: {cfg.warm_sessions} warm-up + {cfg.sessions} sessions with one short "
-            f"prompt each, {cfg.memory_reps} rep(s) per agent")
+        log(
+            f"memory: {cfg.warm_sessions} warm-up + {cfg.sessions} sessions with one short "
+            f"prompt each, {cfg.memory_reps} rep(s) per agent"
+        )
         for rep in range(cfg.memory_reps):
             for spec in rotate(self.specs, rep):
                 self.attempt("memory", spec, self._memory_once)
@@ -895,11 +912,17 @@ class Bench:
             files, size = proc.final_log
             sessions = cfg.sessions + cfg.warm_sessions
             res.log_after_sessions.append(
-                {"files": files, "bytes": size, "sessions": sessions,
-                 "bytes_per_session": size / sessions}
+                {
+                    "files": files,
+                    "bytes": size,
+                    "sessions": sessions,
+                    "bytes_per_session": size / sessions,
+                }
             )
-        log(f"  {proc.spec.name:<10} base {base / 1024:.1f} MiB, "
-            f"{(after - base) / cfg.sessions:.1f} KiB/session")
+        log(
+            f"  {proc.spec.name:<10} base {base / 1024:.1f} MiB, "
+            f"{(after - base) / cfg.sessions:.1f} KiB/session"
+        )
 
     def run(self, tests: Sequence[str]) -> None:
         for test in tests:
@@ -962,53 +985,164 @@ def _log_value(key: str, source: str) -> Getter:
 
 def build_rows(cfg: Config) -> list[Row]:
     return [
-        Row("startup_p50", "startup: spawn → initialize response, median (ms)", "lower", _ms,
-            _q(lambda r: r.startup_ms, 0.5)),
+        Row(
+            "startup_p50",
+            "startup: spawn → initialize response, median (ms)",
+            "lower",
+            _ms,
+            _q(lambda r: r.startup_ms, 0.5),
+        ),
         Row("startup_p90", "startup: p90 (ms)", "lower", _ms, _q(lambda r: r.startup_ms, 0.9)),
-        Row("exit_p50", "shutdown: stdin EOF → exit, median (ms)", "lower", _ms,
-            _q(lambda r: r.exit_ms, 0.5)),
-        Row("throughput_p50",
-            f"throughput: agent_message_chunk/s over {cfg.window_s:g} s, median", "higher",
-            _int, _q(lambda r: r.throughput, 0.5)),
-        Row("throughput_max", "throughput: best run (chunks/s)", "higher", _int,
-            _q(lambda r: r.throughput, 1.0)),
-        Row("bytes_per_line", "stdout bytes per line while streaming", "lower", _one,
-            _q(lambda r: r.bytes_per_line, 0.5)),
-        Row("agent_us_per_chunk", "agent CPU per chunk while streaming (µs)", "lower", _ms,
-            _q(lambda r: r.agent_us_per_chunk, 0.5)),
-        Row("agent_cores", "agent CPU while streaming (cores)", "", lambda v: f"{v:.2f}",
-            _q(lambda r: r.agent_cores, 0.5), ratio=False),
-        Row("client_cores", "benchmark client CPU while streaming (cores)", "",
-            lambda v: f"{v:.2f}", _q(lambda r: r.client_cores, 0.5), ratio=False),
-        Row("full_pipe_pct", "client reads that found the pipe ≥ 3/4 full (%)", "",
-            lambda v: f"{v:.0f}", _q(lambda r: r.full_pipe_pct, 0.5), ratio=False),
-        Row("cancel_p50", "cancel at full rate → prompt response, p50 (ms)", "lower", _ms,
-            _q(lambda r: r.cancel_ms, 0.5)),
-        Row("cancel_p99", "cancel latency p99 (ms)", "lower", _ms,
-            _q(lambda r: r.cancel_ms, 0.99)),
-        Row("cancel_max", "cancel latency max (ms)", "lower", _ms,
-            _q(lambda r: r.cancel_ms, 1.0)),
-        Row("cancel_rounds", "cancel rounds measured", "", _int,
-            lambda r: float(len(r.cancel_ms)), ratio=False),
-        Row("leaks", "session/update after the prompt response (leaks)", "0", _int,
-            lambda r: float(r.leaks + r.foreign), ratio=False),
-        Row("wrong_stop", "prompt responses other than cancelled", "0", _int,
-            lambda r: float(r.wrong_stop), ratio=False),
-        Row("malformed", "malformed lines + bad sampled updates", "0", _int,
-            lambda r: float(r.malformed + r.bad_samples), ratio=False),
-        Row("lines", "lines read / fully parsed and checked", "", _int,
-            lambda r: float(r.lines), ratio=False,
-            render=lambda r: f"{r.lines:,} / {r.sampled:,}"),
-        Row("rss_base", "RSS after init + warm-up sessions (MiB)", "lower",
-            lambda v: f"{v:.1f}", _q(lambda r: [k / 1024 for k in r.rss_base_kib], 0.5)),
-        Row("rss_per_session", f"RSS per session, {cfg.sessions} sessions (KiB)", "lower", _one,
-            _q(lambda r: r.per_session_kib, 0.5)),
-        Row("log_bytes", "event log on disk after the session test (bytes)", "", _int,
-            _log_value("bytes", "log_after_sessions"), ratio=False, log_row=True),
-        Row("log_files", "event log files after the session test", "", _int,
-            _log_value("files", "log_after_sessions"), ratio=False, log_row=True),
-        Row("log_bytes_per_chunk", "event log bytes per streamed chunk", "", _one,
-            _log_value("bytes_per_chunk", "log_after_stream"), ratio=False, log_row=True),
+        Row(
+            "exit_p50",
+            "shutdown: stdin EOF → exit, median (ms)",
+            "lower",
+            _ms,
+            _q(lambda r: r.exit_ms, 0.5),
+        ),
+        Row(
+            "throughput_p50",
+            f"throughput: agent_message_chunk/s over {cfg.window_s:g} s, median",
+            "higher",
+            _int,
+            _q(lambda r: r.throughput, 0.5),
+        ),
+        Row(
+            "throughput_max",
+            "throughput: best run (chunks/s)",
+            "higher",
+            _int,
+            _q(lambda r: r.throughput, 1.0),
+        ),
+        Row(
+            "bytes_per_line",
+            "stdout bytes per line while streaming",
+            "lower",
+            _one,
+            _q(lambda r: r.bytes_per_line, 0.5),
+        ),
+        Row(
+            "agent_us_per_chunk",
+            "agent CPU per chunk while streaming (µs)",
+            "lower",
+            _ms,
+            _q(lambda r: r.agent_us_per_chunk, 0.5),
+        ),
+        Row(
+            "agent_cores",
+            "agent CPU while streaming (cores)",
+            "",
+            lambda v: f"{v:.2f}",
+            _q(lambda r: r.agent_cores, 0.5),
+            ratio=False,
+        ),
+        Row(
+            "client_cores",
+            "benchmark client CPU while streaming (cores)",
+            "",
+            lambda v: f"{v:.2f}",
+            _q(lambda r: r.client_cores, 0.5),
+            ratio=False,
+        ),
+        Row(
+            "full_pipe_pct",
+            "client reads that found the pipe ≥ 3/4 full (%)",
+            "",
+            lambda v: f"{v:.0f}",
+            _q(lambda r: r.full_pipe_pct, 0.5),
+            ratio=False,
+        ),
+        Row(
+            "cancel_p50",
+            "cancel at full rate → prompt response, p50 (ms)",
+            "lower",
+            _ms,
+            _q(lambda r: r.cancel_ms, 0.5),
+        ),
+        Row("cancel_p99", "cancel latency p99 (ms)", "lower", _ms, _q(lambda r: r.cancel_ms, 0.99)),
+        Row("cancel_max", "cancel latency max (ms)", "lower", _ms, _q(lambda r: r.cancel_ms, 1.0)),
+        Row(
+            "cancel_rounds",
+            "cancel rounds measured",
+            "",
+            _int,
+            lambda r: float(len(r.cancel_ms)),
+            ratio=False,
+        ),
+        Row(
+            "leaks",
+            "session/update after the prompt response (leaks)",
+            "0",
+            _int,
+            lambda r: float(r.leaks + r.foreign),
+            ratio=False,
+        ),
+        Row(
+            "wrong_stop",
+            "prompt responses other than cancelled",
+            "0",
+            _int,
+            lambda r: float(r.wrong_stop),
+            ratio=False,
+        ),
+        Row(
+            "malformed",
+            "malformed lines + bad sampled updates",
+            "0",
+            _int,
+            lambda r: float(r.malformed + r.bad_samples),
+            ratio=False,
+        ),
+        Row(
+            "lines",
+            "lines read / fully parsed and checked",
+            "",
+            _int,
+            lambda r: float(r.lines),
+            ratio=False,
+            render=lambda r: f"{r.lines:,} / {r.sampled:,}",
+        ),
+        Row(
+            "rss_base",
+            "RSS after init + warm-up sessions (MiB)",
+            "lower",
+            lambda v: f"{v:.1f}",
+            _q(lambda r: [k / 1024 for k in r.rss_base_kib], 0.5),
+        ),
+        Row(
+            "rss_per_session",
+            f"RSS per session, {cfg.sessions} sessions (KiB)",
+            "lower",
+            _one,
+            _q(lambda r: r.per_session_kib, 0.5),
+        ),
+        Row(
+            "log_bytes",
+            "event log on disk after the session test (bytes)",
+            "",
+            _int,
+            _log_value("bytes", "log_after_sessions"),
+            ratio=False,
+            log_row=True,
+        ),
+        Row(
+            "log_files",
+            "event log files after the session test",
+            "",
+            _int,
+            _log_value("files", "log_after_sessions"),
+            ratio=False,
+            log_row=True,
+        ),
+        Row(
+            "log_bytes_per_chunk",
+            "event log bytes per streamed chunk",
+            "",
+            _one,
+            _log_value("bytes_per_chunk", "log_after_stream"),
+            ratio=False,
+            log_row=True,
+        ),
     ]
 
 
@@ -1069,12 +1203,16 @@ def render_markdown(bench: Bench, meta: Message) -> str:
         for problem in res.problems:
             notes.append(f"- {name}: {problem}")
         if res.exit_killed:
-            notes.append(f"- {name}: {res.exit_killed} process(es) did not exit within 5 s "
-                         "of stdin EOF and were terminated")
+            notes.append(
+                f"- {name}: {res.exit_killed} process(es) did not exit within 5 s "
+                "of stdin EOF and were terminated"
+            )
         if res.early_end:
             notes.append(f"- {name}: {res.early_end} prompt(s) ended before the cancel")
-        if name == BRIDGE and res.log_after_sessions and not any(
-            e["bytes"] > 0 for e in res.log_after_sessions
+        if (
+            name == BRIDGE
+            and res.log_after_sessions
+            and not any(e["bytes"] > 0 for e in res.log_after_sessions)
         ):
             notes.append(f"- {name}: the state dir stayed empty: is the event log off?")
     if notes:
@@ -1159,26 +1297,44 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m bench.run",
         description="Benchmark acp-bridge against an SDK reference agent and a raw agent.",
     )
-    p.add_argument("--quick", action="store_true",
-                   help="small N: a smoke run (~15 s instead of ~2 min)")
-    p.add_argument("--agents", default=",".join(ALL_AGENTS),
-                   help=f"comma-separated subset of {', '.join(ALL_AGENTS)}")
-    p.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "out",
-                   help="output directory (default: bench/out)")
-    p.add_argument("--bridge-cmd", default=DEFAULT_BRIDGE_CMD,
-                   help="acp-bridge command line; {python} and {state_dir} are substituted")
-    p.add_argument("--tests", default="startup,throughput,cancel_latency,memory",
-                   help="comma-separated subset of startup,throughput,cancel_latency,memory")
+    p.add_argument(
+        "--quick", action="store_true", help="small N: a smoke run (~15 s instead of ~2 min)"
+    )
+    p.add_argument(
+        "--agents",
+        default=",".join(ALL_AGENTS),
+        help=f"comma-separated subset of {', '.join(ALL_AGENTS)}",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=REPO_ROOT / "bench" / "out",
+        help="output directory (default: bench/out)",
+    )
+    p.add_argument(
+        "--bridge-cmd",
+        default=DEFAULT_BRIDGE_CMD,
+        help="acp-bridge command line; {python} and {state_dir} are substituted",
+    )
+    p.add_argument(
+        "--tests",
+        default="startup,throughput,cancel_latency,memory",
+        help="comma-separated subset of startup,throughput,cancel_latency,memory",
+    )
     p.add_argument("--startup-spawns", type=int, help="timed spawns per agent (default 15)")
     p.add_argument("--throughput-reps", type=int, help="throughput runs per agent (default 5)")
     p.add_argument("--window", type=float, help="throughput window in seconds (default 2)")
-    p.add_argument("--coalesce-ms", type=float,
-                   help="longest throughput-client pause after a small read (default 2, 0 = off)")
+    p.add_argument(
+        "--coalesce-ms",
+        type=float,
+        help="longest throughput-client pause after a small read (default 2, 0 = off)",
+    )
     p.add_argument("--cancel-rounds", type=int, help="cancel rounds per agent (default 200)")
     p.add_argument("--sessions", type=int, help="sessions in the memory test (default 200)")
     p.add_argument("--memory-reps", type=int, help="memory runs per agent (default 3)")
-    p.add_argument("--timeout", type=float,
-                   help="seconds to wait for any expected output (default 30)")
+    p.add_argument(
+        "--timeout", type=float, help="seconds to wait for any expected output (default 30)"
+    )
     return p.parse_args(argv)
 
 
@@ -1236,8 +1392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (out_dir / "results.json").write_bytes(to_json(bench, meta))
     print(markdown, end="")
     log(write_png(out_dir / "results.png", bench))
-    log(f"results: {out_dir / 'results.md'}, {out_dir / 'results.json'} "
-        f"({meta['duration_s']} s)")
+    log(f"results: {out_dir / 'results.md'}, {out_dir / 'results.json'} ({meta['duration_s']} s)")
     failed = any(r.errors for r in bench.results.values())
     return 1 if failed else 0
 

@@ -334,7 +334,7 @@ def prompt_frame(prompt: Prompt) -> Json:
 # -- running the bridge -----------------------------------------------------------------
 
 
-class _PipeSend:
+class PipeSend:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         os.set_blocking(fd, False)
@@ -353,7 +353,7 @@ class _PipeSend:
         pass  # the owner closes the descriptor
 
 
-class _PipeReceive:
+class PipeReceive:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         os.set_blocking(fd, False)
@@ -408,7 +408,7 @@ async def bridge_on_pipes(
             closed.add(fd)
             os.close(fd)
 
-    class _Stdin(_PipeSend):
+    class _Stdin(PipeSend):
         async def aclose(self) -> None:
             close(self.fd)
 
@@ -420,7 +420,7 @@ async def bridge_on_pipes(
         stdout_fd=from_agent_w,
         handle_signals=False,
     )
-    peer = Peer(_Stdin(to_agent_w), _PipeReceive(from_agent_r), keep=keep)
+    peer = Peer(_Stdin(to_agent_w), PipeReceive(from_agent_r), keep=keep)
     served = InProcess(peer, state_dir)
 
     async def run_server() -> None:

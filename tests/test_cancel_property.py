@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, cast
@@ -28,6 +28,7 @@ import anyio.abc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pipe_peer import PipeReceive, PipeSend
 
 from acp_bridge.client import AcpClient
 from acp_bridge.log.check import check_log
@@ -47,9 +48,11 @@ Json = dict[str, Any]
 # -- an AcpClient over a pair of pipes -----------------------------------------------
 
 
-class _PipeSend:
+class _CorkedSend(PipeSend):
+    """A pipe writer that can hold what is sent and write it all at once."""
+
     def __init__(self, fd: int) -> None:
-        self.fd = fd
+        super().__init__(fd)
         self.corked: list[bytes] | None = None
 
     def cork(self) -> None:
@@ -58,39 +61,13 @@ class _PipeSend:
 
     async def uncork(self) -> None:
         held, self.corked = self.corked or [], None
-        await self.send(b"".join(held))
+        await super().send(b"".join(held))
 
-    async def send(self, data: bytes) -> None:
+    async def send(self, data: bytes, /) -> None:
         if self.corked is not None:
             self.corked.append(data)
             return
-        view = memoryview(data)
-        while view:
-            await anyio.wait_writable(self.fd)
-            try:
-                n = os.write(self.fd, view)
-            except BlockingIOError:
-                continue
-            view = view[n:]
-
-
-class _PipeReceive:
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._chunks()
-
-    async def _chunks(self) -> AsyncIterator[bytes]:
-        while True:
-            await anyio.wait_readable(self.fd)
-            try:
-                data = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                continue
-            if not data:
-                return
-            yield data
+        await super().send(data)
 
 
 class PipeProcess:
@@ -99,8 +76,8 @@ class PipeProcess:
     def __init__(self, to_agent: int, from_agent: int) -> None:
         os.set_blocking(to_agent, False)
         os.set_blocking(from_agent, False)
-        self.stdin = _PipeSend(to_agent)
-        self.stdout = _PipeReceive(from_agent)
+        self.stdin = _CorkedSend(to_agent)
+        self.stdout = PipeReceive(from_agent)
 
 
 @dataclass

@@ -181,3 +181,47 @@ def test_bad_numbers_are_refused(option: str, value: str) -> None:
     )
     assert result.returncode == 2
     assert option in result.stderr
+
+
+def test_a_slow_editor_is_not_a_silent_provider(tmp_path: Path) -> None:
+    """The idle timeout is about the model: waiting for the editor to read is not silence."""
+    text = "word " * 40_000  # 200 KB in 5-byte chunks: far more than the pipe holds
+    script = tmp_path / "long.json"
+    script.write_text(json.dumps({"responses": [{"events": [{"text": text, "chunk_size": 5}]}]}))
+    state = tmp_path / "state"
+    proc = subprocess.Popen(
+        bridge_command("--script", str(script), "--state-dir", str(state), "--idle-timeout", "0.3"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    try:
+        for message in (
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/new",
+                "params": {"cwd": str(tmp_path), "mcpServers": []},
+            },
+        ):
+            proc.stdin.write(orjson.dumps(message) + b"\n")
+            proc.stdin.flush()
+            reply = orjson.loads(proc.stdout.readline())
+        sid = reply["result"]["sessionId"]
+        proc.stdin.write(orjson.dumps(prompt(3, sid, "go")) + b"\n")
+        proc.stdin.flush()
+        time.sleep(1.2)  # the editor reads nothing for four idle limits
+        answer: dict[str, Any] = {}
+        for line in proc.stdout:
+            message = orjson.loads(line)
+            if message.get("id") == 3:
+                answer = message
+                break
+        assert answer.get("result") == {"stopReason": "end_turn"}, answer
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=15)
+        proc.stdout.close()

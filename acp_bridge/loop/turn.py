@@ -271,7 +271,12 @@ class Turn:
                     send(prefix + dumps(text_ev.text) + CHUNK_SUFFIX)
                     delta(text_ev.index, kind, text_ev.text)
                     if outbox.backlog > outbox.high_water:
-                        await outbox.wait_writable()
+                        # Waiting for the editor to read is not provider silence.
+                        idle.paused = True
+                        try:
+                            await outbox.wait_writable()
+                        finally:
+                            idle.paused = False
                 elif type(ev) is ToolCallStart:
                     self._announce_tool(ev)
                 elif type(ev) is ToolCallDelta:
@@ -525,6 +530,7 @@ class _IdleWatch:
     def __init__(self, limit: float | None, step_scope: anyio.CancelScope) -> None:
         self.limit = limit
         self.seen = 0
+        self.paused = False
         self.fired = False
         self._step_scope = step_scope
         self._own_scope = anyio.CancelScope()
@@ -535,11 +541,11 @@ class _IdleWatch:
     async def run(self) -> None:
         assert self.limit is not None
         tick = self.limit / 4
-        last, quiet = -1, 0.0
+        last, quiet = self.seen, 0.0
         with self._own_scope:
             while True:
                 await anyio.sleep(tick)
-                if self.seen != last:
+                if self.seen != last or self.paused:
                     last, quiet = self.seen, 0.0
                     continue
                 quiet += tick

@@ -114,7 +114,7 @@ class Agent:
         session = Session(session_id, cwd, slog, provider, self.outbox, UpdateFrames(session_id))
         slog.append("session/start", 0, 0, session_id=session_id, cwd=cwd, provider=provider.name)
         self.sessions[session_id] = session
-        self.spawn(_later(slog.sync))
+        slog.sync()
         return {"sessionId": session_id}
 
     def _session(self, params: dict[str, Any]) -> Session:
@@ -173,20 +173,21 @@ class Agent:
                         anyio.move_on_after(self.config.cancel_deadline),
                     ):
                         await turn.settled.wait()
-        self.spawn(_later(session.log.sync))
-        self._answer(reply, session, turn)
+                    reply.result({"stopReason": "cancelled"})  # if it never settled
+        # The turn answered when it settled (on_settled); what it logged is
+        # now queued, so this fsync covers all of it.
+        session.log.sync()
         return None
 
     def _answer(self, reply: Reply, session: Session, turn: Turn) -> None:
         if turn.error is not None:
             reply.error(turn.error)
-            self.outbox.flush_now()
-            return
-        result: dict[str, Any] = {"stopReason": turn.stop_reason}
-        if session.log.file.error is not None:
-            result["_meta"] = {"acpBridge": {"logError": session.log.file.error}}
-        reply.result(result)
-        self.outbox.flush_now()
+        else:
+            result: dict[str, Any] = {"stopReason": turn.stop_reason}
+            if session.log.file.error is not None:
+                result["_meta"] = {"acpBridge": {"logError": session.log.file.error}}
+            reply.result(result)
+        self.outbox.flush_now()  # someone is waiting for this answer
 
     def _check_log_writable(self, session: Session) -> None:
         """Refuse a new turn while earlier records cannot reach the disk.
@@ -216,11 +217,10 @@ class Agent:
             return  # harmless for an unknown session (invariant I6)
         for request_id in session.waiting:
             session.waiting[request_id] = True
-        turn = session.active
         # An idle session keeps no sticky flag: only prompts already received
         # are cancelled.
-        if turn is not None and turn.cancel("user") and not turn.settled.is_set():
-            self.spawn(turn.watchdog)
+        if session.active is not None:
+            self._stop(session.active, "user")
 
     def _cancel_request(self, request_id: RequestId, params: dict[str, Any]) -> None:
         """``$/cancel_request`` for one prompt: that prompt only, not the session."""
@@ -231,12 +231,12 @@ class Agent:
         if request_id in session.waiting:
             session.waiting[request_id] = True
         turn = session.active
-        if (
-            turn is not None
-            and turn.request_id == request_id
-            and turn.cancel("user")
-            and not turn.settled.is_set()
-        ):
+        if turn is not None and turn.request_id == request_id:
+            self._stop(turn, "user")
+
+    def _stop(self, turn: Turn, cause: str) -> None:
+        """Stop a turn; if it does not settle at once, the watchdog bounds the wait."""
+        if turn.cancel(cause) and not turn.settled.is_set():
             self.spawn(turn.watchdog)
 
     def _run_turn(self, turn: Turn) -> Callable[[], Coroutine[Any, Any, None]]:
@@ -258,17 +258,9 @@ class Agent:
         self.closing = True
         turns = [s.active for s in self.sessions.values() if s.active is not None]
         for turn in turns:
-            if turn.cancel(cause) and not turn.settled.is_set():
-                self.spawn(turn.watchdog)
+            self._stop(turn, cause)
         for turn in turns:
             await turn.settled.wait()
-
-
-def _later(fn: Callable[[], None]) -> Callable[[], Coroutine[Any, Any, None]]:
-    async def run() -> None:
-        fn()
-
-    return run
 
 
 async def _cancel_is_a_notification(params: dict[str, Any]) -> None:

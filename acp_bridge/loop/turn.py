@@ -171,6 +171,9 @@ class Turn:
         except ProviderError as exc:
             self._finish_failed(exc)
             return
+        except AssemblyError as exc:
+            self._finish_failed(ProviderError(f"malformed model stream: {exc}", kind="protocol"))
+            return
         except Exception as exc:
             log.exception("turn %d failed", self.number)
             self._finish_failed(
@@ -218,8 +221,6 @@ class Turn:
         try:
             with step_scope:
                 await self._consume(request, stream, idle)
-        except AssemblyError as exc:
-            raise ProviderError(f"malformed model stream: {exc}", kind="protocol") from exc
         finally:
             self._streaming = False
             self._events = None
@@ -292,10 +293,7 @@ class Turn:
         """A stream that ended normally becomes the step's assistant message."""
         slog = self.session.log
         asm = stream.asm
-        try:
-            content = asm.blocks()
-        except AssemblyError as exc:
-            raise ProviderError(f"malformed model stream: {exc}", kind="protocol") from exc
+        content = asm.blocks()  # AssemblyError: a malformed stream, see run()
         self.stream = None
         usage = asm.usage
         if content:
@@ -311,15 +309,7 @@ class Turn:
             )
             slog.close_stream("committed")
         else:
-            slog.append(
-                "assistant/attempt",
-                self.number,
-                self.step,
-                attempt=stream.attempt,
-                outcome="empty",
-                content=[],
-            )
-            slog.close_stream("abandoned")
+            self._record_attempt(stream, "empty", [])
         finish = asm.finish
         if finish is None:
             finish = "tool_use" if asm.completed_tool_calls() else "end_turn"
@@ -456,19 +446,23 @@ class Turn:
                 )
                 slog.close_stream("committed")
             else:
-                slog.append(
-                    "assistant/attempt",
-                    self.number,
-                    self.step,
-                    attempt=stream.attempt,
-                    outcome="empty" if user_stop else "disconnected",
-                    content=blocks,
-                )
-                slog.close_stream("abandoned")
+                self._record_attempt(stream, "empty" if user_stop else "disconnected", blocks)
             self.stream = None
         if self._step_open:
             slog.append("step/end", self.number, self.step, reason=outcome)
         slog.append("turn/end", self.number, 0, reason=outcome, forced=self.forced)
+
+    def _record_attempt(self, stream: _Stream, outcome: str, content: list[dict[str, Any]]) -> None:
+        """A stream that leaves no surface message: kept as an attempt only."""
+        self.session.log.append(
+            "assistant/attempt",
+            self.number,
+            self.step,
+            attempt=stream.attempt,
+            outcome=outcome,
+            content=content,
+        )
+        self.session.log.close_stream("abandoned")
 
     def _finish_failed(self, exc: ProviderError) -> None:
         """A provider error or idle stall: keep the attempt, never the content."""
@@ -485,15 +479,8 @@ class Turn:
         attempt = stream.attempt if stream is not None else None
         if stream is not None:
             self._close_open_tools(stream, "the model request failed")
-            slog.append(
-                "assistant/attempt",
-                self.number,
-                self.step,
-                attempt=stream.attempt,
-                outcome="timed_out" if timed_out else "provider_error",
-                content=stream.asm.interrupted_blocks(),
-            )
-            slog.close_stream("abandoned")
+            outcome = "timed_out" if timed_out else "provider_error"
+            self._record_attempt(stream, outcome, stream.asm.interrupted_blocks())
             self.stream = None
         slog.append(
             "agent/request-error", self.number, self.step, attempt=attempt, error=exc.to_record()

@@ -69,10 +69,12 @@ async def serve(options: ServeOptions) -> int:
         if data:
             conn.feed(data)
         else:
+            conn.fail_pending("stdin closed")
             end("stdin closed")
 
     async def watch_stdout() -> None:
         await outbox.stdout_broken.wait()
+        conn.fail_pending("stdout closed")
         end("stdout closed")
 
     async def load_provider(agent: Agent) -> None:

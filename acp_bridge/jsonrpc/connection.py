@@ -1,12 +1,23 @@
-"""A JSON-RPC 2.0 peer: dispatches incoming messages.
+"""A JSON-RPC 2.0 peer: dispatches incoming messages, calls the other side.
 
 The connection does no I/O of its own.  Bytes arrive through `feed`;
-everything it writes goes through the process's ordered `Outbox`.  Each
-incoming request runs in its own task inside its own cancel scope, so a
-notification such as ``session/cancel`` is handled while a long
-``session/prompt`` is still running, and ``$/cancel_request`` can cancel a
-request by id (its handler then answers ``-32800`` unless it chose to return a
-result, as ``session/prompt`` does with ``cancelled``).
+everything it writes goes through a `FrameWriter` (in the server, the
+process's ordered outbox).  Each incoming request runs in its own task inside
+its own cancel scope, so a notification such as ``session/cancel`` is handled
+while a long ``session/prompt`` is still running, and ``$/cancel_request`` can
+cancel a request by id (its handler then answers ``-32800`` unless it chose to
+return a result, as ``session/prompt`` does with ``cancelled``).
+
+Outgoing requests (`Connection.request`) wait in a table keyed by their id.
+A response resolves its entry with the result or a `RemoteError`; cancelling
+the waiting task sends ``$/cancel_request`` for the id and the late response
+is ignored; `fail_pending` (EOF on the input, a broken output) fails every
+waiting request with `ConnectionClosed`.  A response whose id matches nothing
+is ignored with a warning.
+
+A request that reuses the id of an incoming request still in flight is
+dropped with a warning on stderr and gets no answer at all: answering it would
+give the editor two responses with one id, and it could not tell them apart.
 """
 
 from __future__ import annotations
@@ -14,24 +25,57 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
-from ..transport.outbox import Outbox
-from .errors import RequestId, RpcError
+from .errors import RemoteError, RequestId, RpcError
 from .framing import FrameTooLarge, LineFramer
 from .messages import (
     Notification,
     Request,
     Response,
     encode_error,
+    encode_notification,
+    encode_request,
     encode_result,
     parse_frame,
 )
 
 log = logging.getLogger("acp_bridge.jsonrpc")
+
+CANCEL_REQUEST = "$/cancel_request"
+_MAX_ABANDONED = 1024
+
+
+class FrameWriter(Protocol):
+    """Where the connection's frames go, in order (the server's outbox)."""
+
+    def send(self, frame: bytes) -> None:
+        """Queue one complete frame (it ends with a newline); never blocks."""
+
+    def flush_now(self) -> None:
+        """Write what is queued now if that can be done without waiting."""
+
+
+class ConnectionClosed(Exception):
+    """The peer went away (EOF, broken pipe) before answering a request."""
+
+    def __init__(self, method: str, reason: str) -> None:
+        super().__init__(f"connection closed ({reason}) before {method} was answered")
+        self.method = method
+        self.reason = reason
+
+
+@dataclass(eq=False, slots=True)
+class _Pending:
+    method: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: Any = None
+    error: BaseException | None = None
 
 
 class Reply:
@@ -41,7 +85,7 @@ class Reply:
 
     __slots__ = ("_outbox", "id", "sent")
 
-    def __init__(self, outbox: Outbox, id: RequestId) -> None:
+    def __init__(self, outbox: FrameWriter, id: RequestId) -> None:
         self._outbox = outbox
         self.id = id
         self.sent = False
@@ -65,7 +109,7 @@ NotificationHandler = Callable[[dict[str, Any]], None]
 
 
 class Connection:
-    def __init__(self, outbox: Outbox, *, max_frame: int | None = None) -> None:
+    def __init__(self, outbox: FrameWriter, *, max_frame: int | None = None) -> None:
         self.outbox = outbox
         self.framer = LineFramer() if max_frame is None else LineFramer(max_frame)
         self.requests: dict[str, RequestHandler] = {}
@@ -81,6 +125,13 @@ class Connection:
         self._in_flight: dict[RequestId, tuple[Request, anyio.CancelScope]] = {}
         self._idle = anyio.Event()
         self.closed = False
+        # Outgoing requests waiting for their response, by id.
+        self._pending: dict[RequestId, _Pending] = {}
+        # Ids we cancelled: their late responses are expected, not warned
+        # about (bounded: a peer that never answers them cannot grow it).
+        self._abandoned: dict[RequestId, None] = {}
+        self._ids = count()
+        self._gone: str | None = None
 
     def bind(self, tg: TaskGroup) -> None:
         self._tg = tg
@@ -114,8 +165,11 @@ class Connection:
             self.outbox.send(encode_error(req.id, RpcError.method_not_found(req.method)))
             return
         if req.id in self._in_flight:
-            err = RpcError.invalid_request(f"request id {req.id!r} is already in use", id=req.id)
-            self.outbox.send(encode_error(req.id, err))
+            # Any answer would carry the id of the request in flight, whose own
+            # answer is still to come: the editor would get two responses with
+            # one id.  JSON-RPC lets a server not answer a request it cannot
+            # tell apart, so the duplicate is dropped and said on stderr.
+            log.warning("dropped %s: request id %r is already in flight", req.method, req.id)
             return
         assert self._tg is not None, "Connection.bind() first"
         scope = anyio.CancelScope()
@@ -176,9 +230,70 @@ class Connection:
             log.exception("%s notification failed", note.method)
 
     def _resolve(self, resp: Response) -> None:
-        # The bridge sends no requests to the editor yet (tools and
-        # permissions will), so every response answers nothing of ours.
-        log.warning("response to unknown request id %r ignored", resp.id)
+        pending = self._pending.pop(resp.id, None)
+        if pending is None:
+            if resp.id in self._abandoned:
+                del self._abandoned[resp.id]
+                log.debug("late response to cancelled request %r ignored", resp.id)
+            else:
+                log.warning("response to unknown request id %r ignored", resp.id)
+            return
+        if resp.error is not None:
+            pending.error = RemoteError.from_wire(resp.error)
+        else:
+            pending.result = resp.result
+        pending.done.set()
+
+    # -- outgoing ------------------------------------------------------------
+
+    async def request(self, method: str, params: Any) -> Any:
+        """Send a request to the peer and wait for its result.
+
+        Raises `RemoteError` when the peer answers with an error and
+        `ConnectionClosed` when it goes away first.  Cancelling the calling
+        task sends ``$/cancel_request`` for the id; the late response is ignored.
+        """
+        if self._gone is not None:
+            raise ConnectionClosed(method, self._gone)
+        rid = next(self._ids)
+        pending = self._pending[rid] = _Pending(method)
+        self.outbox.send(encode_request(rid, method, params))
+        self.outbox.flush_now()
+        try:
+            await pending.done.wait()
+        except BaseException:
+            # Cancelled (or failed) while waiting.  If the answer is already
+            # here, there is nothing to cancel on the other side.
+            if self._pending.pop(rid, None) is not None and self._gone is None:
+                self._abandoned[rid] = None
+                if len(self._abandoned) > _MAX_ABANDONED:
+                    del self._abandoned[next(iter(self._abandoned))]
+                self.outbox.send(encode_notification(CANCEL_REQUEST, {"requestId": rid}))
+            raise
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    def notify(self, method: str, params: Any) -> None:
+        """Send a notification to the peer (no answer comes back)."""
+        if self._gone is None:
+            self.outbox.send(encode_notification(method, params))
+
+    @property
+    def pending_requests(self) -> int:
+        """Outgoing requests still waiting for their response."""
+        return len(self._pending)
+
+    def fail_pending(self, reason: str) -> None:
+        """The peer is gone (EOF on its input, a broken pipe): every waiting
+        request fails with `ConnectionClosed`, and so does every later one."""
+        if self._gone is None:
+            self._gone = reason
+        pending, self._pending = self._pending, {}
+        for rid, entry in pending.items():
+            log.info("request %r (%s) failed: connection closed (%s)", rid, entry.method, reason)
+            entry.error = ConnectionClosed(entry.method, reason)
+            entry.done.set()
 
     async def wait_idle(self) -> None:
         """Wait until no incoming request is being handled."""
@@ -187,5 +302,7 @@ class Connection:
             await self._idle.wait()
 
     def close(self) -> None:
-        """The peer is gone: a cancelled request gets no -32800 any more."""
+        """The peer is gone: a cancelled request gets no -32800 any more, and
+        the requests still waiting for the peer fail with `ConnectionClosed`."""
         self.closed = True
+        self.fail_pending("closed")

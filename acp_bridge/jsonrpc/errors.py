@@ -65,3 +65,26 @@ class RpcError(Exception):
     @classmethod
     def cancelled(cls) -> RpcError:
         return cls(REQUEST_CANCELLED, "Request cancelled")
+
+
+class RemoteError(Exception):
+    """The peer answered one of our requests with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{message} ({code})")
+        self.code = code
+        self.message = message
+        self.data = data
+
+    @classmethod
+    def from_wire(cls, error: dict[str, Any]) -> RemoteError:
+        code = error.get("code")
+        message = error.get("message")
+        return cls(
+            code if type(code) is int else INTERNAL_ERROR,
+            message if isinstance(message, str) else "(no message)",
+            error.get("data"),
+        )
+
+    def __repr__(self) -> str:
+        return f"RemoteError({self.code}, {self.message!r})"

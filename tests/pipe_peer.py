@@ -230,18 +230,11 @@ class PromptTracker:
         self.by_session: dict[str, list[Prompt]] = {}
         self.prompts: list[Prompt] = []
         self.violations: list[str] = []
-        self.rejections: dict[bytes, list[Json]] = {}
-        self._expected_rejections: dict[bytes, int] = {}
         self._by_id: dict[bytes, Prompt] = {}
 
     def open(self, session_id: str) -> None:
         self.queues[session_id] = deque()
         self.by_session[session_id] = []
-
-    def expect_rejection(self, rid: RequestId) -> None:
-        """The next -32600 answer with id ``rid`` rejects a duplicate, not the prompt."""
-        key = id_key(rid)
-        self._expected_rejections[key] = self._expected_rejections.get(key, 0) + 1
 
     def register(self, prompt: Prompt) -> Prompt:
         """Track ``prompt``; call it right before the prompt is written, in wire order."""
@@ -296,15 +289,6 @@ class PromptTracker:
         key = id_key(msg["id"])
         prompt = self._by_id.get(key)
         if prompt is None:
-            return
-        error = msg.get("error")
-        if (
-            self._expected_rejections.get(key)
-            and isinstance(error, dict)
-            and error.get("code") == -32600
-        ):
-            self._expected_rejections[key] -= 1
-            self.rejections.setdefault(key, []).append(msg)
             return
         if prompt.response is not None:
             self.violations.append(f"prompt {prompt.rid!r} answered twice: {msg}")

@@ -472,7 +472,8 @@ async def test_bad_frames_between_valid_ones(tmp_path: Path) -> None:
                     if replies:
                         failures.append(f"session/cancel for {sid} was answered: {replies}")
 
-                # A duplicate of an in-flight request id is refused; the first one finishes.
+                # A duplicate of an in-flight request id is dropped unanswered (the editor
+                # never gets two responses with one id); the first one finishes.
                 start = len(peer.messages)
                 prompt_b = {"sessionId": session_b, "prompt": [{"type": "text", "text": "hi"}]}
                 await peer.send_raw(
@@ -485,12 +486,9 @@ async def test_bad_frames_between_valid_ones(tmp_path: Path) -> None:
                     lambda m: is_response(m, "dup") and "result" in m, start, 15
                 )
                 dup_answers = [m for m in peer.messages[start:] if is_response(m, "dup")]
-                if (
-                    len(dup_answers) != 2
-                    or dup_answers[0].get("error", {}).get("code") != INVALID_REQUEST
-                ):
+                if len(dup_answers) != 1:
                     failures.append(
-                        f"duplicate in-flight id: expected -32600, then the result: {dup_answers}"
+                        f"duplicate in-flight id: expected one answer, the result: {dup_answers}"
                     )
                 if done["result"] != {"stopReason": "end_turn"}:
                     failures.append(f"the prompt whose id was duplicated ended with {done}")

@@ -13,8 +13,9 @@ responses to requests the bridge never sent.  Then a final ``initialize``.
 The bridge's framer splits the bytes into frames; the model classifies each
 frame with the same JSON decoder (orjson) and expects:
 
-* a request with a readable id (an integer or a string) gets exactly one
-  response with that id (n requests with one id: n responses);
+* a request with a readable id (an integer or a string) gets one response
+  with that id; n requests with one id get 1 to n responses, since a request
+  that reuses the id of one still in flight is dropped unanswered;
 * a frame that is not JSON gets exactly one -32700 with id null;
 * a well-formed response or a well-formed notification gets no answer;
 * any other frame gets at most one answer, with id null or its own id;
@@ -391,7 +392,7 @@ async def play(stream: list[bytes], cuts: list[int], state_dir: str) -> tuple[Ou
             with anyio.move_on_after(30):
                 # Polling: the prompts end by themselves within milliseconds.
                 while any(  # noqa: ASYNC110
-                    len(peer.responses.get(key, ())) < n for key, n in expected.requests.items()
+                    key not in peer.responses for key in expected.requests
                 ):
                     await anyio.sleep(0.005)
     return Outcome(peer, served.status, sessions, state_dir, pong), data
@@ -426,13 +427,13 @@ def check(outcome: Outcome, data: bytes, caught: list[str]) -> None:
         if key == b"null":
             continue
         need, extra = requests.get(key, 0), expected_stream.others.get(key, 0)
-        assert need <= len(answers) <= need + extra, (
+        assert min(need, 1) <= len(answers) <= need + extra, (
             f"id {key.decode()}: {need} request(s) with this id (and {extra} other frame(s)), "
             f"{len(answers)} answer(s): {answers[:4]}"
         )
     for key, need in requests.items():
         got = len(peer.responses.get(key, ()))
-        assert got >= need, f"id {key.decode()}: {need} request(s), only {got} answer(s)"
+        assert got >= 1, f"id {key.decode()}: {need} request(s), no answer"
     nulls = peer.responses.get(b"null", [])
     parse_errors = [m for m in nulls if m.get("error", {}).get("code") == PARSE_ERROR]
     assert len(parse_errors) == expected_stream.parse_errors, (

@@ -1,35 +1,102 @@
-"""A minimal ACP client that drives an agent subprocess over stdio.
+"""An ACP editor in a box: drives an agent over a pair of byte streams.
 
-Used by ``acp-bridge demo`` and by the test suite.  It keeps a transcript of
-every frame in both directions, in wire order, so a test can assert on
-exactly what an editor would have seen.
+`AcpClient` is the one editor that ``acp-bridge demo`` and the test suite use
+(and the kit for testing other ACP agents).  It speaks JSON-RPC over
+newline-delimited frames on any pair of streams (a subprocess's pipes, raw
+file descriptors, in-memory streams), and:
+
+* keeps a transcript of every message in both directions, in wire order, so
+  a test can assert on exactly what an editor would have seen;
+* indexes responses by id (a reused id may be answered more than once, so
+  each id maps to a list) and keeps every line that is not JSON-RPC;
+* answers the agent's own requests (``fs/read_text_file``,
+  ``terminal/create``, ``session/request_permission``, ...) from `handlers`,
+  a table tests fill in; a method with no handler gets ``-32601``, and a
+  ``$/cancel_request`` from the agent cancels the handler (``-32800``);
+* can send any bytes at all, for bad-input tests.
+
+Typical use::
+
+    client = await spawn(bridge_command("--provider", "fake", "--script", path))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(client.read_loop)
+        await client.initialize()
+        session_id = await client.new_session("/work")
+        result = await client.prompt(session_id, "hi", cancel_after=3)
+        await client.close_stdin()
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import count
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 import orjson
 
+from .jsonrpc.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_CANCELLED, RemoteError
 from .jsonrpc.framing import LineFramer
+
+Json = dict[str, Any]
+RequestId = int | str
+
+EditorHandler = Callable[[Json], Awaitable[Any]]
+"""Answers one agent-to-editor request: gets its params, returns its result,
+or raises `RemoteError` to answer with that error."""
+
+CHUNK_KINDS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 
 
 class AgentExited(Exception):
-    """The agent process went away while a request was waiting."""
+    """The agent closed its stdout while a request was waiting for its answer."""
+
+
+class ByteSink(Protocol):
+    """Where the client writes (the agent's stdin)."""
+
+    async def send(self, data: bytes, /) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class AgentPipes(Protocol):
+    """The two ends of an agent the client needs; an `anyio.abc.Process` has them."""
+
+    @property
+    def stdin(self) -> Any: ...
+
+    @property
+    def stdout(self) -> Any: ...
+
+
+@dataclass
+class Pipes:
+    """An `AgentPipes` from any sink and source of bytes."""
+
+    stdin: ByteSink
+    stdout: AsyncIterable[bytes]
+
+
+def id_key(value: object) -> bytes:
+    """A dict key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart."""
+    return orjson.dumps(value)
+
+
+def is_response(msg: Json) -> bool:
+    return "method" not in msg and "id" in msg
 
 
 @dataclass
 class PromptResult:
-    response: dict[str, Any]
-    updates: list[dict[str, Any]]
+    response: Json
+    updates: list[Json]
     # Updates that arrived after the response (must stay empty: invariant I1).
-    late: list[dict[str, Any]] = field(default_factory=list)
+    late: list[Json] = field(default_factory=list)
 
     @property
     def stop_reason(self) -> str | None:
@@ -45,82 +112,258 @@ class PromptResult:
 
 
 class AcpClient:
-    def __init__(self, process: anyio.abc.Process) -> None:
-        self.process = process
-        self.transcript: list[tuple[str, dict[str, Any]]] = []
-        self._framer = LineFramer()
-        self._next_id = 0
-        self._waiting: dict[int, anyio.Event] = {}
-        self._responses: dict[int, dict[str, Any]] = {}
-        self._on_update: Callable[[dict[str, Any]], None] | None = None
-        self.updates: list[dict[str, Any]] = []
-        self.eof = anyio.Event()
+    """An ACP editor on the agent's stdin and stdout (see the module docstring).
 
-    # -- wire --------------------------------------------------------------
+    ``keep=False`` keeps no transcript and no message list (for long load
+    runs); responses are still indexed, hooks still see every message.
+    """
+
+    def __init__(self, process: AgentPipes, *, keep: bool = True) -> None:
+        self.process = process
+        self.keep = keep
+        # ("send" | "recv", message) in wire order; ("send-raw", {"bytes": ...})
+        # for bytes written with `send_raw`.
+        self.transcript: list[tuple[str, Json]] = []
+        self.messages: list[Json] = []  # every JSON-RPC message received
+        self.updates: list[Json] = []  # the ``update`` of every session/update
+        self.responses: dict[bytes, list[Json]] = {}  # by `id_key`
+        self.bad_lines: list[bytes] = []  # output lines that are not JSON-RPC
+        self.lines = 0
+        # Agent-to-editor requests, by method.  Fill it in before they arrive.
+        self.handlers: dict[str, EditorHandler] = {}
+        self.on_message: Callable[[Json], None] | None = None
+        self.eof = anyio.Event()
+        self.stdin_closed = False
+        self._on_update: Callable[[Json], None] | None = None
+        self._framer = LineFramer()
+        self._ids = count(1)
+        self._waiters: dict[bytes, anyio.Event] = {}
+        self._changed = anyio.Event()
+        self._write_lock = anyio.Lock()
+        self._serving: dict[bytes, anyio.CancelScope] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    @classmethod
+    def over(cls, stdin: ByteSink, stdout: AsyncIterable[bytes], *, keep: bool = True) -> AcpClient:
+        """A client on any pair of streams (raw descriptors, in-memory streams)."""
+        return cls(Pipes(stdin, stdout), keep=keep)
+
+    # -- writing -------------------------------------------------------------------
 
     async def send_raw(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send(data)
+        """Write ``data`` as it is (it need not be JSON, nor end with a newline)."""
+        if self.keep:
+            self.transcript.append(("send-raw", {"bytes": data.decode("utf-8", "replace")}))
+        await self._write(data)
 
-    async def send(self, message: dict[str, Any]) -> None:
-        self.transcript.append(("send", message))
-        await self.send_raw(orjson.dumps(message) + b"\n")
+    async def send(self, *messages: Json) -> None:
+        """Send messages, in one write."""
+        if self.keep:
+            self.transcript.extend(("send", m) for m in messages)
+        await self._write(b"".join(orjson.dumps(m) + b"\n" for m in messages))
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self._next_id += 1
-        rid = self._next_id
-        done = self._waiting[rid] = anyio.Event()
+    async def _write(self, data: bytes) -> None:
+        async with self._write_lock:
+            await self.process.stdin.send(data)
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    async def request(
+        self, method: str, params: Json, *, rid: RequestId | None = None, within: float = 30
+    ) -> Json:
+        """Send a request and return its response message (result or error).
+
+        Raises `AgentExited` if the agent closes its stdout first and
+        `TimeoutError` after ``within`` seconds.
+        """
+        rid = self.next_id() if rid is None else rid
+        nth = len(self.responses.get(id_key(rid), ())) + 1
         await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        await done.wait()
-        if rid not in self._responses:
-            raise AgentExited(f"the agent closed its stdout before answering {method}")
-        return self._responses.pop(rid)
+        return await self.wait_response(rid, nth=nth, within=within)
 
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
+    async def notify(self, method: str, params: Json) -> None:
         await self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
+    async def close_stdin(self) -> None:
+        """Close the agent's stdin (an editor that goes away)."""
+        if not self.stdin_closed:
+            self.stdin_closed = True
+            async with self._write_lock:
+                await self.process.stdin.aclose()
+
+    # -- reading -------------------------------------------------------------------
+
     async def read_loop(self) -> None:
-        assert self.process.stdout is not None
+        """Read the agent's stdout to EOF, then set `eof` (and wake every waiter).
+
+        Agent-to-editor requests are answered in tasks of this loop.
+        """
         try:
-            async for data in self.process.stdout:
-                for frame in self._framer.feed(data):
-                    assert isinstance(frame, bytes)
-                    self._receive(orjson.loads(frame))
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                try:
+                    async for data in self.process.stdout:
+                        for frame in self._framer.feed(data):
+                            if isinstance(frame, bytes):
+                                self._line(frame)
+                            else:
+                                self.bad_lines.append(b"<frame too large>")
+                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    pass
+                tg.cancel_scope.cancel()  # the agent is gone: nobody reads our answers
         finally:
+            self._tg = None
+            if self._framer.pending():
+                self.bad_lines.append(b"<unterminated>")
             self.eof.set()
-            for event in self._waiting.values():
+            self._changed.set()
+            for event in self._waiters.values():
                 event.set()
 
-    def _receive(self, msg: dict[str, Any]) -> None:
-        self.transcript.append(("recv", msg))
-        if msg.get("method") == "session/update":
-            update = msg["params"]["update"]
-            self.updates.append(update)
-            if self._on_update is not None:
-                self._on_update(update)
-        elif "id" in msg and "method" not in msg:
-            rid = msg["id"]
-            event = self._waiting.pop(rid, None)
-            self._responses[rid] = msg
-            if event is not None:
-                event.set()
+    def _line(self, line: bytes) -> None:
+        self.lines += 1
+        try:
+            msg = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            self.bad_lines.append(line[:500])
+            return
+        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+            self.bad_lines.append(line[:500])
+            return
+        if self.keep:
+            self.transcript.append(("recv", msg))
+            self.messages.append(msg)
+        method = msg.get("method")
+        if method == "session/update":
+            params = msg.get("params")
+            update = params.get("update") if isinstance(params, dict) else None
+            if isinstance(update, dict):
+                if self.keep:
+                    self.updates.append(update)
+                if self._on_update is not None:
+                    self._on_update(update)
+        elif isinstance(method, str) and "id" in msg:
+            self._serve(msg)
+        elif method == "$/cancel_request":
+            self._cancel_served(msg.get("params"))
+        elif is_response(msg):
+            key = id_key(msg["id"])
+            self.responses.setdefault(key, []).append(msg)
+            waiter = self._waiters.pop(key, None)
+            if waiter is not None:
+                waiter.set()
+        if self.on_message is not None:
+            self.on_message(msg)
+        self._changed.set()
+        self._changed = anyio.Event()
 
-    # -- ACP ---------------------------------------------------------------
+    async def wait_response(self, rid: object, *, nth: int = 1, within: float = 30) -> Json:
+        """The ``nth`` response with id ``rid`` (waits for it)."""
+        key = id_key(rid)
+        with anyio.fail_after(within):
+            while len(self.responses.get(key, ())) < nth:
+                if self.eof.is_set():
+                    raise AgentExited(f"the agent closed its stdout before answering id {rid!r}")
+                waiter = self._waiters.setdefault(key, anyio.Event())
+                await waiter.wait()
+        return self.responses[key][nth - 1]
 
-    async def initialize(self) -> dict[str, Any]:
+    async def wait_for(
+        self, pred: Callable[[Json], bool], start: int = 0, within: float = 30
+    ) -> Json:
+        """The first received message from ``messages[start]`` on that satisfies ``pred``."""
+        with anyio.fail_after(within):
+            while True:
+                for msg in self.messages[start:]:
+                    if pred(msg):
+                        return msg
+                if self.eof.is_set():
+                    raise AgentExited("the agent closed its stdout while we waited")
+                await self._changed.wait()
+
+    async def exchange(self, frame: bytes, *, within: float = 10) -> list[Json]:
+        """Send raw ``frame`` and then a ping (``initialize``); return what came
+        back before the ping's answer, ``session/update`` notifications left out.
+
+        The agent answers in order, so this is everything ``frame`` caused
+        right away, without waiting for a quiet period.
+        """
+        ping = f"ping{self.next_id()}"
+        start = len(self.messages)
+        ping_frame = {
+            "jsonrpc": "2.0",
+            "id": ping,
+            "method": "initialize",
+            "params": {"protocolVersion": 1},
+        }
+        await self.send_raw(frame + b"\n" + orjson.dumps(ping_frame) + b"\n")
+        pong = await self.wait_response(ping, within=within)
+        assert "result" in pong, f"the ping after {frame[:200]!r} failed: {pong}"
+        end = self.messages.index(pong, start)
+        return [m for m in self.messages[start:end] if m.get("method") != "session/update"]
+
+    # -- answering the agent -------------------------------------------------------
+
+    def _serve(self, msg: Json) -> None:
+        rid = msg["id"]
+        handler = self.handlers.get(msg["method"])
+        assert self._tg is not None, "only called from read_loop"
+        if handler is None:
+            error = {"code": METHOD_NOT_FOUND, "message": "Method not found"}
+            error["data"] = {"method": msg["method"]}
+            self._tg.start_soon(self.send, {"jsonrpc": "2.0", "id": rid, "error": error})
+            return
+        scope = anyio.CancelScope()
+        self._serving[id_key(rid)] = scope
+        params = msg.get("params")
+        self._tg.start_soon(self._run_handler, rid, handler, params or {}, scope)
+
+    async def _run_handler(
+        self, rid: RequestId, handler: EditorHandler, params: Json, scope: anyio.CancelScope
+    ) -> None:
+        answer: Json
+        with scope:
+            try:
+                answer = {"result": await handler(params)}
+            except RemoteError as exc:
+                error: Json = {"code": exc.code, "message": exc.message}
+                if exc.data is not None:
+                    error["data"] = exc.data
+                answer = {"error": error}
+            except Exception as exc:
+                detail = f"{type(exc).__name__}: {exc}"
+                answer = {"error": {"code": INTERNAL_ERROR, "message": "Internal error"}}
+                answer["error"]["data"] = {"detail": detail}
+        self._serving.pop(id_key(rid), None)
+        if scope.cancelled_caught:
+            answer = {"error": {"code": REQUEST_CANCELLED, "message": "Request cancelled"}}
+        await self.send({"jsonrpc": "2.0", "id": rid, **answer})
+
+    def _cancel_served(self, params: object) -> None:
+        if isinstance(params, dict) and "requestId" in params:
+            scope = self._serving.get(id_key(params["requestId"]))
+            if scope is not None:
+                scope.cancel()
+
+    # -- ACP -----------------------------------------------------------------------
+
+    async def initialize(self, capabilities: Json | None = None) -> Json:
+        """``initialize`` with protocol version 1; ``capabilities`` defaults to none."""
+        if capabilities is None:
+            capabilities = {"fs": {"readTextFile": False, "writeTextFile": False}}
         return await self.request(
             "initialize",
             {
                 "protocolVersion": 1,
-                "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}},
+                "clientCapabilities": capabilities,
                 "clientInfo": {"name": "acp-bridge-client", "version": "1"},
             },
         )
 
     async def new_session(self, cwd: str | None = None) -> str:
         resp = await self.request("session/new", {"cwd": cwd or os.getcwd(), "mcpServers": []})
+        assert "result" in resp, f"session/new failed: {resp}"
         return str(resp["result"]["sessionId"])
 
     async def prompt(
@@ -129,7 +372,7 @@ class AcpClient:
         text: str,
         *,
         cancel_after: int | None = None,
-        on_update: Callable[[dict[str, Any]], None] | None = None,
+        on_update: Callable[[Json], None] | None = None,
         settle: float = 0.05,
         cancel_when_quiet: float | None = None,
     ) -> PromptResult:
@@ -137,16 +380,16 @@ class AcpClient:
         (or, with ``cancel_when_quiet``, as soon as no chunk has arrived for
         that many seconds, for a stream that ends its output before N).
 
-        After the response, waits ``settle`` seconds and reports any update
-        that arrived late (there must be none).
+        After the response, watches ``settle`` seconds for updates that
+        arrive late (there must be none) and reports them in ``late``.
         """
         start = len(self.updates)
         chunks = 0
         cancel_now = anyio.Event()
 
-        def seen(update: dict[str, Any]) -> None:
+        def seen(update: Json) -> None:
             nonlocal chunks
-            if update.get("sessionUpdate") in ("agent_message_chunk", "agent_thought_chunk"):
+            if update.get("sessionUpdate") in CHUNK_KINDS:
                 chunks += 1
                 if cancel_after is not None and chunks == cancel_after:
                     cancel_now.set()
@@ -154,7 +397,7 @@ class AcpClient:
                 on_update(update)
 
         self._on_update = seen
-        result: dict[str, Any] = {}
+        result: Json = {}
 
         async def run_prompt() -> None:
             result.update(
@@ -181,17 +424,24 @@ class AcpClient:
             await anyio.sleep_forever()
         end = len(self.updates)
         if settle:
+            # Watching for something that must not happen: only a time window can.
             await anyio.sleep(settle)
         self._on_update = None
         return PromptResult(result, self.updates[start:end], self.updates[end:])
 
 
 def bridge_command(*args: str) -> list[str]:
+    """The command line that runs ``acp-bridge`` with this Python."""
     return [sys.executable, "-m", "acp_bridge", *args]
 
 
 async def spawn(
-    command: Sequence[str], *, env: dict[str, str] | None = None, stderr: int | None = None
+    command: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    stderr: Any = None,
+    keep: bool = True,
 ) -> AcpClient:
+    """Start ``command`` and return a client on its stdin and stdout."""
     process = await anyio.open_process(list(command), env=env, stderr=stderr)
-    return AcpClient(process)
+    return AcpClient(process, keep=keep)

@@ -1,10 +1,11 @@
 """Test plumbing for many prompts at once: a raw peer, a prompt tracker, two ways to run.
 
-`Peer` is a raw editor connection.  It writes any bytes to the bridge's stdin
-and reads its stdout line by line: every line must be a JSON-RPC 2.0 object
-(anything else is kept in ``bad_lines``), responses are indexed by id (a
-reused id may legitimately be answered more than once, so each id maps to a
-list), and an optional hook sees every message in wire order.
+`Peer` is the package's editor, `acp_bridge.client.AcpClient`: it writes any
+bytes to the bridge's stdin and reads its stdout line by line (every line must
+be a JSON-RPC 2.0 object, anything else is kept in ``bad_lines``), responses
+are indexed by id (a reused id may legitimately be answered more than once,
+so each id maps to a list), and an optional hook sees every message in wire
+order.
 
 `PromptTracker` plays prompts on many sessions at once.  A session runs its
 prompts one at a time and in order, so every ``session/update`` belongs to
@@ -22,18 +23,16 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from itertools import count
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 import anyio
 import anyio.abc
-import orjson
 
-from acp_bridge.client import bridge_command
+from acp_bridge.client import AcpClient, bridge_command, id_key, is_response
 from acp_bridge.loop.turn import TurnConfig
 from acp_bridge.providers.base import Provider
 from acp_bridge.providers.script import parse_script
@@ -45,146 +44,10 @@ RequestId = int | str
 CHUNK_KINDS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 
 
-def id_key(value: object) -> bytes:
-    """A dict key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart."""
-    return orjson.dumps(value)
-
-
-def is_response(msg: Json) -> bool:
-    return "method" not in msg and "id" in msg
-
-
-class ByteSink(Protocol):
-    async def send(self, data: bytes, /) -> None: ...
-
-    async def aclose(self) -> None: ...
-
-
 # -- the peer ---------------------------------------------------------------------------
 
-
-class Peer:
-    """One editor connection to a bridge (see the module docstring).
-
-    ``keep`` keeps every parsed message in ``messages`` (a load test turns it off).
-    """
-
-    def __init__(self, stdin: ByteSink, stdout: AsyncIterable[bytes], *, keep: bool = True) -> None:
-        self.stdin = stdin
-        self.stdout = stdout
-        self.keep = keep
-        self.messages: list[Json] = []
-        self.bad_lines: list[bytes] = []
-        self.responses: dict[bytes, list[Json]] = {}
-        self.lines = 0
-        self.on_message: Callable[[Json], None] | None = None
-        self.eof = anyio.Event()
-        self.stdin_closed = False
-        self._waiters: dict[bytes, anyio.Event] = {}
-        self._write_lock = anyio.Lock()
-        self._ids = count(1)
-
-    # -- reading -------------------------------------------------------------------
-
-    async def read_loop(self) -> None:
-        """Read stdout to EOF; set ``eof`` then (and wake every waiter)."""
-        buf = b""
-        try:
-            async for data in self.stdout:
-                buf += data
-                if b"\n" not in data:
-                    continue
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    self._line(line)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
-        finally:
-            if buf:
-                self.bad_lines.append(b"<unterminated> " + buf[:200])
-            self.eof.set()
-            for event in self._waiters.values():
-                event.set()
-
-    def _line(self, line: bytes) -> None:
-        self.lines += 1
-        try:
-            msg = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            self.bad_lines.append(line[:500])
-            return
-        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
-            self.bad_lines.append(line[:500])
-            return
-        if self.keep:
-            self.messages.append(msg)
-        if is_response(msg):
-            key = id_key(msg["id"])
-            self.responses.setdefault(key, []).append(msg)
-            waiter = self._waiters.pop(key, None)
-            if waiter is not None:
-                waiter.set()
-        if self.on_message is not None:
-            self.on_message(msg)
-
-    async def wait_response(self, rid: object, *, nth: int = 1, within: float = 30) -> Json:
-        """The ``nth`` response with id ``rid`` (waits for it)."""
-        key = id_key(rid)
-        with anyio.fail_after(within):
-            while len(self.responses.get(key, ())) < nth:
-                if self.eof.is_set():
-                    raise AssertionError(f"the bridge closed stdout before answering id {rid!r}")
-                waiter = self._waiters.setdefault(key, anyio.Event())
-                await waiter.wait()
-        return self.responses[key][nth - 1]
-
-    # -- writing -------------------------------------------------------------------
-
-    async def send_raw(self, data: bytes) -> None:
-        async with self._write_lock:
-            await self.stdin.send(data)
-
-    async def send(self, *messages: Json) -> None:
-        """Send messages in one write."""
-        await self.send_raw(b"".join(orjson.dumps(m) + b"\n" for m in messages))
-
-    def next_id(self) -> int:
-        return next(self._ids)
-
-    async def request(
-        self, method: str, params: Json, *, rid: RequestId | None = None, within: float = 30
-    ) -> Json:
-        rid = self.next_id() if rid is None else rid
-        nth = len(self.responses.get(id_key(rid), ())) + 1
-        await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        return await self.wait_response(rid, nth=nth, within=within)
-
-    async def notify(self, method: str, params: Json) -> None:
-        await self.send({"jsonrpc": "2.0", "method": method, "params": params})
-
-    async def close_stdin(self) -> None:
-        if not self.stdin_closed:
-            self.stdin_closed = True
-            async with self._write_lock:
-                await self.stdin.aclose()
-
-    # -- ACP -----------------------------------------------------------------------
-
-    async def initialize(self) -> Json:
-        resp = await self.request(
-            "initialize",
-            {
-                "protocolVersion": 1,
-                "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}},
-            },
-        )
-        assert "result" in resp, f"initialize failed: {resp}"
-        return resp
-
-    async def new_session(self, cwd: str) -> str:
-        resp = await self.request("session/new", {"cwd": cwd, "mcpServers": []})
-        assert "result" in resp, f"session/new failed: {resp}"
-        return str(resp["result"]["sessionId"])
+Peer = AcpClient
+"""The editor of these tests is the package's client (`acp_bridge.client.AcpClient`)."""
 
 
 # -- prompts on many sessions -----------------------------------------------------------
@@ -404,7 +267,7 @@ async def bridge_on_pipes(
         stdout_fd=from_agent_w,
         handle_signals=False,
     )
-    peer = Peer(_Stdin(to_agent_w), PipeReceive(from_agent_r), keep=keep)
+    peer = AcpClient.over(_Stdin(to_agent_w), PipeReceive(from_agent_r), keep=keep)
     served = InProcess(peer, state_dir)
 
     async def run_server() -> None:
@@ -445,7 +308,7 @@ async def bridge_subprocess(
     process = await anyio.open_process(command, stderr=stderr)
     assert process.stdin is not None
     assert process.stdout is not None
-    peer = Peer(process.stdin, process.stdout, keep=keep)
+    peer = AcpClient(process, keep=keep)
     spawned = Spawned(peer, process, state_dir)
     async with process, anyio.create_task_group() as tg:
         tg.start_soon(peer.read_loop)

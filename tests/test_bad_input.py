@@ -12,7 +12,7 @@ exactly what the bridge said about that frame.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
@@ -24,14 +24,13 @@ import orjson
 import pytest
 from harness import EXAMPLES
 
-from acp_bridge.client import bridge_command
+from acp_bridge.client import AcpClient, bridge_command
 from acp_bridge.jsonrpc.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
 )
-from acp_bridge.jsonrpc.framing import LineFramer
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 
@@ -47,88 +46,6 @@ def script_texts(path: Path) -> tuple[str, str]:
     text = "".join(e["text"] for e in events if "text" in e)
     reasoning = "".join(e["reasoning"] for e in events if "reasoning" in e)
     return text, reasoning
-
-
-class Peer:
-    """A raw editor: sends any bytes, keeps every stdout line, in order."""
-
-    def __init__(self, process: anyio.abc.Process) -> None:
-        self.process = process
-        self.lines: list[bytes] = []
-        self.bad_lines: list[bytes] = []
-        self.messages: list[Json] = []
-        self._changed = anyio.Event()
-        self.eof = anyio.Event()
-        self._ids = count(1)
-
-    async def read_loop(self) -> None:
-        assert self.process.stdout is not None
-        framer = LineFramer()
-        try:
-            async for data in self.process.stdout:
-                for frame in framer.feed(data):
-                    assert isinstance(frame, bytes)
-                    self._line(frame)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
-        finally:
-            if framer.pending():
-                self.bad_lines.append(b"<unterminated>")
-            self.eof.set()
-            self._changed.set()
-
-    def _line(self, line: bytes) -> None:
-        self.lines.append(line)
-        try:
-            msg = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            self.bad_lines.append(line)
-            return
-        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
-            self.bad_lines.append(line)
-            return
-        self.messages.append(msg)
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def send_raw(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send(data)
-
-    async def send(self, message: Json) -> None:
-        await self.send_raw(orjson.dumps(message) + b"\n")
-
-    async def wait_for(self, pred: Callable[[Json], bool], start: int, within: float) -> Json:
-        with anyio.fail_after(within):
-            while True:
-                for msg in self.messages[start:]:
-                    if pred(msg):
-                        return msg
-                if self.eof.is_set():
-                    raise AssertionError("the bridge closed stdout while we waited")
-                await self._changed.wait()
-
-    async def request(self, method: str, params: Json, *, within: float = 15) -> Json:
-        rid = f"r{next(self._ids)}"
-        start = len(self.messages)
-        await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        return await self.wait_for(lambda m: is_response(m, rid), start, within)
-
-    async def exchange(self, frame: bytes) -> list[Json]:
-        """Send ``frame`` and a ping; return what came back in between (no updates)."""
-        ping = f"ping{next(self._ids)}"
-        start = len(self.messages)
-        ping_frame = {
-            "jsonrpc": "2.0",
-            "id": ping,
-            "method": "initialize",
-            "params": {"protocolVersion": 1},
-        }
-        await self.send_raw(frame + b"\n" + orjson.dumps(ping_frame) + b"\n")
-        pong = await self.wait_for(lambda m: is_response(m, ping), start, 10)
-        assert "result" in pong, f"the ping after {frame[:200]!r} failed: {pong}"
-        end = self.messages.index(pong, start)
-        return [m for m in self.messages[start:end] if m.get("method") != "session/update"]
 
 
 def is_response(msg: Json, rid: object) -> bool:
@@ -439,7 +356,7 @@ async def test_bad_frames_between_valid_ones(tmp_path: Path) -> None:
     cwd = str(tmp_path)
     answer, reasoning = script_texts(HELLO)
     process, stderr = await spawn_bridge(state_dir, tmp_path / "stderr.txt")
-    peer = Peer(process)
+    peer = AcpClient(process)
     failures: list[str] = []
     with stderr:
         async with process, anyio.create_task_group() as tg:

@@ -114,7 +114,7 @@ async def serve_in_process(
         handle_signals=False,
     )
     process = PipeProcess(to_agent_w, from_agent_r)
-    client = AcpClient(cast(anyio.abc.Process, process))
+    client = AcpClient(process)
     served = Served(client, state_dir)
     closed: set[int] = set()
 

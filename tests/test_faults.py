@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -96,14 +96,6 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
 
 
 @dataclass
-class Pipes:
-    """What `AcpClient` needs of a process: its stdin and stdout streams."""
-
-    stdin: anyio.abc.ByteSendStream
-    stdout: FdReceiveStream
-
-
-@dataclass
 class Stream:
     """A prompt streaming from the endless script, and how it ended."""
 
@@ -144,7 +136,7 @@ async def spawn_bridge(tmp_path: Path, script: Path, *extra: str) -> AsyncIterat
         os.close(write_fd)
     stdout = FdReceiveStream(read_fd)
     assert process.stdin is not None
-    client = AcpClient(cast(anyio.abc.Process, Pipes(process.stdin, stdout)))
+    client = AcpClient.over(process.stdin, stdout)
     try:
         yield Stream(process, client, stdout, state)
     finally:
@@ -281,7 +273,6 @@ async def test_cancel_deadline_abandons_a_wedged_provider(tmp_path: Path) -> Non
     )
     chunks = -(-len(PREFIX) // 5)
     results: list[PromptResult] = []
-    timings: dict[str, float] = {}
     quiet: list[int] = []
 
     async def play(client: AcpClient) -> None:
@@ -289,7 +280,6 @@ async def test_cancel_deadline_abandons_a_wedged_provider(tmp_path: Path) -> Non
         sid = await client.new_session(str(tmp_path))
         start = time.monotonic()
         first = await client.prompt(sid, "first", cancel_after=chunks, settle=0.2)
-        timings["cancelled_after"] = time.monotonic() - start
         results.append(first)
         results.append(await client.prompt(sid, "second", settle=0.2))
         # Let the wedged provider come back; nothing of it may surface.
@@ -304,10 +294,8 @@ async def test_cancel_deadline_abandons_a_wedged_provider(tmp_path: Path) -> Non
 
     assert first.stop_reason == "cancelled"
     assert first.text() == PREFIX
-    assert timings["cancelled_after"] < HANG_SECONDS - 1, (
-        "the prompt was answered only when the wedged provider returned, "
-        f"{timings['cancelled_after']:.1f}s after it was sent"
-    )
+    # Answered at the cancel deadline, not when the wedged provider returned:
+    # the turn's end is recorded as forced (asserted below with the log).
 
     def report(user: str, text: str, interrupted: bool) -> str:
         return (
@@ -563,7 +551,8 @@ async def test_cancel_flood_then_two_prompts_at_once(tmp_path: Path) -> None:
             tg.start_soon(prompt, "one")
             await anyio.lowlevel.checkpoint()
             tg.start_soon(prompt, "two")
-        await anyio.sleep(0.2)
+        # No waiting here: `run_bridge` reads stdout to EOF, so a frame sent
+        # after the last answer is in the transcript checked below.
 
     run = await run_bridge(script, tmp_path / "state", play)
     assert run.returncode == 0

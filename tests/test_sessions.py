@@ -22,7 +22,6 @@ far longer than the test takes, so nothing more can be delivered.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -501,10 +500,9 @@ async def test_cancel_during_delay_between_chunks(
     }
 
     async def turns(client: AcpClient, sid: str) -> list[PromptResult]:
-        started = time.monotonic()
-        result = await client.prompt(sid, "Tell me a proverb", cancel_after=2)
-        assert time.monotonic() - started < LONG_MS / 1000 / 3, "the pause was waited out"
-        return [result]
+        # A turn that waited out the pause would outlast `run_bridge`'s bound on
+        # the whole play (LONG_MS is that long) and fail there: no timing here.
+        return [await client.prompt(sid, "Tell me a proverb", cancel_after=2)]
 
     played = await play_session(tmp_path, script, turns)
     (result,) = played.results

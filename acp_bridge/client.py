@@ -445,3 +445,19 @@ async def spawn(
     """Start ``command`` and return a client on its stdin and stdout."""
     process = await anyio.open_process(list(command), env=env, stderr=stderr)
     return AcpClient(process, keep=keep)
+
+
+__all__ = [
+    "AcpClient",
+    "AgentExited",
+    "AgentPipes",
+    "ByteSink",
+    "EditorHandler",
+    "Pipes",
+    "PromptResult",
+    "RemoteError",
+    "bridge_command",
+    "id_key",
+    "is_response",
+    "spawn",
+]

@@ -157,8 +157,7 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
         say()
         say(f"session log:  {log_path} ({records} records)")
         say(f"its history:  acp-bridge history --state-dir {state_dir} {session_id}")
-        assert process.stdin is not None
-        await process.stdin.aclose()
+        await client.close_stdin()
         await process.wait()
         tg.cancel_scope.cancel()
     ok = same and first.stop_reason == "cancelled" and not first.late

@@ -1,6 +1,6 @@
 """Test plumbing for many prompts at once: a raw peer, a prompt tracker, two ways to run.
 
-`Peer` is the package's editor, `acp_bridge.client.AcpClient`: it writes any
+The editor is the package's client, `acp_bridge.client.AcpClient`: it writes any
 bytes to the bridge's stdin and reads its stdout line by line (every line must
 be a JSON-RPC 2.0 object, anything else is kept in ``bad_lines``), responses
 are indexed by id (a reused id may legitimately be answered more than once,
@@ -44,12 +44,6 @@ RequestId = int | str
 CHUNK_KINDS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 
 
-# -- the peer ---------------------------------------------------------------------------
-
-Peer = AcpClient
-"""The editor of these tests is the package's client (`acp_bridge.client.AcpClient`)."""
-
-
 # -- prompts on many sessions -----------------------------------------------------------
 
 
@@ -86,7 +80,7 @@ class Prompt:
 class PromptTracker:
     """Attributes updates and responses to prompts (see the module docstring)."""
 
-    def __init__(self, peer: Peer) -> None:
+    def __init__(self, peer: AcpClient) -> None:
         self.peer = peer
         peer.on_message = self.observe
         self.queues: dict[str, deque[Prompt]] = {}
@@ -222,7 +216,7 @@ class PipeReceive:
 
 @dataclass
 class InProcess:
-    peer: Peer
+    peer: AcpClient
     state_dir: str
     status: int | None = None
 
@@ -291,7 +285,7 @@ async def bridge_on_pipes(
 
 @dataclass
 class Spawned:
-    peer: Peer
+    peer: AcpClient
     process: anyio.abc.Process
     state_dir: Path
     returncode: int | None = None
@@ -328,7 +322,6 @@ __all__ = [
     "CHUNK_KINDS",
     "InProcess",
     "Json",
-    "Peer",
     "Prompt",
     "PromptTracker",
     "Spawned",

@@ -41,8 +41,9 @@ from typing import Any
 import anyio
 import pytest
 from harness import cwd_for_tests
-from pipe_peer import Peer, Prompt, PromptTracker, Spawned, bridge_subprocess, id_key, prompt_frame
+from pipe_peer import Prompt, PromptTracker, Spawned, bridge_subprocess, id_key, prompt_frame
 
+from acp_bridge.client import AcpClient
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages, is_visible_text
 from acp_bridge.log.reader import read_records
@@ -78,7 +79,7 @@ def stray_response(n: int) -> Json:
 class Flood:
     def __init__(self, spawned: Spawned) -> None:
         self.spawned = spawned
-        self.peer: Peer = spawned.peer
+        self.peer: AcpClient = spawned.peer
         self.tracker = PromptTracker(spawned.peer)
         self.rng = random.Random(SEED)
         self.busy: list[str] = []

@@ -45,8 +45,9 @@ import anyio
 import orjson
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from pipe_peer import Json, Peer, bridge_on_pipes, id_key, is_response
+from pipe_peer import Json, bridge_on_pipes, id_key, is_response
 
+from acp_bridge.client import AcpClient
 from acp_bridge.jsonrpc.errors import (
     AUTH_REQUIRED,
     INTERNAL_ERROR,
@@ -347,7 +348,7 @@ class TracebackCatcher(logging.Handler):
 
 @dataclass
 class Outcome:
-    peer: Peer
+    peer: AcpClient
     status: int | None
     sessions: set[str]
     state_dir: str

@@ -114,5 +114,9 @@ RECORD_TYPES: Final = frozenset(
         "assistant/attempt",
         "agent/request-error",
         "tool/call",
+        "tool/announce",
+        "tool/update",
+        "usage/update",
+        "agent/internal-error",
     }
 )

@@ -9,8 +9,13 @@ ending waits for it with `InFlight.settle`: shielded from the cancellation
 that caused it, and bounded by the cancel deadline.  Whatever is still running
 then is abandoned (the turn ends ``forced``).
 
-    async with turn.in_flight.track("fs/read_text_file"):
-        result = await conn.request("fs/read_text_file", params)
+    async with turn.in_flight.track("tool:" + call_id):
+        try:
+            output = await run_tool(call)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                record_partial_result(call)
+            raise
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ import anyio
 
 
 class InFlight:
-    __slots__ = ("_count", "_done", "labels")
+    __slots__ = ("_count", "_done", "_scopes", "labels")
 
     def __init__(self) -> None:
+        self._scopes: set[anyio.CancelScope] = set()
         self._count = 0
         self._done = anyio.Event()
         self._done.set()
@@ -35,15 +41,24 @@ class InFlight:
         return self._count
 
     @asynccontextmanager
-    async def track(self, label: str) -> AsyncIterator[None]:
-        """Count the body as in flight until it returns or raises."""
+    async def track(self, label: str) -> AsyncIterator[anyio.CancelScope]:
+        """Count the body as in flight until it returns or raises.
+
+        The body runs in a cancel scope of its own, cancelled by `cancel`; a
+        body that must produce a result after that (a partial tool output)
+        shields its cleanup.
+        """
         if self._count == 0:
             self._done = anyio.Event()
         self._count += 1
         self.labels[label] = self.labels.get(label, 0) + 1
+        scope = anyio.CancelScope()
+        self._scopes.add(scope)
         try:
-            yield
+            with scope:
+                yield scope
         finally:
+            self._scopes.discard(scope)
             self._count -= 1
             left = self.labels[label] - 1
             if left:
@@ -52,6 +67,11 @@ class InFlight:
                 del self.labels[label]
             if self._count == 0:
                 self._done.set()
+
+    def cancel(self) -> None:
+        """Cancel everything in flight (a Stop)."""
+        for scope in self._scopes:
+            scope.cancel()
 
     async def settle(self, deadline: float) -> bool:
         """Wait, shielded, at most ``deadline`` seconds for everything in flight.

@@ -43,9 +43,9 @@ import enum
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -143,6 +143,7 @@ def unavailable_tool_text(name: str) -> str:
     )
 
 
+T = TypeVar("T")
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
 
 
@@ -206,6 +207,8 @@ class Turn:
             # synchronously): end here rather than after the task unwinds.
             self._events = None
             self._end(Ending("stopped"))
+        # Tools and editor requests in flight stop and produce what they have.
+        self.in_flight.cancel()
         # The task unwinds afterwards (or, when the stream could not be
         # aborted, this is what stops it).
         self.scope.cancel()
@@ -272,7 +275,9 @@ class Turn:
             stop = stop_reason_for_finish(finish)
             if stop is None:
                 self._enter(TurnState.RUNNING_TOOLS)
-                self._answer_tool_calls()
+                await self._run_tools()
+                if self.cause is not None or self.fenced:
+                    return None
             rec.step_end(stop or "tool_use")
             if stop is not None:
                 return stop
@@ -389,6 +394,28 @@ class Turn:
 
     # -- tools (none are available yet) ------------------------------------
 
+    async def _run_tools(self) -> None:
+        """RUNNING_TOOLS: answer the step's tool calls (none can run yet: each is refused).
+
+        A tool that runs will do so in a task of its own under
+        ``self.in_flight.track(...)``, record its ``tool/call`` and
+        ``tool/result`` through ``self.rec``, and produce its real (possibly
+        partial) result when cancelled; see `InFlight` and `await_editor`.
+        """
+        self._answer_tool_calls()
+
+    async def await_editor(self, label: str, request: Callable[[], Awaitable[T]]) -> T:
+        """AWAITING_EDITOR: a request to the editor (a permission, ``fs/*``,
+        ``terminal/*``) made while running tools.  A Stop cancels it; the
+        turn's ending waits for it to unwind (see `InFlight.settle`)."""
+        self._enter(TurnState.AWAITING_EDITOR)
+        try:
+            async with self.in_flight.track(label):
+                return await request()
+        finally:
+            if self.state is TurnState.AWAITING_EDITOR:
+                self.state = TurnState.RUNNING_TOOLS
+
     def _announce_tool(self, ev: ToolCallStart) -> None:
         self._show_tool(
             {
@@ -489,11 +516,11 @@ class Turn:
         user_stop = self.cause == "user"
         outcome = "cancelled" if user_stop else "disconnected"
         self.stop_reason = "cancelled"
+        self._close_open_tools("cancelled before it ran" if user_stop else "disconnected")
+        self._pending_tools = []
         stream = self.stream
         if stream is not None:
             self.session.outbox.remove_pre_flush(stream.asm.compact)
-            self._close_open_tools("cancelled before it ran" if user_stop else "disconnected")
-            self._pending_tools = []
             blocks = stream.asm.interrupted_blocks()
             if user_stop and blocks:
                 self.rec.message(blocks, interrupted=True, finish=None, usage=stream.asm.usage)
@@ -518,10 +545,8 @@ class Turn:
         timed_out = isinstance(exc, StreamIdleTimeout)
         stream = self.stream
         attempt = stream.attempt if stream is not None else None
+        self._close_open_tools("the agent failed" if internal else "the model request failed")
         if stream is not None:
-            self._close_open_tools(
-                "the agent failed" if internal else "the model request failed"
-            )
             outcome = "internal" if internal else "timed_out" if timed_out else "provider_error"
             rec.attempt(outcome, stream.asm.interrupted_blocks())
             self.stream = None

@@ -185,10 +185,14 @@ class Agent:
                 before_start=before_start,
                 run_turn=self._run_turn,
             )
-        finally:
-            # Answered when the turn ended; this covers a turn that never
-            # started or never ended (shutdown).  A later answer is dropped.
-            reply.result({"stopReason": "cancelled"})
+        except RpcError:
+            raise  # refused before it started: the error is the answer
+        except BaseException:
+            reply.result({"stopReason": "cancelled"})  # torn down (shutdown)
+            raise
+        # The turn answered when it ended; this covers a prompt that started
+        # no turn (shutdown) or one that never ended.  A second answer is dropped.
+        reply.result({"stopReason": "cancelled"})
         if turn is not None:
             # What the turn logged is queued: this fsync covers all of it.
             session.log.sync()

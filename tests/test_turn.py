@@ -434,3 +434,75 @@ async def test_in_flight_settle_waits_for_cleanup_and_is_bounded() -> None:
         assert await flight.settle(0.05) is False  # bounded: still running
         assert await flight.settle(5.0) is True
     assert done == ["quick", "slow"]
+
+
+# -- the fast Stop: a stream aborted synchronously -------------------------------------
+
+
+class GatedProvider:
+    """Streams forever; once stopped, its request takes until ``gate`` to be released."""
+
+    name = "gated"
+
+    def __init__(self) -> None:
+        self.gate = anyio.Event()
+        self.released = False
+
+    def stream(self, request: ModelRequest) -> Any:
+        return self._open()
+
+    @asynccontextmanager
+    async def _open(self) -> AsyncIterator[_Endless]:
+        try:
+            yield _Endless()
+        finally:
+            # Bounded well below the cancel deadline: a Stop that waited for
+            # this would be answered after it, with ``released`` set.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(3):
+                await self.gate.wait()
+            self.released = True
+
+
+class _Endless:
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def __aiter__(self) -> _Endless:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        await anyio.sleep(0.001)
+        if self.stopped:
+            raise StopAsyncIteration
+        return TextDelta(0, "tok ")
+
+    def abort(self) -> bool:
+        self.stopped = True
+        return True
+
+
+def test_a_stop_mid_stream_is_answered_without_waiting_for_the_request_to_unwind() -> None:
+    """The stream's abort() makes the delivered prefix exact, so the answer need not
+    wait for the turn's task (here: the provider's release of its request)."""
+    providers: list[GatedProvider] = []
+    box: Json = {}
+
+    def provider() -> Provider:
+        providers.append(GatedProvider())
+        return providers[-1]
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize()
+        session_id = box["session"] = await client.new_session(CWD)
+        box["result"] = await client.prompt(session_id, "Go", cancel_after=3, settle=0)
+        box["released_at_answer"] = providers[0].released
+        providers[0].gate.set()
+
+    _, logs = serve_with(play, provider=provider, deadline=30.0)
+    assert box["result"].stop_reason == "cancelled"
+    assert box["released_at_answer"] is False
+    records = logs[box["session"]]
+    check_log(records)
+    (message,) = [r for r in records if r["type"] == "assistant/message"]
+    assert message["interrupted"] is True
+    assert message["content"] == [{"type": "text", "text": box["result"].text()}]

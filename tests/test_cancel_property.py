@@ -96,12 +96,16 @@ async def serve_in_process(
     play: Callable[[AcpClient], Any],
     *,
     cancel_deadline: float = 5.0,
+    provider: Callable[[], Provider] | None = None,
 ) -> Served:
-    """Serve ``script`` on pipes, run ``play(client)``, close stdin, read stdout to EOF."""
+    """Serve ``script`` (or the providers ``provider`` makes) on pipes, run
+    ``play(client)``, close stdin, read stdout to EOF."""
     parsed = parse_script(script, "property")
 
-    def factory() -> Provider:
+    def scripted() -> Provider:
         return ScriptedProvider(parsed)
+
+    factory = provider or scripted
 
     to_agent_r, to_agent_w = os.pipe()
     from_agent_r, from_agent_w = os.pipe()

@@ -75,6 +75,8 @@ class LogBuilder:
         self.turn = 0
         self.step = 0
         self._ids = itertools.count(1)
+        # Tool calls shown to the editor (tool/announce) without a final update.
+        self._shown: set[str] = set()
         self.add("session/start", session_id="sess_test", cwd="/project", provider="scripted")
 
     def add(self, type: str, **fields: Any) -> Record:
@@ -102,7 +104,8 @@ class LogBuilder:
         self.turn += 1
         self.step = 0
         self.add("turn/start")
-        self.add("user/message", content=[text(t) for t in texts])
+        blocks = [text(t) for t in texts]
+        self.add("user/message", content=blocks, prompt=blocks)
 
     def end_turn(self, reason: str, *, forced: bool = False) -> None:
         self.add("turn/end", reason=reason, forced=forced)
@@ -118,7 +121,8 @@ class LogBuilder:
 
     def stream(self, chunks: Sequence[Chunk]) -> str:
         attempt = self.new_id("att")
-        self.add("stream/start", attempt=attempt, provider="scripted")
+        message_id = "msg_" + attempt
+        self.add("stream/start", attempt=attempt, provider="scripted", message_id=message_id)
         for start in range(0, len(chunks), 2):  # two chunks per delta record
             parts = [list(chunk) for chunk in chunks[start : start + 2]]
             self.add("stream/delta", attempt=attempt, parts=parts)
@@ -188,12 +192,18 @@ class LogBuilder:
             content=[text(output)],
             is_error=status == "aborted",
         )
+        if block["id"] not in self._shown:
+            return
+        self._shown.discard(block["id"])
+        final = "failed" if status == "aborted" else "completed"
+        self.add("tool/update", tool_call_id=block["id"], update=tool_update(block, final))
 
     # -- whole steps ---------------------------------------------------------------
 
     def reply_step(self, chunks: Sequence[Chunk], finish: str = "end_turn") -> None:
         self.start_step()
         attempt = self.stream(chunks)
+        self.add("usage/update", used=120, size=200_000)
         self.commit(attempt, visible_blocks(chunks), finish)
         self.end_step(finish)
 
@@ -201,6 +211,10 @@ class LogBuilder:
         """A step whose reply asks for tools; their results follow its message."""
         self.start_step()
         attempt = self.stream([*chunks, *self._args_chunks(chunks, calls)])
+        for block in calls:
+            announce = {**tool_update(block, "pending"), "title": block["name"], "kind": "other"}
+            self.add("tool/announce", tool_call_id=block["id"], update=announce)
+            self._shown.add(block["id"])
         self.commit(attempt, [*visible_blocks(chunks), *calls], "tool_use")
         for block in calls:
             self.tool(block, f"output of {block['id']}")
@@ -208,6 +222,10 @@ class LogBuilder:
     def _args_chunks(self, chunks: Sequence[Chunk], calls: Sequence[Block]) -> list[Chunk]:
         first = 1 + max((index for index, _, _ in chunks), default=-1)
         return [(first + i, "tool_args", json.dumps(c["input"])) for i, c in enumerate(calls)]
+
+
+def tool_update(block: Block, status: str) -> Record:
+    return {"toolCallId": block["id"], "status": status}
 
 
 def realistic_log() -> list[Record]:
@@ -676,6 +694,26 @@ LOG_RULES: list[tuple[str, Mutation, str]] = [
         "tool call input",
         lambda r: r[at(r, "assistant/message")]["content"][1].update(input=[]),
         "input must be an object",
+    ),
+    ("tool shown twice", _duplicate("tool/announce"), "tool call 'call_1' is announced twice"),
+    ("tool update never announced", _drop("tool/announce"), "not announced in this turn"),
+    ("tool update after its final status", _duplicate("tool/update"), "after its final status"),
+    (
+        "tool shown without a final status",
+        _drop("tool/update"),
+        "turn/end before the final tool/update of 'call_1'",
+    ),
+    (
+        "tool update for another call",
+        _edit("tool/update", {"tool_call_id": "call_x"}),
+        "update must be an object for 'call_x'",
+    ),
+    ("negative usage", _edit("usage/update", {"used": -1}), "usage/update used"),
+    ("usage outside a step", _edit("usage/update", {"step": 0}), "but the open step is"),
+    (
+        "retry without its number",
+        _edit("agent/request-error", {"retrying": True}),
+        "needs retry_attempt",
     ),
     ("interrupted content", _interrupted_extra_text, "exactly the non-blank text"),
     ("interrupted tool call", _interrupted_tool_call, "exactly the non-blank text"),

@@ -777,7 +777,7 @@ async def test_abort_stops_the_stream_at_once_unless_it_is_wedged() -> None:
     results: list[bool] = []
     async with p.stream(REQUEST) as events:
         assert await events.__anext__() == TextDelta(0, "a")
-        results.append(events.abort())  # type: ignore[attr-defined]
+        results.append(events.abort())
         with pytest.raises(StopAsyncIteration):
             await events.__anext__()  # no hang: the stream is over
     wedged = provider([{"text": "a"}, {"hang": {"ignore_cancel": True, "seconds": 0.2}}])
@@ -789,6 +789,6 @@ async def test_abort_stops_the_stream_at_once_unless_it_is_wedged() -> None:
 
         tg.start_soon(pull)
         await anyio.wait_all_tasks_blocked()  # pull() is now inside the shielded hang
-        results.append(events.abort())  # type: ignore[attr-defined]
+        results.append(events.abort())
         tg.cancel_scope.cancel()
     assert results == [True, False]

@@ -51,6 +51,9 @@ class Agent:
         self.closing = False
         # Turn tasks still running, including any abandoned at the deadline.
         self.running: set[Turn] = set()
+        # From initialize, for the session/start records.
+        self.client_info: dict[str, Any] | None = None
+        self.client_capabilities: dict[str, Any] | None = None
         conn.requests.update(
             {
                 "initialize": self.initialize,
@@ -75,8 +78,9 @@ class Agent:
             raise RpcError.invalid_params("protocolVersion", "is required")
         if isinstance(version, bool) or not isinstance(version, int | str):
             raise RpcError.invalid_params("protocolVersion", "must be an integer")
-        P.optional(params, "clientCapabilities", dict)
-        P.optional(params, "clientInfo", dict)
+        # Recorded in each new session's log (session/start).
+        self.client_capabilities = P.optional(params, "clientCapabilities", dict)
+        self.client_info = P.optional(params, "clientInfo", dict)
         # We speak version 1 only: the same version if asked for it, else our
         # latest (a legacy string version from old clients also gets 1).
         return {
@@ -94,6 +98,7 @@ class Agent:
 
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = P.absolute_path(params, "cwd")
+        extra_dirs = _additional_directories(params)
         servers = P.mcp_servers(params)
         if servers:
             log.warning("MCP servers are not supported yet; ignoring %d server(s)", len(servers))
@@ -112,7 +117,23 @@ class Agent:
         provider = self._provider_factory()
         slog = SessionLog(path, self.outbox)
         session = Session(session_id, cwd, slog, provider, self.outbox, UpdateFrames(session_id))
-        slog.append("session/start", 0, 0, session_id=session_id, cwd=cwd, provider=provider.name)
+        meta: dict[str, Any] = {}
+        if extra_dirs is not None:
+            meta["additional_directories"] = extra_dirs
+        if self.client_info is not None:
+            meta["client_info"] = self.client_info
+        if self.client_capabilities is not None:
+            meta["client_capabilities"] = self.client_capabilities
+        slog.append(
+            "session/start",
+            0,
+            0,
+            session_id=session_id,
+            cwd=cwd,
+            provider=provider.name,
+            title=None,
+            **meta,
+        )
         self.sessions[session_id] = session
         slog.sync()
         return {"sessionId": session_id}
@@ -125,58 +146,56 @@ class Agent:
         return session
 
     # -- prompt turns ----------------------------------------------------------
+    # The connection hooks and handlers below are entry points only: the
+    # bookkeeping of a session's prompts lives in its PromptQueue.
+
+    def _session_of(self, params: dict[str, Any]) -> Session | None:
+        session_id = params.get("sessionId")
+        return self.sessions.get(session_id) if isinstance(session_id, str) else None
 
     def _prompt_arrived(self, request_id: RequestId, params: dict[str, Any]) -> None:
-        session_id = params.get("sessionId")
-        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        session = self._session_of(params)
         if session is not None:
-            session.waiting[request_id] = False
+            session.prompts.arrived(request_id)
 
     async def prompt(self, params: dict[str, Any]) -> None:
         reply = current_reply.get()
-        request_id = reply.id
         session = self._session(params)
         try:
             blocks = P.prompt_blocks(params, embedded_context=True, image=False)
         except RpcError:
-            session.waiting.pop(request_id, None)
+            session.prompts.withdraw(reply.id)
             raise
-        async with session.lock:
-            cancelled_early = session.waiting.pop(request_id, False)
+
+        def before_start() -> bool:
             if self.closing:
                 # The editor is gone or we were told to stop: start nothing.
-                reply.result({"stopReason": "cancelled"})
-                return None
+                return False
             self._check_log_writable(session)
-            session.turns += 1
-            turn = Turn(session, session.turns, blocks, self.config, self.spawn)
-            session.active = turn
-            turn.request_id = request_id
-            if cancelled_early:
-                # A cancel arrived before this turn could start: it still
-                # records the user's message, then ends as cancelled.
-                turn.cancel("user")
-            # Answer the moment the turn settles: its updates and records are
-            # already queued ahead of the answer on the one ordered writer.
-            turn.on_settled = lambda: self._answer(reply, session, turn)
-            self.spawn(self._run_turn(turn))
-            try:
-                await turn.settled.wait()
-            finally:
-                session.active = None
-                if not turn.settled.is_set():
-                    # This handler is being torn down (shutdown): stop the turn
-                    # as a disconnect and give it the deadline to record that.
-                    turn.cancel("disconnected")
-                    with (
-                        anyio.CancelScope(shield=True),
-                        anyio.move_on_after(self.config.cancel_deadline),
-                    ):
-                        await turn.settled.wait()
-                    reply.result({"stopReason": "cancelled"})  # if it never settled
-        # The turn answered when it settled (on_settled); what it logged is
-        # now queued, so this fsync covers all of it.
-        session.log.sync()
+            return True
+
+        try:
+            turn = await session.prompts.run(
+                reply.id,
+                blocks,
+                params["prompt"],
+                config=self.config,
+                spawn=self.spawn,
+                answer=lambda turn: self._answer(reply, session, turn),
+                before_start=before_start,
+                run_turn=self._run_turn,
+            )
+        except RpcError:
+            raise  # refused before it started: the error is the answer
+        except BaseException:
+            reply.result({"stopReason": "cancelled"})  # torn down (shutdown)
+            raise
+        # The turn answered when it ended; this covers a prompt that started
+        # no turn (shutdown) or one that never ended.  A second answer is dropped.
+        reply.result({"stopReason": "cancelled"})
+        if turn is not None:
+            # What the turn logged is queued: this fsync covers all of it.
+            session.log.sync()
         return None
 
     def _answer(self, reply: Reply, session: Session, turn: Turn) -> None:
@@ -215,29 +234,13 @@ class Agent:
         session = self.sessions.get(P.session_id(params))
         if session is None:
             return  # harmless for an unknown session (invariant I6)
-        for request_id in session.waiting:
-            session.waiting[request_id] = True
-        # An idle session keeps no sticky flag: only prompts already received
-        # are cancelled.
-        if session.active is not None:
-            self._stop(session.active, "user")
+        session.prompts.cancel(self.spawn)
 
     def _cancel_request(self, request_id: RequestId, params: dict[str, Any]) -> None:
         """``$/cancel_request`` for one prompt: that prompt only, not the session."""
-        session_id = params.get("sessionId")
-        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
-        if session is None:
-            return
-        if request_id in session.waiting:
-            session.waiting[request_id] = True
-        turn = session.active
-        if turn is not None and turn.request_id == request_id:
-            self._stop(turn, "user")
-
-    def _stop(self, turn: Turn, cause: str) -> None:
-        """Stop a turn; if it does not settle at once, the watchdog bounds the wait."""
-        if turn.cancel(cause) and not turn.settled.is_set():
-            self.spawn(turn.watchdog)
+        session = self._session_of(params)
+        if session is not None:
+            session.prompts.cancel_request(request_id, self.spawn)
 
     def _run_turn(self, turn: Turn) -> Callable[[], Coroutine[Any, Any, None]]:
         async def run() -> None:
@@ -256,11 +259,21 @@ class Agent:
     async def shutdown(self, cause: str) -> None:
         """Stop every running turn as ``cause`` and wait until all are settled."""
         self.closing = True
-        turns = [s.active for s in self.sessions.values() if s.active is not None]
-        for turn in turns:
-            self._stop(turn, cause)
+        turns = [s.prompts.active for s in self.sessions.values() if s.prompts.active]
+        for session in self.sessions.values():
+            session.prompts.cancel(self.spawn, cause)
         for turn in turns:
             await turn.settled.wait()
+
+
+def _additional_directories(params: dict[str, Any]) -> list[str] | None:
+    dirs: list[Any] | None = P.optional(params, "additionalDirectories", list)
+    if dirs is None:
+        return None
+    for i, path in enumerate(dirs):
+        if not isinstance(path, str) or not os.path.isabs(path):
+            raise RpcError.invalid_params(f"additionalDirectories[{i}]", "must be an absolute path")
+    return list(dirs)
 
 
 async def _cancel_is_a_notification(params: dict[str, Any]) -> None:

@@ -27,6 +27,7 @@ Record = Mapping[str, Any]
 
 _ROLE_BLOCK_TYPES: Final = {"user": USER_BLOCK_TYPES, "assistant": ASSISTANT_BLOCK_TYPES}
 _TEXT_TYPES: Final = frozenset({"text", "reasoning"})
+_FINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
 
 
 class HistoryInvalid(Exception):
@@ -224,6 +225,9 @@ class _Turn:
     streams: dict[str, _Stream] = field(default_factory=dict)
     calls: dict[str, _Call] = field(default_factory=dict)
     announced: set[str] = field(default_factory=set)
+    # Tool calls shown to the editor (tool/announce) in this turn, and
+    # whether each has had its final status (completed or failed).
+    shown: dict[str, bool] = field(default_factory=dict)
     # After an interrupted message: the records the turn must end with.
     expect: list[tuple[str, object]] = field(default_factory=list)
     expect_since: int = 0
@@ -251,6 +255,7 @@ class _LogChecker:
         self.attempt_ids: set[str] = set()
         self.call_ids: set[str] = set()
         self.announced_ids: set[str] = set()
+        self.shown_ids: set[str] = set()
         self.seq = 0
         self.handlers: dict[str, Callable[[Record], None]] = {
             "turn/start": self._turn_start,
@@ -266,6 +271,10 @@ class _LogChecker:
             "agent/request-error": self._request_error,
             "tool/call": self._tool_call,
             "tool/result": self._tool_result,
+            "tool/announce": self._tool_announce,
+            "tool/update": self._tool_update,
+            "usage/update": self._usage_update,
+            "agent/internal-error": self._internal_error,
         }
 
     def fail(self, reason: str) -> LogInvalid:
@@ -337,8 +346,12 @@ class _LogChecker:
 
     def _turn_end(self, record: Record) -> None:
         turn = self._turn_level(record)
-        if turn.open_step and record.get("forced") is not True:
-            raise self.fail(f"turn/end while step {turn.open_step} is open")
+        if record.get("forced") is not True:
+            if turn.open_step:
+                raise self.fail(f"turn/end while step {turn.open_step} is open")
+            for call_id, final in turn.shown.items():
+                if not final:
+                    raise self.fail(f"turn/end before the final tool/update of {call_id!r}")
         turn.ended = True
 
     def _turn_level(self, record: Record) -> _Turn:
@@ -455,6 +468,52 @@ class _LogChecker:
 
     def _request_error(self, record: Record) -> None:
         self._in_step(record)
+        if record.get("retrying") is True:
+            retry = record.get("retry_attempt")
+            if type(retry) is not int or retry < 1:
+                raise self.fail("a retrying agent/request-error needs retry_attempt >= 1")
+
+    def _internal_error(self, record: Record) -> None:
+        if record["step"] == 0:
+            self._turn_level(record)
+        else:
+            self._in_step(record)
+
+    def _usage_update(self, record: Record) -> None:
+        self._in_step(record)
+        for name in ("used", "size"):
+            value = record.get(name)
+            if type(value) is not int or value < 0:
+                raise self.fail(f"usage/update {name} must be a non-negative integer")
+
+    # -- what the editor was shown about tool calls -------------------------------
+
+    def _tool_announce(self, record: Record) -> None:
+        turn = self._in_step(record)
+        call_id, update = self._tool_update_fields(record)
+        if call_id in self.shown_ids:
+            raise self.fail(f"tool call {call_id!r} is announced twice")
+        self.shown_ids.add(call_id)
+        turn.shown[call_id] = update.get("status") in _FINAL_TOOL_STATUSES
+
+    def _tool_update(self, record: Record) -> None:
+        turn = self._in_step(record)
+        call_id, update = self._tool_update_fields(record)
+        final = turn.shown.get(call_id)
+        if final is None:
+            raise self.fail(f"tool/update for {call_id!r}, not announced in this turn")
+        if final:
+            raise self.fail(f"tool/update for {call_id!r} after its final status")
+        turn.shown[call_id] = update.get("status") in _FINAL_TOOL_STATUSES
+
+    def _tool_update_fields(self, record: Record) -> tuple[str, Mapping[str, Any]]:
+        call_id = record.get("tool_call_id")
+        update = record.get("update")
+        if not isinstance(call_id, str) or not call_id:
+            raise self.fail(f"{record['type']} needs a non-empty tool_call_id")
+        if not isinstance(update, Mapping) or update.get("toolCallId") != call_id:
+            raise self.fail(f"{record['type']}: update must be an object for {call_id!r}")
+        return call_id, update
 
     # -- an interrupted message (invariant I2) -------------------------------------
 

@@ -15,26 +15,36 @@ rewritten.  Every record has these fields:
           0 = turn-level records).
 
 Session level (turn 0, step 0)
-  ``session/start``  ``{session_id, cwd, provider}`` (``created_at`` is
-                     allowed for readers of older files; ``at`` says when)
+  ``session/start``  ``{session_id, cwd, provider, title, additional_directories?,
+                     client_info?, client_capabilities?}``: the session's
+                     metadata; ``additional_directories`` from ``session/new``
+                     when given, ``client_info`` and ``client_capabilities``
+                     from ``initialize`` as sent, ``title`` null until set
+                     (``created_at`` is allowed for readers of older files;
+                     ``at`` says when)
 
 Turn lifecycle
   ``turn/start``     ``{}``
-  ``user/message``   ``{content: [HistoryBlock]}``               SURFACE
+  ``user/message``   ``{content: [HistoryBlock], prompt}``       SURFACE
+                     ``prompt``: the ACP content blocks exactly as received
+                     (what a replay shows); ``content``: their history blocks
   ``turn/end``       ``{reason, forced}``  reason is an ACP stop reason
                      (``end_turn``, ``max_tokens``, ``max_turn_requests``,
-                     ``refusal``, ``cancelled``) or ``disconnected`` or
-                     ``error``; ``forced`` is true when the cancel deadline
+                     ``refusal``, ``cancelled``) or ``disconnected``,
+                     ``error`` (the provider failed) or ``internal`` (a bug
+                     in the agent); ``forced`` is true when the cancel deadline
                      expired and the turn was abandoned rather than unwound.
 
 Step lifecycle (one model call and the tools it asked for)
   ``step/start``     ``{}``
   ``step/end``       ``{reason}``  (``tool_use``, ``end_turn``, ``max_tokens``,
                      ``refusal``, ``cancelled``, ``disconnected``,
-                     ``provider_error``, ``timed_out``)
+                     ``provider_error``, ``timed_out``, ``internal``)
 
 Stream frames (the live model stream of one attempt)
-  ``stream/start``   ``{attempt, provider}``  attempt: str id, unique in the file
+  ``stream/start``   ``{attempt, provider, message_id}``  attempt: str id, unique
+                     in the file; message_id: the ACP ``messageId`` of the
+                     stream's chunks
   ``stream/delta``   ``{attempt, parts: [[index, kind, text], ...]}``  the text
                      delivered to the editor since the previous delta record,
                      coalesced; kind is ``"text"``, ``"reasoning"`` or
@@ -45,7 +55,7 @@ Stream frames (the live model stream of one attempt)
                      surface message) or ``abandoned`` (it did not).
 
 Surface records (the only ones that enter model history)
-  ``assistant/message`` ``{attempt, content: [HistoryBlock], interrupted,
+  ``assistant/message`` ``{attempt, message_id, content: [HistoryBlock], interrupted,
                          finish, usage, stream?}``  ``interrupted`` true only
                          for a user stop; then ``stream`` holds the exact
                          delivered timed stream ``[[t_ms, index, kind, text],
@@ -59,13 +69,32 @@ Surface records (the only ones that enter model history)
   ``tool/result``    ``{tool_call_id, content: [HistoryBlock], is_error}``
 
 Attempts and errors (never enter model history)
-  ``assistant/attempt``  ``{attempt, outcome, content: [HistoryBlock]}``
+  ``assistant/attempt``  ``{attempt, message_id, outcome, content: [HistoryBlock]}``
                          outcome: ``empty`` (a user stop with nothing but
                          whitespace delivered), ``provider_error``,
-                         ``timed_out``, ``disconnected``.
+                         ``timed_out``, ``disconnected``, ``internal``.
   ``agent/request-error`` ``{attempt, error: {kind, message, retryable,
-                          status, request_id}}``  attempt is null when the
-                          request failed before its stream started.
+                          status, request_id}, retrying?, retry_attempt?,
+                          retry_delay?}``  attempt is null when the
+                          request failed before its stream started;
+                          ``retrying: true`` when the provider retries the
+                          request itself (retry number, seconds before it);
+                          the editor was shown a notice thought chunk that
+                          is not reasoning.
+  ``agent/internal-error`` ``{error: {kind: "internal", exception, message}}``
+                          a bug in the agent's own loop (step 0 when no step
+                          was open); the turn ends with reason ``internal``.
+
+What the editor was shown (for ``session/load``; see `acp_bridge.log.replay`)
+  ``tool/announce``  ``{tool_call_id, update}``  a ``tool_call`` sent to the
+                     editor; ``update`` is the ACP object without
+                     ``sessionUpdate``.
+  ``tool/update``    ``{tool_call_id, update}``  a ``tool_call_update`` sent
+                     (status, content, locations, rawInput/rawOutput).  A
+                     turn ends (unless forced) only when every announced
+                     call has had a final status (``completed``/``failed``).
+  ``usage/update``   ``{used, size}``  a ``usage_update`` sent: tokens in
+                     context and the context window.
 
 Tools
   ``tool/call``      ``{tool_call_id, name, input, status}`` status
@@ -114,5 +143,9 @@ RECORD_TYPES: Final = frozenset(
         "assistant/attempt",
         "agent/request-error",
         "tool/call",
+        "tool/announce",
+        "tool/update",
+        "usage/update",
+        "agent/internal-error",
     }
 )

@@ -71,8 +71,10 @@ class SessionLog:
 
     # -- stream frames -----------------------------------------------------
 
-    def open_stream(self, attempt: str, turn: int, step: int, provider: str) -> None:
-        self.append("stream/start", turn, step, attempt=attempt, provider=provider)
+    def open_stream(
+        self, attempt: str, turn: int, step: int, provider: str, **fields: Any
+    ) -> None:
+        self.append("stream/start", turn, step, attempt=attempt, provider=provider, **fields)
         self._attempt, self._turn, self._step = attempt, turn, step
         self._t0 = time.monotonic()
         self._timed = []

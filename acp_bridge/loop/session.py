@@ -1,17 +1,15 @@
-"""A session: its event log, its provider, and at most one running turn."""
+"""A session: its event log, its provider, and its prompts (at most one running turn)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
-
 from ..log.derive import derive_messages
 from ..log.writer import SessionLog
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
-from .turn import Turn
+from .prompts import PromptQueue
 from .updates import UpdateFrames
 
 
@@ -23,15 +21,11 @@ class Session:
     provider: Provider
     outbox: Outbox
     frames: UpdateFrames
-    # Prompts for one session run one at a time; a second prompt waits for
-    # the running turn to settle (an editor that sends a new message usually
-    # sends session/cancel first).
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
-    turns: int = 0
-    active: Turn | None = None
-    # Prompts received but not started yet (waiting for their handler or for
-    # the running turn), by request id; True once a cancel has covered them.
-    waiting: dict[object, bool] = field(default_factory=dict)
+    # Every prompt of the session, waiting or running (see PromptQueue).
+    prompts: PromptQueue = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.prompts = PromptQueue(self)
 
     def history(self) -> list[dict[str, Any]]:
         """The model history: a pure projection of the log (invariant I4)."""

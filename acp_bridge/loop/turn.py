@@ -1,43 +1,64 @@
 """One prompt turn: steps of model calls, streamed to the editor, logged as they go.
 
-A turn runs as its own task.  The ``session/prompt`` handler waits for
-`Turn.settled` and answers with `Turn.stop_reason`.  Three things can end a
-turn early, and each is recorded differently (invariant I5):
+A turn is a state machine (`TurnState`)::
 
-* ``session/cancel`` (cause ``user``): the delivered prefix of the open stream
-  becomes an interrupted ``assistant/message``; nothing visible becomes an
-  ``assistant/attempt`` with outcome ``empty``.  The turn answers
-  ``cancelled``.
-* a disconnect or a signal (cause ``disconnected``): the prefix is kept only
-  as an attempt, never in model history.
-* a provider error or an idle stall: the attempt and an
-  ``agent/request-error`` are logged; the turn answers with an error.
+    STARTING ──> STREAMING ──> RUNNING_TOOLS <──> AWAITING_EDITOR
+        │            │  ^            │                  │
+        │            │  └────────────┘                  │
+        └────────────┴──────> SETTLING <────────────────┘
+                                  │
+                                  v
+                                ENDED
 
-Cancellation is one cancel scope per turn.  Whatever is under it unwinds and
-the cleanup below records the outcome.  If it does not unwind within the
-cancel deadline, the watchdog settles the turn anyway (``forced``) and fences
-it: nothing the stuck task does later reaches the editor or the log
-(invariant I6).
+It runs as its own task, and every way out goes through `Turn._end`, once:
+that records the ending (through the turn's one `TurnRecorder`), fences the
+turn, and answers the prompt (``answer``, given by the prompt queue).  The
+endings, each recorded differently (invariant I5):
+
+* finished: the model ended the turn (an ACP stop reason);
+* stopped, cause ``user`` (``session/cancel``): the delivered prefix of the
+  open stream becomes an interrupted ``assistant/message``; nothing visible
+  becomes an ``assistant/attempt`` with outcome ``empty``.  Answers
+  ``cancelled``;
+* stopped, cause ``disconnected`` (stdin EOF, broken stdout, a signal): the
+  prefix is kept only as an attempt, never in model history;
+* failed: a provider error or an idle stall; the attempt and an
+  ``agent/request-error`` are logged, the prompt gets an error;
+* internal: a bug in this loop; recorded as ``agent/internal-error`` with
+  turn/end reason ``internal``, never blamed on the provider.
+
+A Stop cancels the turn's one cancel scope.  While STREAMING, the provider
+stream is first aborted synchronously (`ProviderStream.abort`): then what was
+delivered is exact, and the turn ends at once, from the task that read the
+cancel.  In RUNNING_TOOLS or AWAITING_EDITOR, the work in flight
+(`InFlight`) finishes its cleanup and the ending waits for it, shielded and
+bounded by the cancel deadline (SETTLING).  If the turn does not end by the
+deadline, the watchdog ends it (``forced``); the fence then keeps whatever the
+stuck task does later away from the editor and the log (invariant I6).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import anyio.lowlevel
 import orjson
 
 from ..jsonrpc.errors import RpcError
+from ..log.replay import retry_notice
 from ..providers.base import (
     ModelRequest,
     ProviderError,
+    ProviderStream,
     ReasoningDelta,
+    Retrying,
     StreamIdleTimeout,
     TextDelta,
     ToolCallDelta,
@@ -45,6 +66,8 @@ from ..providers.base import (
     Usage,
 )
 from .assembler import AssemblyError, StreamAssembler
+from .inflight import InFlight
+from .recorder import TurnRecorder
 from .stop import stop_reason_for_finish
 from .updates import CHUNK_SUFFIX
 
@@ -65,10 +88,45 @@ class TurnConfig:
     idle_timeout: float | None = 300.0
 
 
+class TurnState(enum.Enum):
+    STARTING = "starting"
+    STREAMING = "streaming"
+    RUNNING_TOOLS = "running_tools"
+    AWAITING_EDITOR = "awaiting_editor"
+    SETTLING = "settling"
+    ENDED = "ended"
+
+
+S = TurnState
+# The legal transitions; `Turn._enter` refuses any other (a bug, recorded as internal).
+TRANSITIONS: Final[dict[TurnState, frozenset[TurnState]]] = {
+    S.STARTING: frozenset({S.STREAMING, S.SETTLING, S.ENDED}),
+    S.STREAMING: frozenset({S.RUNNING_TOOLS, S.SETTLING, S.ENDED}),
+    S.RUNNING_TOOLS: frozenset({S.STREAMING, S.AWAITING_EDITOR, S.SETTLING, S.ENDED}),
+    S.AWAITING_EDITOR: frozenset({S.RUNNING_TOOLS, S.SETTLING, S.ENDED}),
+    S.SETTLING: frozenset({S.ENDED}),
+    S.ENDED: frozenset(),
+}
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a turn ends.  ``how``: finished, stopped, failed or internal."""
+
+    how: str
+    reason: str | None = None  # finished: the ACP stop reason
+    error: BaseException | None = None  # failed: a ProviderError; internal: the bug
+    forced: bool = False
+
+
 class _Stream:
     """The open model stream of the current step."""
 
-    __slots__ = ("asm", "attempt", "message_id", "open_tools")
+    __slots__ = ("asm", "attempt", "message_id")
 
     def __init__(self) -> None:
         self.attempt = "att_" + uuid.uuid4().hex[:16]
@@ -76,8 +134,6 @@ class _Stream:
         # assistant message to the editor, as they are in the history.
         self.message_id = "msg_" + uuid.uuid4().hex[:16]
         self.asm = StreamAssembler()
-        # Tool calls announced to the editor that have no final status yet.
-        self.open_tools: dict[str, str] = {}
 
 
 def unavailable_tool_text(name: str) -> str:
@@ -87,6 +143,10 @@ def unavailable_tool_text(name: str) -> str:
     )
 
 
+T = TypeVar("T")
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
+
+
 class Turn:
     def __init__(
         self,
@@ -94,58 +154,68 @@ class Turn:
         number: int,
         prompt: list[dict[str, Any]],
         config: TurnConfig,
-        spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], object],
+        spawn: Spawn,
+        *,
+        raw_prompt: list[dict[str, Any]] | None = None,
+        answer: Callable[[Turn], None] | None = None,
     ) -> None:
         self.session = session
         self.spawn = spawn
-        self._pending_tools: list[dict[str, Any]] = []
-        self._step_open = False
         self.number = number
         self.prompt = prompt
+        self.raw_prompt = prompt if raw_prompt is None else raw_prompt
         self.config = config
+        self.state = TurnState.STARTING
+        self.rec = TurnRecorder(session.log, number)
+        self.in_flight = InFlight()
         self.settled = anyio.Event()
-        # Called once, synchronously, when the turn settles.
-        self.on_settled: Callable[[], None] | None = None
+        self._answer = answer
         self.stop_reason: str | None = None
         self.error: RpcError | None = None
         self.cause: str | None = None
         self.forced = False
-        self.fenced = False
         self.scope = anyio.CancelScope()
-        self.step = 0
         self.stream: _Stream | None = None
-        self._finalized = False
-        # True while the turn is inside a model stream (and nothing else).
-        self._streaming = False
-        self._events: object = None
+        # The live provider stream, while the hot loop iterates it.
+        self._events: ProviderStream | None = None
+        self._pending_tools: list[dict[str, Any]] = []
         # The id of the session/prompt request this turn answers.
         self.request_id: object = None
+
+    @property
+    def fenced(self) -> bool:
+        """Nothing of this turn may reach the editor or the log any more."""
+        return self.state is TurnState.SETTLING or self.state is TurnState.ENDED
+
+    def _enter(self, state: TurnState) -> None:
+        if state not in TRANSITIONS[self.state]:
+            raise IllegalTransition(f"turn {self.number}: {self.state.value} -> {state.value}")
+        self.state = state
 
     # -- control (called from other tasks) ---------------------------------
 
     def cancel(self, cause: str) -> bool:
-        """Ask the turn to stop; the first cause wins.  Returns False if already settled."""
+        """Ask the turn to stop; the first cause wins.  Returns False if already ended."""
         if self.settled.is_set():
             return False
         if self.cause is None:
             self.cause = cause
-        if self._streaming and self._abort_stream():
+        events = self._events
+        if self.state is TurnState.STREAMING and events is not None and events.abort():
             # Only the model stream was in flight and it is now closed, and
             # what it delivered is known (the assembler is updated
-            # synchronously): settle here rather than after the task unwinds.
-            # The turn is fenced, so nothing of it can follow the answer.
-            self._finish_interrupted()
+            # synchronously): end here rather than after the task unwinds.
+            self._events = None
+            self._end(Ending("stopped"))
+        # Tools and editor requests in flight stop and produce what they have.
+        self.in_flight.cancel()
         # The task unwinds afterwards (or, when the stream could not be
         # aborted, this is what stops it).
         self.scope.cancel()
         return True
 
-    def _abort_stream(self) -> bool:
-        abort = getattr(self._events, "abort", None)
-        return bool(abort()) if abort is not None else False
-
     async def watchdog(self) -> None:
-        """After a cancel, settle the turn by the deadline even if it is stuck."""
+        """After a cancel, end the turn by the deadline even if it is stuck."""
         with anyio.move_on_after(self.config.cancel_deadline):
             await self.settled.wait()
             return
@@ -155,54 +225,60 @@ class Turn:
                 self.number,
                 self.config.cancel_deadline,
             )
-            self.forced = True
-            self._finish_interrupted()
+            self._end(Ending("stopped", forced=True))
 
     # -- the turn ----------------------------------------------------------
 
     async def run(self) -> None:
-        slog = self.session.log
-        slog.append("turn/start", self.number, 0)
-        slog.append("user/message", self.number, 0, content=self.prompt)
+        self.rec.turn_start(self.prompt, self.raw_prompt)
         reason: str | None = None
+        ending: Ending
         try:
             with self.scope:
                 reason = await self._steps()
         except ProviderError as exc:
-            self._finish_failed(exc)
-            return
+            ending = Ending("failed", error=exc)
         except AssemblyError as exc:
-            self._finish_failed(ProviderError(f"malformed model stream: {exc}", kind="protocol"))
-            return
+            ending = Ending(
+                "failed", error=ProviderError(f"malformed model stream: {exc}", kind="protocol")
+            )
         except Exception as exc:
             log.exception("turn %d failed", self.number)
-            self._finish_failed(
-                ProviderError(f"internal error: {type(exc).__name__}", kind="internal")
-            )
-            return
-        if self.scope.cancelled_caught or reason is None:
-            self._finish_interrupted()
+            ending = Ending("internal", error=exc)
         else:
-            self._finish(reason)
+            if self.scope.cancelled_caught or reason is None:
+                ending = Ending("stopped")
+            else:
+                ending = Ending("finished", reason=reason)
+        if ending.how == "stopped" and not self.fenced and len(self.in_flight):
+            # Tools or editor requests were in flight: let them finish their
+            # cleanup (real partial results, a permission answered as
+            # cancelled) before the ending records them.
+            self._enter(TurnState.SETTLING)
+            if not await self.in_flight.settle(self.config.cancel_deadline):
+                ending = Ending("stopped", forced=True)
+        self._end(ending)
 
     async def _steps(self) -> str | None:
         """Run steps until a stop reason; None when the turn was stopped."""
+        rec = self.rec
         while True:
             if self.cause is not None:
                 return None  # stopped before this step: no model request at all
-            if self.step >= self.config.max_steps:
+            if rec.step >= self.config.max_steps:
                 return "max_turn_requests"
-            self.step += 1
-            self.session.log.append("step/start", self.number, self.step)
-            self._step_open = True
+            rec.step_start()
+            self._enter(TurnState.STREAMING)
             finish = await self._stream_step()
             if self.cause is not None or self.fenced:
                 return None
             stop = stop_reason_for_finish(finish)
             if stop is None:
-                self._answer_tool_calls()
-            self.session.log.append("step/end", self.number, self.step, reason=stop or "tool_use")
-            self._step_open = False
+                self._enter(TurnState.RUNNING_TOOLS)
+                await self._run_tools()
+                if self.cause is not None or self.fenced:
+                    return None
+            rec.step_end(stop or "tool_use")
             if stop is not None:
                 return stop
 
@@ -211,18 +287,16 @@ class Turn:
         stream = _Stream()
         self.stream = stream
         request = ModelRequest(messages=session.history())
-        session.log.open_stream(stream.attempt, self.number, self.step, session.provider.name)
+        self.rec.stream_start(stream.attempt, stream.message_id, session.provider.name)
         step_scope = anyio.CancelScope()
         idle = _IdleWatch(self.config.idle_timeout, step_scope)
         if idle.limit is not None:
             self.spawn(idle.run)
-        self._streaming = True
         session.outbox.add_pre_flush(stream.asm.compact)
         try:
             with step_scope:
                 await self._consume(request, stream, idle)
         finally:
-            self._streaming = False
             self._events = None
             session.outbox.remove_pre_flush(stream.asm.compact)
             idle.stop()
@@ -246,7 +320,7 @@ class Turn:
                 "reasoning",
             ),
         }
-        feed, send, delta = stream.asm.feed, outbox.send, session.log.delta
+        feed, send, delta = stream.asm.feed, outbox.send, self.rec.delta
         dumps = orjson.dumps
         clock = time.perf_counter
         yield_at = clock() + TIME_SLICE
@@ -264,13 +338,14 @@ class Turn:
                     # A stop was read while the provider yielded: leave now
                     # rather than wait for the cancellation to be delivered.
                     return
-                feed(ev)
-                chunk = prefixes.get(type(ev))
+                kind = type(ev)
+                chunk = prefixes.get(kind)
                 if chunk is not None:
-                    prefix, kind = chunk
+                    feed(ev)
+                    prefix, block_kind = chunk
                     text_ev: TextDelta = ev  # type: ignore[assignment]  # or ReasoningDelta: same fields
                     send(prefix + dumps(text_ev.text) + CHUNK_SUFFIX)
-                    delta(text_ev.index, kind, text_ev.text)
+                    delta(text_ev.index, block_kind, text_ev.text)
                     if outbox.backlog > outbox.high_water:
                         # Waiting for the editor to read is not provider silence.
                         idle.paused = True
@@ -278,52 +353,71 @@ class Turn:
                             await outbox.wait_writable()
                         finally:
                             idle.paused = False
-                elif type(ev) is ToolCallStart:
-                    self._announce_tool(ev)
-                elif type(ev) is ToolCallDelta:
-                    delta(ev.index, "tool_args", ev.args)
-                elif type(ev) is Usage:
-                    self._report_usage(ev)
-            # The stream is complete: from here a stop no longer interrupts it.
-            self._streaming = False
+                elif kind is Retrying:
+                    self._retrying(ev)  # type: ignore[arg-type]
+                else:
+                    feed(ev)
+                    if kind is ToolCallStart:
+                        self._announce_tool(ev)  # type: ignore[arg-type]
+                    elif kind is ToolCallDelta:
+                        delta(ev.index, "tool_args", ev.args)  # type: ignore[union-attr]
+                    elif kind is Usage:
+                        self._report_usage(ev)  # type: ignore[arg-type]
+            # The stream is complete: from here a stop no longer aborts it.
+            self._events = None
         if stream.asm.finish is None:
             stream.asm.end_stream()
 
     def _commit(self, stream: _Stream) -> str:
         """A stream that ended normally becomes the step's assistant message."""
-        slog = self.session.log
         asm = stream.asm
         content = asm.blocks()  # AssemblyError: a malformed stream, see run()
         self.stream = None
-        usage = asm.usage
         if content:
-            slog.append(
-                "assistant/message",
-                self.number,
-                self.step,
-                attempt=stream.attempt,
-                content=content,
-                interrupted=False,
-                finish=asm.finish or "end_turn",
-                usage=_usage_record(usage),
+            self.rec.message(
+                content, interrupted=False, finish=asm.finish or "end_turn", usage=asm.usage
             )
-            slog.close_stream("committed")
         else:
-            self._record_attempt(stream, "empty", [])
+            self.rec.attempt("empty", [])
         finish = asm.finish
         if finish is None:
             finish = "tool_use" if asm.completed_tool_calls() else "end_turn"
         self._pending_tools = asm.completed_tool_calls() if finish == "tool_use" else []
         if finish != "tool_use":
-            self._close_open_tools(stream, "model ended the turn without running this tool")
+            self._close_open_tools("model ended the turn without running this tool")
         return finish
+
+    def _retrying(self, ev: Retrying) -> None:
+        """The provider retries a failed request itself: log it, tell the user."""
+        fields = self.rec.request_error(ev.error, retry=(ev.attempt, ev.delay))
+        self._emit(retry_notice(fields))
 
     # -- tools (none are available yet) ------------------------------------
 
+    async def _run_tools(self) -> None:
+        """RUNNING_TOOLS: answer the step's tool calls (none can run yet: each is refused).
+
+        A tool that runs will do so in a task of its own under
+        ``self.in_flight.track(...)``, record its ``tool/call`` and
+        ``tool/result`` through ``self.rec``, and produce its real (possibly
+        partial) result when cancelled; see `InFlight` and `await_editor`.
+        """
+        self._answer_tool_calls()
+
+    async def await_editor(self, label: str, request: Callable[[], Awaitable[T]]) -> T:
+        """AWAITING_EDITOR: a request to the editor (a permission, ``fs/*``,
+        ``terminal/*``) made while running tools.  A Stop cancels it; the
+        turn's ending waits for it to unwind (see `InFlight.settle`)."""
+        self._enter(TurnState.AWAITING_EDITOR)
+        try:
+            async with self.in_flight.track(label):
+                return await request()
+        finally:
+            if self.state is TurnState.AWAITING_EDITOR:
+                self.state = TurnState.RUNNING_TOOLS
+
     def _announce_tool(self, ev: ToolCallStart) -> None:
-        assert self.stream is not None
-        self.stream.open_tools[ev.id] = ev.name
-        self._emit(
+        self._show_tool(
             {
                 "sessionUpdate": "tool_call",
                 "toolCallId": ev.id,
@@ -334,28 +428,12 @@ class Turn:
         )
 
     def _answer_tool_calls(self) -> None:
-        slog = self.session.log
+        rec = self.rec
         for call in self._pending_tools:
             text = unavailable_tool_text(call["name"])
-            slog.append(
-                "tool/call",
-                self.number,
-                self.step,
-                tool_call_id=call["id"],
-                name=call["name"],
-                input=call["input"],
-                status="unavailable",
-            )
-            result = [{"type": "text", "text": text}]
-            slog.append(
-                "tool/result",
-                self.number,
-                self.step,
-                tool_call_id=call["id"],
-                content=result,
-                is_error=True,
-            )
-            self._emit(
+            rec.tool_call(call["id"], call["name"], call["input"], "unavailable")
+            rec.tool_result(call["id"], [{"type": "text", "text": text}], is_error=True)
+            self._show_tool(
                 {
                     "sessionUpdate": "tool_call_update",
                     "toolCallId": call["id"],
@@ -366,9 +444,10 @@ class Turn:
             )
         self._pending_tools = []
 
-    def _close_open_tools(self, stream: _Stream, why: str) -> None:
-        for tool_id in list(stream.open_tools):
-            self._emit(
+    def _close_open_tools(self, why: str) -> None:
+        """Every tool call announced to the editor gets a final status."""
+        for tool_id in list(self.rec.open_tools):
+            self._show_tool(
                 {
                     "sessionUpdate": "tool_call_update",
                     "toolCallId": tool_id,
@@ -376,124 +455,117 @@ class Turn:
                     "content": [{"type": "content", "content": {"type": "text", "text": why}}],
                 }
             )
-        stream.open_tools.clear()
+
+    def _show_tool(self, update: dict[str, Any]) -> None:
+        """Record a tool call announcement or update, then send it."""
+        fields = {key: value for key, value in update.items() if key != "sessionUpdate"}
+        if update["sessionUpdate"] == "tool_call":
+            self.rec.tool_announce(fields)
+        else:
+            self.rec.tool_update(fields)
+        self._emit(update)
 
     def _report_usage(self, usage: Usage) -> None:
         if usage.context_window:
             used = usage.input_tokens + usage.output_tokens
+            self.rec.usage_update(used, usage.context_window)
             self._emit(
                 {"sessionUpdate": "usage_update", "used": used, "size": usage.context_window}
             )
 
     def _emit(self, update: dict[str, Any]) -> None:
-        if not self.fenced:
+        if not self.rec.closed:
             self.session.outbox.send(self.session.frames.update(update))
 
-    # -- endings -----------------------------------------------------------
+    # -- the one ending ------------------------------------------------------
 
-    def _settle(self) -> None:
-        self.settled.set()
-        if self.on_settled is not None:
-            self.on_settled()
-
-    def _finish(self, reason: str) -> None:
-        if self._finalized:
-            return
-        self._finalized = True
-        self.session.log.append("turn/end", self.number, 0, reason=reason, forced=False)
-        self.stop_reason = reason
-        self._settle()
-
-    def _finish_interrupted(self) -> None:
-        """A user stop or a disconnect: commit what was delivered, then settle.
+    def _end(self, ending: Ending) -> None:
+        """Record how the turn ended, fence it, and answer the prompt.  Once.
 
         The turn settles (and the editor gets its answer) even if recording
-        fails halfway: a stop must never leave a prompt unanswered.
+        fails halfway: a prompt is never left unanswered.
         """
-        if self._finalized:
+        if self.state is TurnState.ENDED:
             return
-        self._finalized = True
+        if ending.how in ("failed", "internal") and self.cause is not None:
+            ending = Ending("stopped")  # a stop raced with the failure: the user's decision wins
+        self.state = TurnState.SETTLING
+        self.forced = ending.forced
         try:
-            self._record_interruption()
+            if ending.how == "finished":
+                assert ending.reason is not None
+                self.rec.turn_end(ending.reason, forced=False)
+                self.stop_reason = ending.reason
+            elif ending.how == "stopped":
+                self._record_stop(forced=ending.forced)
+            else:
+                self._record_failure(ending)
+        except Exception:
+            log.exception("turn %d: recording its end failed", self.number)
+            if self.stop_reason is None and self.error is None:
+                self.error = RpcError.internal("recording the end of the turn failed")
         finally:
-            self.fenced = True
-            self.stop_reason = "cancelled"
-            self._settle()
+            self.rec.closed = True
+            self.state = TurnState.ENDED
+            self.settled.set()
+            if self._answer is not None:
+                self._answer(self)
 
-    def _record_interruption(self) -> None:
-        slog = self.session.log
+    def _record_stop(self, *, forced: bool) -> None:
+        """A user stop or a disconnect: commit what was delivered."""
         user_stop = self.cause == "user"
         outcome = "cancelled" if user_stop else "disconnected"
+        self.stop_reason = "cancelled"
+        self._close_open_tools("cancelled before it ran" if user_stop else "disconnected")
+        self._pending_tools = []
         stream = self.stream
         if stream is not None:
             self.session.outbox.remove_pre_flush(stream.asm.compact)
-            self._close_open_tools(
-                stream, "cancelled before it ran" if user_stop else "disconnected"
-            )
-            self._pending_tools = []
             blocks = stream.asm.interrupted_blocks()
             if user_stop and blocks:
-                slog.append(
-                    "assistant/message",
-                    self.number,
-                    self.step,
-                    attempt=stream.attempt,
-                    content=blocks,
-                    interrupted=True,
-                    finish=None,
-                    usage=_usage_record(stream.asm.usage),
-                    stream=slog.delivered_stream(),
-                )
-                slog.close_stream("committed")
+                self.rec.message(blocks, interrupted=True, finish=None, usage=stream.asm.usage)
             else:
-                self._record_attempt(stream, "empty" if user_stop else "disconnected", blocks)
+                self.rec.attempt("empty" if user_stop else "disconnected", blocks)
             self.stream = None
-        if self._step_open:
-            slog.append("step/end", self.number, self.step, reason=outcome)
-        slog.append("turn/end", self.number, 0, reason=outcome, forced=self.forced)
+        self._abort_unanswered()
+        self.rec.step_end(outcome)
+        self.rec.turn_end(outcome, forced=forced)
 
-    def _record_attempt(self, stream: _Stream, outcome: str, content: list[dict[str, Any]]) -> None:
-        """A stream that leaves no surface message: kept as an attempt only."""
-        self.session.log.append(
-            "assistant/attempt",
-            self.number,
-            self.step,
-            attempt=stream.attempt,
-            outcome=outcome,
-            content=content,
-        )
-        self.session.log.close_stream("abandoned")
+    def _abort_unanswered(self) -> None:
+        """Tool calls dispatched but never answered get an aborted result."""
+        for call_id, name in list(self.rec.unanswered.items()):
+            text = f"Tool {name!r} was stopped before it returned a result."
+            self.rec.tool_result(call_id, [{"type": "text", "text": text}], is_error=True)
 
-    def _finish_failed(self, exc: ProviderError) -> None:
-        """A provider error or idle stall: keep the attempt, never the content."""
-        if self._finalized:
-            return
-        if self.cause is not None:
-            # A stop raced with the failure: the user's decision wins.
-            self._finish_interrupted()
-            return
-        self._finalized = True
-        slog = self.session.log
-        stream = self.stream
+    def _record_failure(self, ending: Ending) -> None:
+        """A provider error, an idle stall, or our own bug: keep the attempt, never the content."""
+        rec = self.rec
+        exc = ending.error
+        internal = ending.how == "internal" or not isinstance(exc, ProviderError)
         timed_out = isinstance(exc, StreamIdleTimeout)
+        stream = self.stream
         attempt = stream.attempt if stream is not None else None
+        self._close_open_tools("the agent failed" if internal else "the model request failed")
         if stream is not None:
-            self._close_open_tools(stream, "the model request failed")
-            outcome = "timed_out" if timed_out else "provider_error"
-            self._record_attempt(stream, outcome, stream.asm.interrupted_blocks())
+            outcome = "internal" if internal else "timed_out" if timed_out else "provider_error"
+            rec.attempt(outcome, stream.asm.interrupted_blocks())
             self.stream = None
-        slog.append(
-            "agent/request-error", self.number, self.step, attempt=attempt, error=exc.to_record()
-        )
-        if self._step_open:
-            slog.append(
-                "step/end",
-                self.number,
-                self.step,
-                reason="timed_out" if timed_out else "provider_error",
+        self._abort_unanswered()
+        if internal:
+            assert exc is not None
+            rec.internal_error(exc)
+            rec.step_end("internal")
+            rec.turn_end("internal", forced=False)
+            self.error = RpcError(
+                -32603,
+                f"Internal error in the agent: {type(exc).__name__}",
+                {"kind": "internal"},
             )
-        slog.append("turn/end", self.number, 0, reason="error", forced=False)
-        self.fenced = True
+            return
+        assert isinstance(exc, ProviderError)
+        rec.request_error(exc, attempt=attempt)
+        rec.step_end("timed_out" if timed_out else "provider_error")
+        rec.turn_end("error", forced=False)
         self.error = RpcError(
             -32603,
             f"Model request failed: {exc.message}",
@@ -504,7 +576,6 @@ class Turn:
                 "attempt": attempt,
             },
         )
-        self._settle()
 
 
 class _IdleWatch:
@@ -540,9 +611,3 @@ class _IdleWatch:
                     self.fired = True
                     self._step_scope.cancel()
                     return
-
-
-def _usage_record(usage: Usage | None) -> dict[str, Any] | None:
-    if usage is None:
-        return None
-    return {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}

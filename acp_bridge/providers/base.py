@@ -69,9 +69,6 @@ class Finish:
     reason: FinishReason
 
 
-StreamEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta | BlockEnd | Usage | Finish
-
-
 class ProviderError(Exception):
     """A failed model request.  Never enters model history (invariant I5).
 
@@ -106,6 +103,32 @@ class ProviderError(Exception):
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    """The provider is about to retry a failed request internally.
+
+    Yielded before the retry, and always before any output of the stream:
+    ``error`` is the failure, ``attempt`` the number of the retry about to be
+    made (1 = first retry), ``delay`` the seconds it waits before it.
+    """
+
+    error: ProviderError
+    attempt: int
+    delay: float
+
+
+StreamEvent = (
+    TextDelta
+    | ReasoningDelta
+    | ToolCallStart
+    | ToolCallDelta
+    | BlockEnd
+    | Usage
+    | Finish
+    | Retrying
+)
+
+
 class StreamIdleTimeout(ProviderError):
     """No event arrived within the idle limit (recorded as ``timed_out``)."""
 
@@ -136,24 +159,38 @@ class ModelRequest:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+class ProviderStream(Protocol):
+    """The events of one model request, as an async iterator, plus ``abort``.
+
+    Errors are raised as `ProviderError` from iteration.  The iterator must
+    reach a cancellation point often enough that a cancel is seen promptly.
+    """
+
+    def __aiter__(self) -> AsyncIterator[StreamEvent]: ...
+
+    async def __anext__(self) -> StreamEvent: ...
+
+    def abort(self) -> bool:
+        """Stop the stream at once, synchronously, releasing its request.
+
+        Return True when it is stopped (no further event will be produced),
+        or False when it cannot be stopped synchronously; cancellation then
+        does it, within the cancel deadline.  A user stop uses it to answer
+        the editor without waiting for the turn's task to unwind: the request
+        is already gone, so the answer is exact.  Returning False is always
+        correct, only slower.
+        """
+        ...
+
+
 class Provider(Protocol):
     """A model backend.
 
-    ``stream(request)`` returns an async context manager that yields an async
-    iterator of `StreamEvent`.  Leaving the context manager (normally, by
-    error, or by cancellation) must release the underlying request.  Errors
-    are raised as `ProviderError` from iteration.  The iterator must reach a
-    cancellation point often enough that a cancel is seen promptly.
-
-    The iterator may also have ``abort() -> bool``: stop the stream at once,
-    synchronously, releasing its request, and return True; or return False
-    when it cannot (then cancellation does it, within the cancel deadline).
-    A user stop uses it to answer the editor without waiting for the turn's
-    task to unwind: the request is already gone, so the answer is exact.
+    ``stream(request)`` returns an async context manager that yields a
+    `ProviderStream`.  Leaving the context manager (normally, by error, or by
+    cancellation) must release the underlying request.
     """
 
     name: str
 
-    def stream(
-        self, request: ModelRequest
-    ) -> AbstractAsyncContextManager[AsyncIterator[StreamEvent]]: ...
+    def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[ProviderStream]: ...

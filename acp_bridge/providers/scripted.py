@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
@@ -83,9 +83,7 @@ class ScriptedProvider:
     def from_file(cls, path: str | os.PathLike[str]) -> ScriptedProvider:
         return cls(load_script(path))
 
-    def stream(
-        self, request: ModelRequest
-    ) -> AbstractAsyncContextManager[AsyncIterator[StreamEvent]]:
+    def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[_ScriptStream]:
         self.request_count += 1
         response = self._next_response()
         if response is None:
@@ -109,7 +107,7 @@ class ScriptedProvider:
 
 
 @asynccontextmanager
-async def _open(ops: list[_Op]) -> AsyncGenerator[AsyncIterator[StreamEvent], None]:
+async def _open(ops: list[_Op]) -> AsyncGenerator[_ScriptStream, None]:
     stream = _ScriptStream(ops)
     try:
         yield stream

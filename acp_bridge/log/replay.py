@@ -1,0 +1,147 @@
+"""What the editor saw, as a pure function of the log (invariant I4).
+
+`replay_updates` turns a session's records into the ``session/update``
+notification params (``{"sessionId", "update"}``) that ``session/load`` sends
+to rebuild the conversation in the editor.  It equals what was sent live,
+except that text arrives in fewer, larger chunks (each ``stream/delta`` record
+holds the chunks written to the editor in one batch, joined):
+
+* ``user/message``  one ``user_message_chunk`` per prompt block, exactly as the
+  editor sent it (the record's ``prompt``; ``content`` for older records);
+* ``stream/delta``  ``agent_message_chunk`` (text) and ``agent_thought_chunk``
+  (reasoning) with the ``messageId`` of the attempt's ``stream/start``; tool
+  call arguments were never shown and are not replayed;
+* ``tool/announce`` / ``tool/update``  the ``tool_call`` / ``tool_call_update``
+  as sent, so every tool call ends with its final status and content;
+* ``usage/update``  ``usage_update`` with ``used`` and ``size``;
+* ``agent/request-error`` with ``retrying: true``  the notice shown while the
+  provider retried (`retry_notice`).
+
+Markers in ``_meta.acpBridge`` of the replayed chunks (not sent live, where
+the editor saw the stop happen):
+
+* ``{"interrupted": true}`` on every chunk of a message the user stopped
+  (its ``assistant/message`` has ``interrupted: true``);
+* ``{"abandoned": outcome}`` on every chunk of an attempt that left no
+  message (``assistant/attempt``: ``empty``, ``provider_error``,
+  ``timed_out``, ``disconnected``, ``internal``); that text was shown but is
+  not in the model's history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+__all__ = ["CHUNK_UPDATES", "replay_updates", "retry_notice"]
+
+Record = Mapping[str, Any]
+
+# stream/delta part kind -> the session update that showed it.
+CHUNK_UPDATES: Final = {"text": "agent_message_chunk", "reasoning": "agent_thought_chunk"}
+
+
+def replay_updates(records: Iterable[Record]) -> list[dict[str, Any]]:
+    """The ``session/update`` params that replay a session (see the module docstring)."""
+    records = list(records)
+    session_id = _session_id(records)
+    markers = _markers(records)
+    message_ids: dict[str, str] = {}
+    updates: list[dict[str, Any]] = []
+    for record in records:
+        for update in _updates_of(record, message_ids, markers):
+            updates.append({"sessionId": session_id, "update": update})
+    return updates
+
+
+def retry_notice(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The thought chunk that tells the user a failed request is being retried.
+
+    ``fields`` are those of an ``agent/request-error`` record with
+    ``retrying: true``.  It is marked ``_meta.acpBridge.notice`` and is never
+    recorded as reasoning: it does not enter the model's history.
+    """
+    error = fields.get("error") or {}
+    delay = fields.get("retry_delay") or 0
+    text = (
+        f"The model request failed ({error.get('message', 'error')}); "
+        f"retrying in {delay:g}s (retry {fields.get('retry_attempt')})."
+    )
+    return {
+        "sessionUpdate": "agent_thought_chunk",
+        "content": {"type": "text", "text": text},
+        "_meta": {"acpBridge": {"notice": True}},
+    }
+
+
+def _session_id(records: list[Record]) -> str | None:
+    for record in records:
+        if record.get("type") == "session/start":
+            session_id = record.get("session_id")
+            return session_id if isinstance(session_id, str) else None
+    return None
+
+
+def _markers(records: list[Record]) -> dict[str, dict[str, Any]]:
+    """attempt id -> the ``_meta.acpBridge`` marker of its chunks, if any."""
+    markers: dict[str, dict[str, Any]] = {}
+    for record in records:
+        kind = record.get("type")
+        attempt = record.get("attempt")
+        if not isinstance(attempt, str):
+            continue
+        if kind == "assistant/message" and record.get("interrupted") is True:
+            markers[attempt] = {"interrupted": True}
+        elif kind == "assistant/attempt":
+            markers[attempt] = {"abandoned": record.get("outcome")}
+    return markers
+
+
+def _updates_of(
+    record: Record, message_ids: dict[str, str], markers: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    kind = record.get("type")
+    if kind == "user/message":
+        blocks = record.get("prompt", record.get("content"))
+        return [
+            {"sessionUpdate": "user_message_chunk", "content": dict(block)}
+            for block in (blocks if isinstance(blocks, list) else [])
+            if isinstance(block, Mapping)
+        ]
+    if kind == "stream/start":
+        attempt, message_id = record.get("attempt"), record.get("message_id")
+        if isinstance(attempt, str) and isinstance(message_id, str):
+            message_ids[attempt] = message_id
+        return []
+    if kind == "stream/delta":
+        return _chunks(record, message_ids, markers)
+    if kind == "tool/announce":
+        return [{"sessionUpdate": "tool_call", **record["update"]}]
+    if kind == "tool/update":
+        return [{"sessionUpdate": "tool_call_update", **record["update"]}]
+    if kind == "usage/update":
+        return [{"sessionUpdate": "usage_update", "used": record["used"], "size": record["size"]}]
+    if kind == "agent/request-error" and record.get("retrying") is True:
+        return [retry_notice(record)]
+    return []
+
+
+def _chunks(
+    record: Record, message_ids: dict[str, str], markers: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    attempt = record.get("attempt")
+    message_id = message_ids.get(attempt) if isinstance(attempt, str) else None
+    marker = markers.get(attempt) if isinstance(attempt, str) else None
+    out: list[dict[str, Any]] = []
+    for _, part_kind, text in record.get("parts", ()):
+        update_kind = CHUNK_UPDATES.get(part_kind)
+        if update_kind is None:
+            continue
+        update: dict[str, Any] = {"sessionUpdate": update_kind}
+        if message_id is not None:
+            update["messageId"] = message_id
+        update["content"] = {"type": "text", "text": text}
+        if marker is not None:
+            update["_meta"] = {"acpBridge": dict(marker)}
+        out.append(update)
+    return out

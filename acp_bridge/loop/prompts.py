@@ -1,0 +1,128 @@
+"""The prompts of one session, from arrival to answer, in one place.
+
+Prompts of one session run one at a time, in arrival order; a second prompt
+waits for the running turn to end (an editor that sends a new message usually
+sends ``session/cancel`` first).  The queue knows every prompt it has been
+told about:
+
+* `arrived` is called when the request is read, before its handler task
+  runs, so a cancel that follows in the same read covers it;
+* `cancel` (``session/cancel``) stops the running turn and marks every
+  waiting prompt cancelled: each still starts its turn, which records the
+  user's message and ends ``cancelled`` without a model request.  An idle
+  session keeps no sticky flag;
+* `cancel_request` (``$/cancel_request``) does the same for one prompt;
+* `run` waits for the prompt's turn, runs it, and answers the moment it ends
+  (the turn's updates and records are already queued ahead of the answer on
+  the one ordered writer).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ..jsonrpc.errors import RequestId
+from .turn import Spawn, Turn, TurnConfig
+
+if TYPE_CHECKING:
+    from .session import Session
+
+log = logging.getLogger("acp_bridge.prompts")
+
+Answer = Callable[[Turn], None]
+
+
+class PromptQueue:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._lock = anyio.Lock()
+        # Prompts received and not started yet, by request id: True once a
+        # cancel has covered them.
+        self.waiting: dict[RequestId, bool] = {}
+        self.active: Turn | None = None
+        self.turns = 0
+
+    def arrived(self, request_id: RequestId) -> None:
+        self.waiting[request_id] = False
+
+    def withdraw(self, request_id: RequestId) -> None:
+        """The prompt was refused (bad params): it will not run."""
+        self.waiting.pop(request_id, None)
+
+    def cancel(self, spawn: Spawn, cause: str = "user") -> None:
+        """Stop the running turn and every prompt received so far."""
+        for request_id in self.waiting:
+            self.waiting[request_id] = True
+        if self.active is not None:
+            stop(self.active, cause, spawn)
+
+    def cancel_request(self, request_id: RequestId, spawn: Spawn) -> None:
+        """Stop one prompt only, waiting or running."""
+        if request_id in self.waiting:
+            self.waiting[request_id] = True
+        turn = self.active
+        if turn is not None and turn.request_id == request_id:
+            stop(turn, "user", spawn)
+
+    async def run(
+        self,
+        request_id: RequestId,
+        blocks: list[dict[str, Any]],
+        raw: list[dict[str, Any]],
+        *,
+        config: TurnConfig,
+        spawn: Spawn,
+        answer: Answer,
+        before_start: Callable[[], bool],
+        run_turn: Callable[[Turn], Any],
+    ) -> Turn | None:
+        """Run one prompt's turn when its time comes; None when it started none.
+
+        ``before_start`` is called under the queue's lock, just before the
+        turn would start; it returns False to start nothing (shutdown), and
+        may raise to refuse the prompt.  ``run_turn(turn)`` is spawned to run
+        it; the answer is sent by ``answer`` when the turn ends.
+        """
+        async with self._lock:
+            cancelled_early = self.waiting.pop(request_id, False)
+            if not before_start():
+                return None
+            self.turns += 1
+            turn = Turn(
+                self.session,
+                self.turns,
+                blocks,
+                config,
+                spawn,
+                raw_prompt=raw,
+                answer=answer,
+            )
+            turn.request_id = request_id
+            self.active = turn
+            if cancelled_early:
+                # A cancel arrived before this turn could start: it still
+                # records the user's message, then ends as cancelled.
+                turn.cancel("user")
+            spawn(run_turn(turn))
+            try:
+                await turn.settled.wait()
+            finally:
+                self.active = None
+                if not turn.settled.is_set():
+                    # The handler is being torn down (shutdown): stop the turn
+                    # as a disconnect and give it the deadline to record that.
+                    turn.cancel("disconnected")
+                    deadline = config.cancel_deadline
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(deadline):
+                        await turn.settled.wait()
+        return turn
+
+
+def stop(turn: Turn, cause: str, spawn: Spawn) -> None:
+    """Stop a turn; if it does not end at once, the watchdog bounds the wait."""
+    if turn.cancel(cause) and not turn.settled.is_set():
+        spawn(turn.watchdog)

@@ -1,0 +1,212 @@
+"""Every log append of one turn, in the vocabulary `acp_bridge.log.check` checks.
+
+`TurnRecorder` is the only writer of a turn's records.  It knows the turn's
+shape as the log sees it (which step is open, which stream, which tool calls
+still lack a result, which tool calls announced to the editor still lack a
+final status), so the turn's ending can close whatever is open without
+keeping flags of its own.
+
+Once ``turn/end`` is written the recorder is *closed*: every later append is
+dropped (and reported as False).  That is the log half of the turn's fence
+(invariant I6): a task abandoned at the cancel deadline that wakes up later
+cannot add a record to a turn that has ended.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Final
+
+from ..providers.base import ProviderError, Usage
+
+if TYPE_CHECKING:
+    from ..log.writer import SessionLog
+
+log = logging.getLogger("acp_bridge.turn")
+
+# Tool call statuses after which the editor expects no further update.
+FINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
+
+
+class OpenStream:
+    """The model stream the log has a ``stream/start`` for and no ``stream/end`` yet."""
+
+    __slots__ = ("attempt", "message_id")
+
+    def __init__(self, attempt: str, message_id: str) -> None:
+        self.attempt = attempt
+        self.message_id = message_id
+
+
+class TurnRecorder:
+    def __init__(self, slog: SessionLog, turn: int) -> None:
+        self.log = slog
+        self.turn = turn
+        self.step = 0
+        self.step_open = False
+        self.stream: OpenStream | None = None
+        self.closed = False
+        # tool/call records without their tool/result, in order.
+        self.unanswered: dict[str, str] = {}
+        # Tool calls announced to the editor without a final status: id -> name.
+        self.open_tools: dict[str, str] = {}
+        # The hot path's delta recorder (no per-chunk wrapper).
+        self.delta = slog.delta
+
+    def _append(self, type: str, step: int, **fields: Any) -> bool:
+        if self.closed:
+            log.debug("turn %d has ended; %s not recorded", self.turn, type)
+            return False
+        self.log.append(type, self.turn, step, **fields)
+        return True
+
+    # -- turn and steps -----------------------------------------------------
+
+    def turn_start(self, content: list[dict[str, Any]], prompt: list[dict[str, Any]]) -> None:
+        """``turn/start`` and the user's message: its history blocks and the
+        ACP content blocks exactly as the editor sent them."""
+        self._append("turn/start", 0)
+        self._append("user/message", 0, content=content, prompt=prompt)
+
+    def step_start(self) -> int:
+        self.step += 1
+        self.step_open = True
+        self._append("step/start", self.step)
+        return self.step
+
+    def step_end(self, reason: str) -> None:
+        if self.step_open:
+            self.step_open = False
+            self._append("step/end", self.step, reason=reason)
+
+    def turn_end(self, reason: str, *, forced: bool) -> None:
+        self._append("turn/end", 0, reason=reason, forced=forced)
+        self.closed = True
+
+    # -- the model stream ---------------------------------------------------
+
+    def stream_start(self, attempt: str, message_id: str, provider: str) -> None:
+        if self.closed:
+            return
+        self.stream = OpenStream(attempt, message_id)
+        self.log.open_stream(attempt, self.turn, self.step, provider, message_id=message_id)
+
+    def message(
+        self,
+        content: list[dict[str, Any]],
+        *,
+        interrupted: bool,
+        finish: str | None,
+        usage: Usage | None,
+    ) -> None:
+        """The open stream becomes a surface ``assistant/message`` (committed)."""
+        stream = self.stream
+        assert stream is not None
+        fields: dict[str, Any] = {}
+        if interrupted:
+            fields["stream"] = self.log.delivered_stream()
+        self._append(
+            "assistant/message",
+            self.step,
+            attempt=stream.attempt,
+            message_id=stream.message_id,
+            content=content,
+            interrupted=interrupted,
+            finish=finish,
+            usage=usage_record(usage),
+            **fields,
+        )
+        self._close_stream("committed")
+
+    def attempt(self, outcome: str, content: list[dict[str, Any]]) -> None:
+        """The open stream leaves no surface message: an ``assistant/attempt`` (abandoned)."""
+        stream = self.stream
+        assert stream is not None
+        self._append(
+            "assistant/attempt",
+            self.step,
+            attempt=stream.attempt,
+            message_id=stream.message_id,
+            outcome=outcome,
+            content=content,
+        )
+        self._close_stream("abandoned")
+
+    def _close_stream(self, outcome: str) -> None:
+        self.stream = None
+        if not self.closed:
+            self.log.close_stream(outcome)
+
+    def request_error(
+        self,
+        error: ProviderError,
+        *,
+        attempt: str | None = None,
+        retry: tuple[int, float] | None = None,
+    ) -> dict[str, Any]:
+        """``agent/request-error`` of ``attempt`` (default: the open stream's);
+        ``retry`` is (attempt number, delay) when the provider retries the
+        request itself.  Returns the record's fields."""
+        if attempt is None and self.stream is not None:
+            attempt = self.stream.attempt
+        fields: dict[str, Any] = {
+            "attempt": attempt,
+            "error": error.to_record(),
+        }
+        if retry is not None:
+            fields.update(retrying=True, retry_attempt=retry[0], retry_delay=retry[1])
+        self._append("agent/request-error", self.step, **fields)
+        return fields
+
+    def internal_error(self, exc: BaseException) -> None:
+        """A bug in the agent's own loop (not the provider's fault, invariant I5)."""
+        self._append(
+            "agent/internal-error",
+            self.step,
+            error={"kind": "internal", "exception": type(exc).__name__, "message": str(exc)},
+        )
+
+    # -- what the editor was shown ------------------------------------------
+
+    def tool_announce(self, update: dict[str, Any]) -> None:
+        """A ``tool_call`` sent to the editor (``update`` without ``sessionUpdate``)."""
+        call_id = update["toolCallId"]
+        if update.get("status") not in FINAL_TOOL_STATUSES:
+            self.open_tools[call_id] = str(update.get("title", ""))
+        self._append("tool/announce", self.step, tool_call_id=call_id, update=update)
+
+    def tool_update(self, update: dict[str, Any]) -> None:
+        """A ``tool_call_update`` sent to the editor."""
+        call_id = update["toolCallId"]
+        if update.get("status") in FINAL_TOOL_STATUSES:
+            self.open_tools.pop(call_id, None)
+        self._append("tool/update", self.step, tool_call_id=call_id, update=update)
+
+    def usage_update(self, used: int, size: int) -> None:
+        self._append("usage/update", self.step, used=used, size=size)
+
+    # -- tools --------------------------------------------------------------
+
+    def tool_call(self, call_id: str, name: str, input: object, status: str) -> None:
+        self.unanswered[call_id] = name
+        self._append(
+            "tool/call", self.step, tool_call_id=call_id, name=name, input=input, status=status
+        )
+
+    def tool_result(self, call_id: str, content: list[dict[str, Any]], *, is_error: bool) -> None:
+        self.unanswered.pop(call_id, None)
+        self._append(
+            "tool/result", self.step, tool_call_id=call_id, content=content, is_error=is_error
+        )
+
+
+def usage_record(usage: Usage | None) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    record: dict[str, Any] = {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+    }
+    if usage.context_window is not None:
+        record["context_window"] = usage.context_window
+    return record

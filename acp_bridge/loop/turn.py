@@ -38,6 +38,7 @@ from ..providers.base import (
     ModelRequest,
     ProviderError,
     ReasoningDelta,
+    Retrying,
     StreamIdleTimeout,
     TextDelta,
     ToolCallDelta,
@@ -264,6 +265,20 @@ class Turn:
                     # A stop was read while the provider yielded: leave now
                     # rather than wait for the cancellation to be delivered.
                     return
+                if type(ev) is Retrying:
+                    # A failed attempt the provider retries (before any output):
+                    # log material only, never fed to the assembler.
+                    session.log.append(
+                        "agent/request-error",
+                        self.number,
+                        self.step,
+                        attempt=stream.attempt,
+                        error=ev.error.to_record(),
+                        retrying=True,
+                        retry=ev.attempt,
+                        delay=round(ev.delay, 3),
+                    )
+                    continue
                 feed(ev)
                 chunk = prefixes.get(type(ev))
                 if chunk is not None:

@@ -52,6 +52,18 @@ class ToolCallDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningSignature:
+    """The provider's signature of a complete reasoning block (Anthropic).
+
+    Not visible text: it is kept on the block so that the reasoning can be
+    sent back verbatim; a block without one is never sent back.
+    """
+
+    index: int
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
 class BlockEnd:
     index: int
 
@@ -67,9 +79,6 @@ class Usage:
 @dataclass(frozen=True, slots=True)
 class Finish:
     reason: FinishReason
-
-
-StreamEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta | BlockEnd | Usage | Finish
 
 
 class ProviderError(Exception):
@@ -115,6 +124,35 @@ class StreamIdleTimeout(ProviderError):
 
 
 @dataclass(frozen=True, slots=True)
+class Retrying:
+    """A failed attempt that the provider retries after ``delay`` seconds.
+
+    Yielded only before the first other event of a stream, so a retry never
+    follows output that reached the editor.  It is log material (an
+    ``agent/request-error`` with ``retrying: true``), never fed to the
+    assembler and never part of model history.  ``attempt`` counts from 1:
+    the attempt that failed.
+    """
+
+    error: ProviderError
+    attempt: int
+    delay: float
+
+
+StreamEvent = (
+    TextDelta
+    | ReasoningDelta
+    | ReasoningSignature
+    | ToolCallStart
+    | ToolCallDelta
+    | BlockEnd
+    | Usage
+    | Finish
+    | Retrying
+)
+
+
+@dataclass(frozen=True, slots=True)
 class ToolSpec:
     name: str
     description: str
@@ -134,6 +172,11 @@ class ModelRequest:
     system: str | None = None
     max_tokens: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Per-request overrides of the provider's own configuration; None keeps
+    # what the provider was started with (or what the editor chose).
+    model: str | None = None
+    thinking_budget: int | None = None
+    reasoning_effort: str | None = None
 
 
 class Provider(Protocol):

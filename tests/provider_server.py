@@ -13,6 +13,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -59,8 +60,9 @@ class WireServer:
                 length = int(self.headers.get("content-length", "0"))
                 raw = self.rfile.read(length)
                 server.requests.append(
-                    Received(self.path, {k.lower(): v for k, v in self.headers.items()},
-                             json.loads(raw))
+                    Received(
+                        self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw)
+                    )
                 )
                 reply = server.replies.pop(0) if server.replies else Reply(status=500)
                 server.serve_reply(self, reply)
@@ -128,20 +130,52 @@ class WireServer:
 
 
 def anthropic_start(msg_id: str = "msg_01", input_tokens: int = 25) -> str:
-    return sse("message_start", {"type": "message_start", "message": {
-        "id": msg_id, "type": "message", "role": "assistant", "model": "claude-test",
-        "content": [], "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": input_tokens, "cache_creation_input_tokens": 0,
-                  "cache_read_input_tokens": 0, "output_tokens": 1}}})
+    return sse(
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": msg_id,
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-test",
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": input_tokens,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                    "output_tokens": 1,
+                },
+            },
+        },
+    )
 
 
 def anthropic_text_block(index: int, pieces: list[str]) -> list[str]:
-    out = [sse("content_block_start", {"type": "content_block_start", "index": index,
-                                       "content_block": {"type": "text", "text": ""}}),
-           sse("ping", {"type": "ping"})]
-    out += [sse("content_block_delta", {"type": "content_block_delta", "index": index,
-                                        "delta": {"type": "text_delta", "text": p}})
-            for p in pieces]
+    out = [
+        sse(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "text", "text": ""},
+            },
+        ),
+        sse("ping", {"type": "ping"}),
+    ]
+    out += [
+        sse(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "text_delta", "text": p},
+            },
+        )
+        for p in pieces
+    ]
     return out
 
 
@@ -150,21 +184,36 @@ def anthropic_block_stop(index: int) -> str:
 
 
 def anthropic_end(stop: str = "end_turn", output_tokens: int = 6) -> list[str]:
-    return [sse("message_delta", {"type": "message_delta",
-                                  "delta": {"stop_reason": stop, "stop_sequence": None},
-                                  "usage": {"output_tokens": output_tokens}}),
-            sse("message_stop", {"type": "message_stop"})]
+    return [
+        sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": output_tokens},
+            },
+        ),
+        sse("message_stop", {"type": "message_stop"}),
+    ]
 
 
 def anthropic_text(pieces: list[str]) -> list[str]:
-    return [anthropic_start(), *anthropic_text_block(0, pieces), anthropic_block_stop(0),
-            *anthropic_end()]
+    return [
+        anthropic_start(),
+        *anthropic_text_block(0, pieces),
+        anthropic_block_stop(0),
+        *anthropic_end(),
+    ]
 
 
-def openai_chunk(delta: dict[str, Any], finish: str | None = None,
-                 usage: dict[str, Any] | None = None) -> str:
+def openai_chunk(
+    delta: dict[str, Any], finish: str | None = None, usage: dict[str, Any] | None = None
+) -> str:
     body: dict[str, Any] = {
-        "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
         "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
     }
     if usage is not None:
@@ -173,13 +222,15 @@ def openai_chunk(delta: dict[str, Any], finish: str | None = None,
     return sse(None, body)
 
 
-def openai_text(pieces: list[str], *, reasoning_key: str | None = None,
-                reasoning: list[str] = ()) -> list[str]:  # type: ignore[assignment]
+def openai_text(
+    pieces: list[str], *, reasoning_key: str | None = None, reasoning: Sequence[str] = ()
+) -> list[str]:
     out = [openai_chunk({"role": "assistant", "content": ""})]
     out += [openai_chunk({reasoning_key or "reasoning_content": r}) for r in reasoning]
     out += [openai_chunk({"content": p}) for p in pieces]
-    out += [openai_chunk({}, "stop"),
-            openai_chunk({}, usage={"prompt_tokens": 9, "completion_tokens": 5,
-                                    "total_tokens": 14}),
-            sse(None, "[DONE]")]
+    out += [
+        openai_chunk({}, "stop"),
+        openai_chunk({}, usage={"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}),
+        sse(None, "[DONE]"),
+    ]
     return out

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 from harness import SessionSnapshot, cwd_for_tests, normalize
 from provider_server import (
@@ -66,7 +66,7 @@ class Session:
 
     def snapshot(self) -> dict[str, Any]:
         logs = self.logs()
-        return normalize(
+        out: dict[str, Any] = normalize(
             {
                 "wire": [[d, m] for d, m in self.client.transcript],
                 "requests": [{"path": r.path, "body": r.body} for r in self.server.requests],
@@ -74,6 +74,7 @@ class Session:
             },
             paths={str(self.state): "<state>", CWD: "<cwd>"},
         )
+        return out
 
     def errors(self) -> list[dict[str, Any]]:
         return [r for log in self.logs() for r in log if r["type"] == "agent/request-error"]
@@ -92,10 +93,17 @@ async def run(
     env = dict(os.environ)
     env[key_env or ("ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY")] = KEY
     stderr_path = tmp_path / "stderr.txt"
-    with WireServer(replies) as server, open(stderr_path, "wb") as err:
+    with WireServer(replies) as server, stderr_path.open("wb") as err:
         command = bridge_command(
-            "--provider", provider, "--base-url", server.url, "--state-dir", str(state),
-            "--log-level", "debug", *extra,
+            "--provider",
+            provider,
+            "--base-url",
+            server.url,
+            "--state-dir",
+            str(state),
+            "--log-level",
+            "debug",
+            *extra,
         )
         process = await anyio.open_process(command, env=env, stderr=err)
         client = AcpClient(process)
@@ -143,8 +151,13 @@ async def test_anthropic_plain_text(tmp_path: Path, snapshot: SnapshotAssertion)
     async def play(client: AcpClient, sid: str) -> None:
         results.append(await prompt(client, sid, "Hi"))
 
-    s = await run(tmp_path, "anthropic", [Reply(anthropic_text(["Hello", " there", "!"]))], play,
-                  extra=("--model", "claude-test"))
+    s = await run(
+        tmp_path,
+        "anthropic",
+        [Reply(anthropic_text(["Hello", " there", "!"]))],
+        play,
+        extra=("--model", "claude-test"),
+    )
     assert results[0].stop_reason == "end_turn"
     assert results[0].text() == "Hello there!"
     request = s.server.requests[0]
@@ -153,21 +166,38 @@ async def test_anthropic_plain_text(tmp_path: Path, snapshot: SnapshotAssertion)
     assert request.headers["anthropic-version"] == "2023-06-01"
     assert request.body["model"] == "claude-test"
     assert request.body["stream"] is True
-    assert request.body["messages"] == [{"role": "user", "content": [{"type": "text",
-                                                                      "text": "Hi"}]}]
+    assert request.body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Hi"}]}
+    ]
     assert s.snapshot() == snapshot
 
 
 def _thinking(index: int, text: str, signature: str) -> list[str]:
     return [
-        sse("content_block_start", {"type": "content_block_start", "index": index,
-                                    "content_block": {"type": "thinking", "thinking": "",
-                                                      "signature": ""}}),
-        sse("content_block_delta", {"type": "content_block_delta", "index": index,
-                                    "delta": {"type": "thinking_delta", "thinking": text}}),
-        sse("content_block_delta", {"type": "content_block_delta", "index": index,
-                                    "delta": {"type": "signature_delta",
-                                              "signature": signature}}),
+        sse(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            },
+        ),
+        sse(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "thinking_delta", "thinking": text},
+            },
+        ),
+        sse(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "signature_delta", "signature": signature},
+            },
+        ),
         anthropic_block_stop(index),
     ]
 
@@ -176,15 +206,25 @@ async def test_anthropic_thinking_with_signature_is_sent_back(
     tmp_path: Path, snapshot: SnapshotAssertion
 ) -> None:
     results: list[PromptResult] = []
-    first = [anthropic_start(), *_thinking(0, "Let me think", "SIG123"),
-             *anthropic_text_block(1, ["Four."]), anthropic_block_stop(1), *anthropic_end()]
+    first = [
+        anthropic_start(),
+        *_thinking(0, "Let me think", "SIG123"),
+        *anthropic_text_block(1, ["Four."]),
+        anthropic_block_stop(1),
+        *anthropic_end(),
+    ]
 
     async def play(client: AcpClient, sid: str) -> None:
         results.append(await prompt(client, sid, "2+2?"))
         results.append(await prompt(client, sid, "And 3+3?"))
 
-    s = await run(tmp_path, "anthropic", [Reply(first), Reply(anthropic_text(["Six."]))], play,
-                  extra=("--thinking-budget", "2000"))
+    s = await run(
+        tmp_path,
+        "anthropic",
+        [Reply(first), Reply(anthropic_text(["Six."]))],
+        play,
+        extra=("--thinking-budget", "2000"),
+    )
     assert results[0].text("agent_thought_chunk") == "Let me think"
     assert results[0].text() == "Four."
     second = s.server.requests[1].body
@@ -198,12 +238,25 @@ async def test_anthropic_thinking_with_signature_is_sent_back(
 
 def _tool_use(index: int, call_id: str, name: str, fragments: list[str]) -> list[str]:
     return [
-        sse("content_block_start", {"type": "content_block_start", "index": index,
-                                    "content_block": {"type": "tool_use", "id": call_id,
-                                                      "name": name, "input": {}}}),
-        *[sse("content_block_delta", {"type": "content_block_delta", "index": index,
-                                      "delta": {"type": "input_json_delta", "partial_json": f}})
-          for f in fragments],
+        sse(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+            },
+        ),
+        *[
+            sse(
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": f},
+                },
+            )
+            for f in fragments
+        ],
         anthropic_block_stop(index),
     ]
 
@@ -212,24 +265,45 @@ async def test_anthropic_tool_call_with_fragmented_arguments(
     tmp_path: Path, snapshot: SnapshotAssertion
 ) -> None:
     results: list[PromptResult] = []
-    first = [anthropic_start(), *anthropic_text_block(0, ["I'll check."]), anthropic_block_stop(0),
-             *_tool_use(1, "toolu_01", "get_weather", ["", '{"locati', 'on": "P', "ar", 'is"}']),
-             *anthropic_end("tool_use", 65)]
+    first = [
+        anthropic_start(),
+        *anthropic_text_block(0, ["I'll check."]),
+        anthropic_block_stop(0),
+        *_tool_use(1, "toolu_01", "get_weather", ["", '{"locati', 'on": "P', "ar", 'is"}']),
+        *anthropic_end("tool_use", 65),
+    ]
 
     async def play(client: AcpClient, sid: str) -> None:
         results.append(await prompt(client, sid, "Weather in Paris?"))
 
-    s = await run(tmp_path, "anthropic",
-                  [Reply(first), Reply(anthropic_text(["I cannot check it."]))], play)
+    s = await run(
+        tmp_path, "anthropic", [Reply(first), Reply(anthropic_text(["I cannot check it."]))], play
+    )
     assert results[0].stop_reason == "end_turn"
     follow = s.server.requests[1].body["messages"]
-    assert follow[1] == {"role": "assistant", "content": [
-        {"type": "text", "text": "I'll check."},
-        {"type": "tool_use", "id": "toolu_01", "name": "get_weather",
-         "input": {"location": "Paris"}}]}
-    assert follow[2] == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_01", "is_error": True,
-         "content": [{"type": "text", "text": unavailable_tool_text("get_weather")}]}]}
+    assert follow[1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "I'll check."},
+            {
+                "type": "tool_use",
+                "id": "toolu_01",
+                "name": "get_weather",
+                "input": {"location": "Paris"},
+            },
+        ],
+    }
+    assert follow[2] == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_01",
+                "is_error": True,
+                "content": [{"type": "text", "text": unavailable_tool_text("get_weather")}],
+            }
+        ],
+    }
     assert s.snapshot() == snapshot
 
 
@@ -237,9 +311,14 @@ async def test_anthropic_mid_stream_error_event_is_not_retried(
     tmp_path: Path, snapshot: SnapshotAssertion
 ) -> None:
     results: list[PromptResult] = []
-    events = [anthropic_start(), *anthropic_text_block(0, ["Partial"]),
-              sse("error", {"type": "error", "error": {"type": "overloaded_error",
-                                                       "message": "Overloaded"}})]
+    events = [
+        anthropic_start(),
+        *anthropic_text_block(0, ["Partial"]),
+        sse(
+            "error",
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        ),
+    ]
 
     async def play(client: AcpClient, sid: str) -> None:
         results.append(await prompt(client, sid, "Hi"))
@@ -258,9 +337,13 @@ async def test_anthropic_429_with_retry_after_then_success(
     tmp_path: Path, snapshot: SnapshotAssertion
 ) -> None:
     results: list[PromptResult] = []
-    limited = Reply(status=429, headers={"retry-after": "1", "request-id": "req_rl"},
-                    body=json.dumps({"type": "error", "error": {"type": "rate_limit_error",
-                                                                "message": "Slow down"}}).encode())
+    limited = Reply(
+        status=429,
+        headers={"retry-after": "1", "request-id": "req_rl"},
+        body=json.dumps(
+            {"type": "error", "error": {"type": "rate_limit_error", "message": "Slow down"}}
+        ).encode(),
+    )
 
     async def play(client: AcpClient, sid: str) -> None:
         results.append(await prompt(client, sid, "Hi"))
@@ -280,15 +363,22 @@ async def test_anthropic_429_with_retry_after_then_success(
 async def test_anthropic_529_overloaded_then_success(tmp_path: Path) -> None:
     config = tmp_path / "bridge.toml"
     config.write_text('[profiles.fast]\nprovider = "anthropic"\nretry_base_delay = 0.01\n')
-    overloaded = Reply(status=529, body=b'{"type":"error","error":{"type":"overloaded_error",'
-                                        b'"message":"Overloaded"}}')
+    overloaded = Reply(
+        status=529,
+        body=b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
+    )
     results: list[PromptResult] = []
 
     async def play(client: AcpClient, sid: str) -> None:
         results.append(await prompt(client, sid, "Hi"))
 
-    s = await run(tmp_path, "anthropic", [overloaded, overloaded, Reply(anthropic_text(["Ok"]))],
-                  play, extra=("--config", str(config), "--profile", "fast"))
+    s = await run(
+        tmp_path,
+        "anthropic",
+        [overloaded, overloaded, Reply(anthropic_text(["Ok"]))],
+        play,
+        extra=("--config", str(config), "--profile", "fast"),
+    )
     assert results[0].text() == "Ok"
     assert [e["error"]["kind"] for e in s.errors()] == ["overloaded", "overloaded"]
     assert all(e["retrying"] for e in s.errors())
@@ -297,9 +387,13 @@ async def test_anthropic_529_overloaded_then_success(tmp_path: Path) -> None:
 async def test_anthropic_401_names_the_key_variable(
     tmp_path: Path, snapshot: SnapshotAssertion
 ) -> None:
-    body = json.dumps({"type": "error", "error": {"type": "authentication_error",
-                                                  "message": f"invalid x-api-key {KEY}"},
-                       "request_id": "req_auth"}).encode()
+    body = json.dumps(
+        {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": f"invalid x-api-key {KEY}"},
+            "request_id": "req_auth",
+        }
+    ).encode()
     results: list[PromptResult] = []
 
     async def play(client: AcpClient, sid: str) -> None:
@@ -318,8 +412,9 @@ async def test_stop_mid_stream_disconnects_and_follow_up_shows_marker(
     tmp_path: Path, snapshot: SnapshotAssertion
 ) -> None:
     results: list[PromptResult] = []
-    streaming = Reply([anthropic_start(), *anthropic_text_block(0, ["The answer", " is"])],
-                      hold=True)
+    streaming = Reply(
+        [anthropic_start(), *anthropic_text_block(0, ["The answer", " is"])], hold=True
+    )
     server_box: list[WireServer] = []
 
     async def play(client: AcpClient, sid: str) -> None:
@@ -327,8 +422,7 @@ async def test_stop_mid_stream_disconnects_and_follow_up_shows_marker(
         # The server saw the connection go (its keep-alive writes failed).
         server = server_box[0]
         with anyio.fail_after(10):
-            while not server.disconnected.is_set():
-                await anyio.sleep(0.01)
+            await anyio.to_thread.run_sync(server.disconnected.wait)
         results.append(await prompt(client, sid, "Go on"))
 
     replies = [streaming, Reply(anthropic_text(["Continuing."]))]
@@ -344,8 +438,10 @@ async def test_stop_mid_stream_disconnects_and_follow_up_shows_marker(
     assert results[0].stop_reason == "cancelled"
     assert results[0].text() == "The answer is"
     follow = s.server.requests[1].body["messages"]
-    assert follow[1] == {"role": "assistant", "content": [{"type": "text",
-                                                           "text": "The answer is"}]}
+    assert follow[1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "The answer is"}],
+    }
     assert follow[2]["content"][0] == {"type": "text", "text": INTERRUPTED_NOTE}
     assert follow[2]["content"][1] == {"type": "text", "text": "Go on"}
     assert s.snapshot() == snapshot
@@ -361,9 +457,12 @@ async def test_openai_reasoning_fields(tmp_path: Path, key: str) -> None:
     async def play(client: AcpClient, sid: str) -> None:
         results.append(await prompt(client, sid, "Hi"))
 
-    s = await run(tmp_path, "openai",
-                  [Reply(openai_text(["Hel", "lo"], reasoning_key=key, reasoning=["Hm", "m"]))],
-                  play)
+    s = await run(
+        tmp_path,
+        "openai",
+        [Reply(openai_text(["Hel", "lo"], reasoning_key=key, reasoning=["Hm", "m"]))],
+        play,
+    )
     assert results[0].text("agent_thought_chunk") == "Hmm"
     assert results[0].text() == "Hello"
     request = s.server.requests[0]
@@ -379,8 +478,13 @@ async def test_openai_plain_text(tmp_path: Path, snapshot: SnapshotAssertion) ->
     async def play(client: AcpClient, sid: str) -> None:
         assert (await prompt(client, sid, "Hi")).text() == "Hello world"
 
-    s = await run(tmp_path, "openai", [Reply(openai_text(["Hello", " world"]))], play,
-                  extra=("--model", "gpt-test"))
+    s = await run(
+        tmp_path,
+        "openai",
+        [Reply(openai_text(["Hello", " world"]))],
+        play,
+        extra=("--model", "gpt-test"),
+    )
     assert s.snapshot() == snapshot
 
 
@@ -389,10 +493,30 @@ async def test_openai_ollama_parallel_calls_at_one_index(
 ) -> None:
     calls = [
         openai_chunk({"role": "assistant", "content": ""}),
-        openai_chunk({"tool_calls": [{"index": 0, "id": "call_a", "type": "function", "function": {
-            "name": "get_weather", "arguments": '{"city":"Paris"}'}}]}),
-        openai_chunk({"tool_calls": [{"index": 0, "id": "call_b", "type": "function", "function": {
-            "name": "get_time", "arguments": '{"tz":"CET"}'}}]}),
+        openai_chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_a",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                    }
+                ]
+            }
+        ),
+        openai_chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_b",
+                        "type": "function",
+                        "function": {"name": "get_time", "arguments": '{"tz":"CET"}'},
+                    }
+                ]
+            }
+        ),
         openai_chunk({}, "tool_calls"),
         sse(None, "[DONE]"),
     ]
@@ -404,8 +528,10 @@ async def test_openai_ollama_parallel_calls_at_one_index(
     s = await run(tmp_path, "openai", [Reply(calls), Reply(openai_text(["Done."]))], play)
     follow = s.server.requests[1].body["messages"]
     assert [c["id"] for c in follow[1]["tool_calls"]] == ["call_a", "call_b"]
-    assert follow[1]["tool_calls"][1]["function"] == {"name": "get_time",
-                                                      "arguments": '{"tz":"CET"}'}
+    assert follow[1]["tool_calls"][1]["function"] == {
+        "name": "get_time",
+        "arguments": '{"tz":"CET"}',
+    }
     assert [m["role"] for m in follow] == ["user", "assistant", "tool", "tool"]
     assert [m["tool_call_id"] for m in follow[2:]] == ["call_a", "call_b"]
     assert s.snapshot() == snapshot
@@ -414,8 +540,18 @@ async def test_openai_ollama_parallel_calls_at_one_index(
 async def test_openai_deepseek_reasoning_content_in_tool_turns(tmp_path: Path) -> None:
     first = [
         openai_chunk({"reasoning_content": "Need the weather."}),
-        openai_chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                                      "function": {"name": "w", "arguments": "{}"}}]}),
+        openai_chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "w", "arguments": "{}"},
+                    }
+                ]
+            }
+        ),
         openai_chunk({}, "tool_calls"),
         sse(None, "[DONE]"),
     ]
@@ -424,8 +560,12 @@ async def test_openai_deepseek_reasoning_content_in_tool_turns(tmp_path: Path) -
         await prompt(client, sid, "Weather?")
         await prompt(client, sid, "Thanks")
 
-    s = await run(tmp_path, "openai", [Reply(first), Reply(openai_text(["No tools."])),
-                                       Reply(openai_text(["Welcome."]))], play)
+    s = await run(
+        tmp_path,
+        "openai",
+        [Reply(first), Reply(openai_text(["No tools."])), Reply(openai_text(["Welcome."]))],
+        play,
+    )
     in_loop = s.server.requests[1].body["messages"][1]
     assert in_loop["reasoning_content"] == "Need the weather."  # same turn: sent back
     next_turn = s.server.requests[2].body["messages"][1]
@@ -452,8 +592,13 @@ async def test_openai_idle_timeout(tmp_path: Path) -> None:
     async def play(client: AcpClient, sid: str) -> None:
         results.append(await prompt(client, sid, "Hi"))
 
-    s = await run(tmp_path, "openai", [Reply([openai_chunk({"content": "Slow"})], stall=30)],
-                  play, extra=("--idle-timeout", "0.5"))
+    s = await run(
+        tmp_path,
+        "openai",
+        [Reply([openai_chunk({"content": "Slow"})], stall=30)],
+        play,
+        extra=("--idle-timeout", "0.5"),
+    )
     assert results[0].response["error"]["data"]["kind"] == "idle_timeout"
     logs = s.logs()[0]
     [attempt] = [r for r in logs if r["type"] == "assistant/attempt"]
@@ -463,8 +608,10 @@ async def test_openai_idle_timeout(tmp_path: Path) -> None:
 
 async def test_openai_mid_stream_error_data_event(tmp_path: Path) -> None:
     results: list[PromptResult] = []
-    events = [openai_chunk({"content": "So"}),
-              sse(None, {"error": {"message": "The server had an error", "type": "server_error"}})]
+    events = [
+        openai_chunk({"content": "So"}),
+        sse(None, {"error": {"message": "The server had an error", "type": "server_error"}}),
+    ]
 
     async def play(client: AcpClient, sid: str) -> None:
         results.append(await prompt(client, sid, "Hi"))
@@ -481,15 +628,23 @@ async def test_model_option_and_image(tmp_path: Path, snapshot: SnapshotAssertio
     async def play(client: AcpClient, sid: str) -> None:
         new = [m for d, m in client.transcript if d == "recv" and "result" in m][-1]
         seen["options"] = new["result"]["configOptions"]
-        changed = await client.request("session/set_config_option",
-                                       {"sessionId": sid, "configId": "model", "value": "m2"})
+        changed = await client.request(
+            "session/set_config_option", {"sessionId": sid, "configId": "model", "value": "m2"}
+        )
         seen["changed"] = changed["result"]
         image = {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="}
-        await client.request("session/prompt", {"sessionId": sid, "prompt": [
-            {"type": "text", "text": "What is this?"}, image]})
+        await client.request(
+            "session/prompt",
+            {"sessionId": sid, "prompt": [{"type": "text", "text": "What is this?"}, image]},
+        )
 
-    s = await run(tmp_path, "openai", [Reply(openai_text(["A dot."]))], play,
-                  extra=("--model", "m1", "--model", "m2"))
+    s = await run(
+        tmp_path,
+        "openai",
+        [Reply(openai_text(["A dot."]))],
+        play,
+        extra=("--model", "m1", "--model", "m2"),
+    )
     [option] = seen["options"]
     assert option["category"] == "model"
     assert option["currentValue"] == "m1"
@@ -497,5 +652,7 @@ async def test_model_option_and_image(tmp_path: Path, snapshot: SnapshotAssertio
     body = s.server.requests[0].body
     assert body["model"] == "m2"
     assert body["messages"][0]["content"][1] == {
-        "type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="},
+    }
     assert s.snapshot() == snapshot

@@ -80,3 +80,23 @@ def test_openai_tool_call_continuations_without_id() -> None:
     )
     assert first == [ToolCallStart(0, "c1", "f"), ToolCallDelta(0, '{"')]
     assert more == [ToolCallDelta(0, 'a":1}')]
+
+
+def test_httpx_is_not_imported_unless_a_real_provider_is_chosen() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, acp_bridge.cli, acp_bridge.server, acp_bridge.acp.agent, "
+        "acp_bridge.providers.scripted; print('httpx' in sys.modules, 'httpx_sse' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_openai_stream_without_finish_reason_is_cut() -> None:
+    parser = OpenAIParser()
+    parser.feed("message", '{"choices":[{"index":0,"delta":{"content":"Hal"}}]}')
+    with pytest.raises(ProviderError) as info:
+        parser.end()
+    assert info.value.kind == "cut"

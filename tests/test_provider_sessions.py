@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
+from acp_schema import load_acp_schema
 from harness import SessionSnapshot, cwd_for_tests, normalize
 from provider_server import (
     Reply,
@@ -124,6 +125,9 @@ async def run(
     for log in session.logs():
         check_log(log)
     _assert_no_key(session)
+    schema = load_acp_schema()
+    if schema is not None:  # every frame both ways is valid ACP (where the schema is at hand)
+        schema.check_transcript(client.transcript)
     return session
 
 

@@ -660,3 +660,62 @@ async def test_model_option_and_image(tmp_path: Path, snapshot: SnapshotAssertio
         "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="},
     }
     assert s.snapshot() == snapshot
+
+
+async def _image_prompt(client: AcpClient, sid: str, mime: str) -> dict[str, Any]:
+    image = {"type": "image", "mimeType": mime, "data": "Qk0="}
+    return await client.request(
+        "session/prompt",
+        {"sessionId": sid, "prompt": [{"type": "text", "text": "Look"}, image]},
+    )
+
+
+async def test_image_refused_for_a_model_without_vision(tmp_path: Path) -> None:
+    config = tmp_path / "bridge.toml"
+    config.write_text('[profiles.default]\nprovider = "openai"\nimages = false\n')
+    answers: list[dict[str, Any]] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        answers.append(await _image_prompt(client, sid, "image/png"))
+
+    s = await run(tmp_path, "openai", [], play, extra=("--config", str(config)))
+    error = answers[0]["error"]
+    assert error["code"] == -32602
+    assert "prompt[1]" in error["message"]
+    assert "does not take images" in error["message"]
+    assert s.server.requests == []
+
+
+async def test_anthropic_refuses_an_image_type_it_cannot_take(tmp_path: Path) -> None:
+    answers: list[dict[str, Any]] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        answers.append(await _image_prompt(client, sid, "image/bmp"))
+
+    s = await run(tmp_path, "anthropic", [], play)
+    error = answers[0]["error"]
+    assert error["data"]["kind"] == "unsupported_input"
+    assert "image/bmp" in error["message"]
+    assert s.server.requests == []
+
+
+async def test_anthropic_context_length_rejection(tmp_path: Path) -> None:
+    body = json.dumps(
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "prompt is too long: 210000 tokens > 200000 maximum",
+            },
+        }
+    ).encode()
+    answers: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        answers.append(await prompt(client, sid, "Hi"))
+
+    s = await run(tmp_path, "anthropic", [Reply(status=400, body=body)], play)
+    error = answers[0].response["error"]
+    assert error["data"]["kind"] == "context_length"
+    assert "start a new session" in error["message"]
+    assert len(s.server.requests) == 1

@@ -308,9 +308,11 @@ class HttpStream:
         if response is not None:
             stream = response.extensions.get("network_stream")
             sock = stream.get_extra_info("socket") if stream is not None else None
-            if isinstance(sock, socket.socket):
+            # A socket.socket, or asyncio's TransportSocket wrapper of one.
+            shutdown = getattr(sock, "shutdown", None)
+            if shutdown is not None:
                 with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+                    shutdown(socket.SHUT_RDWR)
         return True
 
     async def aclose(self) -> None:

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from acp_bridge.providers.anthropic import AnthropicParser
-from acp_bridge.providers.base import ProviderError, ToolCallDelta, ToolCallStart
+from acp_bridge.providers.base import (
+    ProviderError,
+    StreamIdleTimeout,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+)
+from acp_bridge.providers.config import ConfigError, load_profile
 from acp_bridge.providers.errors import http_error
 from acp_bridge.providers.openai import OpenAIParser
+from acp_bridge.providers.recording import Recorder
 from acp_bridge.providers.retry import RetryPolicy
+from acp_bridge.providers.script import HangStep, StallStep, load_script
 from acp_bridge.providers.secrets import REDACTED, scrub
 
 
@@ -100,3 +111,24 @@ def test_openai_stream_without_finish_reason_is_cut() -> None:
     with pytest.raises(ProviderError) as info:
         parser.end()
     assert info.value.kind == "cut"
+
+
+def test_config_profile_errors_say_what_to_fix(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[profiles.a]\nprovider = "openai"\nmodle = "x"\n')
+    with pytest.raises(ConfigError, match="unknown key\\(s\\) modle"):
+        load_profile(str(path), "a")
+    with pytest.raises(ConfigError, match="no profile 'b' \\(profiles: a\\)"):
+        load_profile(str(path), "b")
+    assert load_profile(str(path), None) == {}  # no 'default' profile: nothing
+
+
+def test_recording_of_an_idle_stream_replays_as_silence(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    response = Recorder(str(path), "openai").response()
+    response.event(TextDelta(0, "Slow"))
+    response.error(StreamIdleTimeout(0.5))
+    script = load_script(path)
+    steps = script.responses[0].steps
+    assert isinstance(steps[-1], HangStep)
+    assert isinstance(steps[-2], StallStep)

@@ -94,7 +94,9 @@ class RecordedResponse:
 
     def error(self, exc: ProviderError) -> None:
         if isinstance(exc, StreamIdleTimeout):
+            # Silence until the replay's own idle timeout fires, as it did live.
             self._events.append({"stall_ms": int(exc.seconds * 1000) + 60_000})
+            self._events.append({"hang": True})
         else:
             error: dict[str, Any] = {"message": exc.message, "kind": exc.kind}
             if exc.status is not None:

@@ -18,6 +18,7 @@ Each kind of content gets its own block index, in order of arrival.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -192,7 +193,8 @@ class OpenAIParser:
                     out.append(BlockEnd(known[1]))
                 block = self._next
                 self._next += 1
-                call_id = call_id or f"call_{block}"
+                # Some local servers send no id: make one, unique in the session.
+                call_id = call_id or "call_" + uuid.uuid4().hex[:16]
                 self._calls[wire_index] = (call_id, block)
                 out.append(ToolCallStart(block, call_id, fn.get("name") or ""))
             else:

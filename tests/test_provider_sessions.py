@@ -719,3 +719,59 @@ async def test_anthropic_context_length_rejection(tmp_path: Path) -> None:
     assert error["data"]["kind"] == "context_length"
     assert "start a new session" in error["message"]
     assert len(s.server.requests) == 1
+
+
+async def test_thinking_cut_before_its_signature_is_never_sent_back(
+    tmp_path: Path, snapshot: SnapshotAssertion
+) -> None:
+    thinking = [
+        anthropic_start(),
+        sse(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            },
+        ),
+        sse(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "thinking_delta", "thinking": "Let me"},
+            },
+        ),
+    ]
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Think hard", cancel_after=1))
+        results.append(await prompt(client, sid, "Never mind"))
+
+    s = await run(
+        tmp_path,
+        "anthropic",
+        [Reply(thinking, hold=True), Reply(anthropic_text(["Ok."]))],
+        play,
+        extra=("--thinking-budget", "2000"),
+    )
+    assert results[0].stop_reason == "cancelled"
+    assert results[0].text("agent_thought_chunk") == "Let me"
+    # The log keeps the thought the user saw (invariant I2) ...
+    [interrupted] = [m for m in s.logs()[0] if m["type"] == "assistant/message"][:1]
+    assert interrupted["content"] == [{"type": "reasoning", "text": "Let me"}]
+    # ... but the API never gets unsigned thinking: no assistant turn at all here.
+    follow = s.server.requests[1].body["messages"]
+    assert "thinking" not in json.dumps(follow)
+    assert follow == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Think hard"},
+                {"type": "text", "text": INTERRUPTED_NOTE},
+                {"type": "text", "text": "Never mind"},
+            ],
+        }
+    ]
+    assert s.snapshot() == snapshot

@@ -132,3 +132,13 @@ def test_recording_of_an_idle_stream_replays_as_silence(tmp_path: Path) -> None:
     steps = script.responses[0].steps
     assert isinstance(steps[-1], HangStep)
     assert isinstance(steps[-2], StallStep)
+
+
+def test_anthropic_redacted_thinking_is_accepted_and_not_shown() -> None:
+    parser = AnthropicParser()
+    start = (
+        '{"type":"content_block_start","index":0,'
+        '"content_block":{"type":"redacted_thinking","data":"opaque"}}'
+    )
+    assert parser.feed("content_block_start", start) == []
+    assert parser.feed("content_block_stop", '{"type":"content_block_stop","index":0}') == []

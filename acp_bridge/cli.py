@@ -21,7 +21,7 @@ from .paths import ENV_STATE_DIR, resolve_state_dir
 if TYPE_CHECKING:
     from .providers.base import Provider
 
-PROVIDERS = ("fake",)
+PROVIDERS = ("fake", "anthropic", "openai")
 
 
 def _common(defaults: bool) -> argparse.ArgumentParser:
@@ -48,10 +48,13 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     d: Any = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
     p.add_argument(
         "--provider",
-        default=d("fake"),
+        default=d(None),
         choices=PROVIDERS,
-        help="model provider; 'fake' is the keyless scripted provider (default: fake)",
+        help="model provider: 'anthropic' (Messages API), 'openai' (any OpenAI-compatible "
+        "Chat Completions server), or 'fake', the keyless scripted provider (default: fake, "
+        "or the profile's)",
     )
+    _provider_options(p, d)
     p.add_argument(
         "--script",
         default=d(None),
@@ -83,6 +86,61 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
         help="model requests allowed in one turn before it ends with "
         "max_turn_requests (default: 25)",
     )
+
+
+def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
+    g = p.add_argument_group("real providers (--provider anthropic|openai)")
+    g.add_argument(
+        "--model",
+        action="append",
+        default=d(None),
+        metavar="NAME",
+        help="model name; give it more than once to offer several to the editor "
+        "(the first is the default)",
+    )
+    g.add_argument(
+        "--base-url",
+        default=d(None),
+        metavar="URL",
+        help="API base URL (default: https://api.anthropic.com for anthropic, "
+        "https://api.openai.com/v1 for openai)",
+    )
+    g.add_argument(
+        "--api-key-env",
+        default=d(None),
+        metavar="NAME",
+        help="environment variable holding the API key "
+        "(default: ANTHROPIC_API_KEY or OPENAI_API_KEY)",
+    )
+    g.add_argument("--max-tokens", type=_positive_int, default=d(None), metavar="N",
+                   help="most tokens the model may write per request (default: 4096)")
+    g.add_argument("--system", default=d(None), metavar="FILE",
+                   help="file whose text is the system prompt")
+    g.add_argument("--thinking-budget", type=_positive_int, default=d(None), metavar="N",
+                   help="anthropic: enable extended thinking with this token budget")
+    g.add_argument("--reasoning-effort", default=d(None), metavar="LEVEL",
+                   help="openai: reasoning effort to ask for (e.g. low, medium, high)")
+    g.add_argument("--max-retries", type=int, default=d(None), metavar="N",
+                   help="retries of a failed request before any output (default: 3)")
+    g.add_argument("--config", default=d(None), metavar="FILE",
+                   help="TOML file of named provider profiles ([profiles.NAME]); flags win")
+    g.add_argument("--profile", default=d(None), metavar="NAME",
+                   help="profile of --config to use (default: 'default' if present)")
+    g.add_argument("--record", default=d(None), metavar="FILE",
+                   help="write what the provider streams as a script for --provider fake")
+
+
+_FLAG_SETTINGS = (
+    "provider",
+    "model",
+    "base_url",
+    "api_key_env",
+    "max_tokens",
+    "system",
+    "thinking_budget",
+    "reasoning_effort",
+    "max_retries",
+)
 
 
 def _non_negative(text: str) -> float:
@@ -168,9 +226,16 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
             "To see it work, run: acp-bridge demo\n"
         )
     script_path: str | None = args.script
+
+    def load_fake() -> Callable[[], Provider]:
+        return _load_fake_provider(script_path)
+
+    load = load_fake
+    if args.provider != "fake" and (args.provider or args.config):
+        load = _http_loader(args)
     options = ServeOptions(
         state_dir=state_dir,
-        load_provider=lambda: _load_fake_provider(script_path),
+        load_provider=load,
         turn=TurnConfig(
             max_steps=args.max_steps,
             cancel_deadline=args.cancel_deadline,
@@ -178,6 +243,31 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
         ),
     )
     return anyio.run(serve, options)
+
+
+def _http_loader(args: argparse.Namespace) -> Callable[[], Callable[[], Provider]]:
+    def load() -> Callable[[], Provider]:
+        from .providers.build import http_provider_factory, provider_config
+        from .providers.config import ConfigError, load_profile
+        from .server import StartupError
+
+        try:
+            settings = load_profile(args.config, args.profile) if args.config else {}
+            for name in _FLAG_SETTINGS:
+                value = getattr(args, name, None)
+                if value is not None:
+                    settings[name] = value
+            provider = settings.get("provider") or "fake"
+            if provider == "fake":
+                return _load_fake_provider(args.script)
+            if provider not in PROVIDERS:
+                raise ConfigError(f"unknown provider {provider!r} (known: {', '.join(PROVIDERS)})")
+            config = provider_config(settings, idle_timeout=args.idle_timeout or None)
+            return http_provider_factory(config, args.record)
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
+
+    return load
 
 
 def _load_fake_provider(script_path: str | None) -> Callable[[], Provider]:

@@ -151,8 +151,9 @@ def field_cases(session_id: str, cwd: str) -> Iterator[Case]:
     yield prompt([{"type": "text"}], "prompt[0].text")
     yield prompt([text, {"type": "text", "text": ["a"]}], "prompt[1].text")
     yield prompt([{"type": "video", "uri": "x"}], "prompt[0].type")
+    # Images are advertised (promptCapabilities.image): a malformed one names its field.
+    yield prompt([{"type": "image", "data": "AA=="}], "prompt[0].mimeType")
     # Not advertised in promptCapabilities.
-    yield prompt([{"type": "image", "data": "AA==", "mimeType": "image/png"}], "prompt[0].type")
     yield prompt([{"type": "audio", "data": "AA==", "mimeType": "audio/wav"}], "prompt[0].type")
     link = {"type": "resource_link", "uri": "file:///a.txt", "name": "a.txt"}
     yield prompt([{**link, "uri": None}], "prompt[0].uri")

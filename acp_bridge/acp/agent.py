@@ -20,6 +20,7 @@ from ..loop.turn import Turn, TurnConfig
 from ..loop.updates import UpdateFrames
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
+from . import config_options
 from . import params as P
 
 log = logging.getLogger("acp_bridge.agent")
@@ -59,6 +60,7 @@ class Agent:
                 "initialize": self.initialize,
                 "session/new": self.new_session,
                 "session/prompt": self.prompt,
+                "session/set_config_option": self.set_config_option,
             }
         )
         conn.notifications["session/cancel"] = self.cancel
@@ -87,7 +89,7 @@ class Agent:
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": False,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
             },
             "authMethods": [],
@@ -136,7 +138,11 @@ class Agent:
         )
         self.sessions[session_id] = session
         slog.sync()
-        return {"sessionId": session_id}
+        options = config_options.offer(provider)
+        return {"sessionId": session_id, **({"configOptions": options} if options else {})}
+
+    async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        return config_options.set_option(self._session(params).provider, params)
 
     def _session(self, params: dict[str, Any]) -> Session:
         session_id = P.session_id(params)
@@ -162,7 +168,8 @@ class Agent:
         reply = current_reply.get()
         session = self._session(params)
         try:
-            blocks = P.prompt_blocks(params, embedded_context=True, image=False)
+            blocks = P.prompt_blocks(params, embedded_context=True, image=True)
+            config_options.check_prompt(session.provider, blocks)
         except RpcError:
             session.prompts.withdraw(reply.id)
             raise

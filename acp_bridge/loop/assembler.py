@@ -32,6 +32,7 @@ from acp_bridge.providers.base import (
     Finish,
     FinishReason,
     ReasoningDelta,
+    ReasoningSignature,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
@@ -53,7 +54,7 @@ class AssemblyError(Exception):
 
 
 class _Block:
-    __slots__ = ("closed", "id", "joined", "kind", "name", "parts")
+    __slots__ = ("closed", "id", "joined", "kind", "name", "parts", "signature")
 
     def __init__(self, kind: str, id: str = "", name: str = "") -> None:
         self.kind = kind
@@ -65,6 +66,7 @@ class _Block:
         self.closed = False
         self.id = id
         self.name = name
+        self.signature = ""
 
     def text(self) -> str:
         parts = self.parts
@@ -170,6 +172,11 @@ class StreamAssembler:
             self._start_tool_call(event)
         elif type(event) is Usage:
             self.usage = event
+        elif type(event) is ReasoningSignature:
+            block = self._blocks.get(event.index)
+            if block is None or block.kind != REASONING:
+                raise AssemblyError(f"reasoning signature for index {event.index}, not reasoning")
+            block.signature = event.signature
         elif type(event) is Finish:
             self._finish(event.reason)
         else:
@@ -250,7 +257,10 @@ class StreamAssembler:
             elif block.kind != EMPTY:
                 text = block.text()
                 if text and not text.isspace():
-                    out.append({"type": block.kind, "text": text})
+                    item = {"type": block.kind, "text": text}
+                    if block.signature:
+                        item["signature"] = block.signature
+                    out.append(item)
         return out
 
     def compact(self) -> None:

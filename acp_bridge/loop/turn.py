@@ -355,6 +355,9 @@ class Turn:
                             idle.paused = False
                 elif kind is Retrying:
                     self._retrying(ev)  # type: ignore[arg-type]
+                    # The provider now waits before its retry: that wait is
+                    # not a silent stream.
+                    idle.grace, idle.grace_seen = ev.delay, idle.seen  # type: ignore[union-attr]
                 else:
                     feed(ev)
                     if kind is ToolCallStart:
@@ -589,6 +592,11 @@ class _IdleWatch:
         self.limit = limit
         self.seen = 0
         self.paused = False
+        # Extra seconds of silence allowed while no event has followed the
+        # one counted as ``grace_seen`` (a provider's announced wait before a
+        # retry).
+        self.grace = 0.0
+        self.grace_seen = -1
         self.fired = False
         self._step_scope = step_scope
         self._own_scope = anyio.CancelScope()
@@ -607,7 +615,8 @@ class _IdleWatch:
                     last, quiet = self.seen, 0.0
                     continue
                 quiet += tick
-                if quiet >= self.limit:
+                allowed = self.limit + (self.grace if self.seen == self.grace_seen else 0.0)
+                if quiet >= allowed:
                     self.fired = True
                     self._step_scope.cancel()
                     return

@@ -52,6 +52,18 @@ class ToolCallDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningSignature:
+    """The provider's signature of a complete reasoning block (Anthropic).
+
+    Not visible text: it is kept on the block so that the reasoning can be
+    sent back verbatim; a block without one is never sent back.
+    """
+
+    index: int
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
 class BlockEnd:
     index: int
 
@@ -103,13 +115,23 @@ class ProviderError(Exception):
         }
 
 
+class StreamIdleTimeout(ProviderError):
+    """No event arrived within the idle limit (recorded as ``timed_out``)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no stream event for {seconds:g}s", kind="idle_timeout", retryable=True)
+        self.seconds = seconds
+
+
 @dataclass(frozen=True, slots=True)
 class Retrying:
-    """The provider is about to retry a failed request internally.
+    """A failed attempt that the provider retries after ``delay`` seconds.
 
-    Yielded before the retry, and always before any output of the stream:
-    ``error`` is the failure, ``attempt`` the number of the retry about to be
-    made (1 = first retry), ``delay`` the seconds it waits before it.
+    Yielded only before the first other event of a stream, so a retry never
+    follows output that reached the editor.  It is log material (an
+    ``agent/request-error`` with ``retrying: true``), never fed to the
+    assembler and never part of model history.  ``attempt`` counts from 1:
+    the attempt that failed.
     """
 
     error: ProviderError
@@ -120,6 +142,7 @@ class Retrying:
 StreamEvent = (
     TextDelta
     | ReasoningDelta
+    | ReasoningSignature
     | ToolCallStart
     | ToolCallDelta
     | BlockEnd
@@ -127,14 +150,6 @@ StreamEvent = (
     | Finish
     | Retrying
 )
-
-
-class StreamIdleTimeout(ProviderError):
-    """No event arrived within the idle limit (recorded as ``timed_out``)."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"no stream event for {seconds:g}s", kind="idle_timeout", retryable=True)
-        self.seconds = seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +172,11 @@ class ModelRequest:
     system: str | None = None
     max_tokens: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Per-request overrides of the provider's own configuration; None keeps
+    # what the provider was started with (or what the editor chose).
+    model: str | None = None
+    thinking_budget: int | None = None
+    reasoning_effort: str | None = None
 
 
 class ProviderStream(Protocol):

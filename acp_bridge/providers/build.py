@@ -1,0 +1,83 @@
+"""From settings to a provider factory, for ``--provider anthropic|openai``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from .base import Provider
+from .config import (
+    DEFAULT_BASE_URLS,
+    DEFAULT_KEY_ENVS,
+    DEFAULT_MODELS,
+    ConfigError,
+    ProviderConfig,
+)
+from .retry import RetryPolicy
+
+__all__ = ["http_provider_factory", "provider_config"]
+
+
+def provider_config(settings: dict[str, Any], *, idle_timeout: float | None) -> ProviderConfig:
+    """A checked `ProviderConfig` from merged settings (profile keys, flags winning)."""
+    provider = settings["provider"]
+    models = settings.get("model") or [DEFAULT_MODELS[provider]]
+    if isinstance(models, str):
+        models = [models]
+    if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
+        raise ConfigError("model must be a name or a list of names")
+    models = list(dict.fromkeys(models))  # each once, first is the default
+    system = None
+    system_file = settings.get("system")
+    if system_file:
+        try:
+            with open(os.path.expanduser(system_file), encoding="utf-8") as f:
+                system = f.read()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read the system prompt file {system_file}: {exc.strerror or exc}"
+            ) from None
+    budget = settings.get("thinking_budget")
+    max_tokens = settings.get("max_tokens") or 4096
+    for name, value in (("max_tokens", max_tokens), ("thinking_budget", budget)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+    if budget is not None and budget < 1024 and provider == "anthropic":
+        raise ConfigError(f"thinking_budget must be at least 1024 tokens, not {budget}")
+    retry = RetryPolicy(
+        max_retries=int(settings.get("max_retries", 3)),
+        base_delay=float(settings.get("retry_base_delay", 0.5)),
+    )
+    return ProviderConfig(
+        provider=provider,
+        models=tuple(models),
+        base_url=settings.get("base_url") or DEFAULT_BASE_URLS[provider],
+        key_env=settings.get("api_key_env") or DEFAULT_KEY_ENVS[provider],
+        max_tokens=max_tokens,
+        system=system,
+        thinking_budget=budget,
+        reasoning_effort=settings.get("reasoning_effort"),
+        images=bool(settings.get("images", True)),
+        idle_timeout=idle_timeout,
+        retry=retry,
+    )
+
+
+def http_provider_factory(config: ProviderConfig, record: str | None) -> Callable[[], Provider]:
+    """Import the HTTP stack (only now) and return a per-session provider factory."""
+    from .http import HttpProvider, Wire
+    from .recording import Recorder
+
+    wire: Wire
+    if config.provider == "anthropic":
+        from .anthropic import AnthropicWire
+
+        wire = AnthropicWire(config.key_env)
+    else:
+        from .openai import OpenAIWire
+
+        wire = OpenAIWire(config.key_env)
+    key = os.environ.get(config.key_env) or None
+    recorder = Recorder(record, config.provider) if record else None
+    return lambda: HttpProvider(wire, config, key, recorder)

@@ -1,0 +1,113 @@
+"""Configuration of the real providers: command-line flags over an optional TOML profile.
+
+A config file holds named profiles; ``--profile NAME`` picks one (default: the
+profile named ``default``, if the file has one).  Every key is optional and
+has the name of its flag, with ``_`` for ``-``::
+
+    [profiles.claude]
+    provider = "anthropic"
+    model = ["claude-sonnet-4-5", "claude-opus-4-1"]   # or one string
+    max_tokens = 8192
+    thinking_budget = 4000
+    system = "~/prompts/coding.md"                      # a file, as --system
+
+    [profiles.local]
+    provider = "openai"
+    base_url = "http://127.0.0.1:11434/v1"
+    model = "qwen3:8b"
+    api_key_env = "OLLAMA_API_KEY"
+    images = false
+
+Flags given on the command line win over the profile.  Keys that only the
+file sets: ``max_retries``, ``retry_base_delay`` (seconds), ``images``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .retry import RetryPolicy
+
+__all__ = [
+    "DEFAULT_BASE_URLS",
+    "DEFAULT_KEY_ENVS",
+    "DEFAULT_MODELS",
+    "ConfigError",
+    "ProviderConfig",
+    "load_profile",
+]
+
+DEFAULT_BASE_URLS: Final = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com/v1",
+}
+DEFAULT_KEY_ENVS: Final = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+DEFAULT_MODELS: Final = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}
+PROFILE_KEYS: Final = frozenset(
+    {
+        "provider",
+        "model",
+        "base_url",
+        "api_key_env",
+        "max_tokens",
+        "system",
+        "thinking_budget",
+        "reasoning_effort",
+        "max_retries",
+        "retry_base_delay",
+        "images",
+    }
+)
+
+
+class ConfigError(Exception):
+    """A configuration that cannot work; the message says what to fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    provider: str
+    models: tuple[str, ...]
+    base_url: str
+    key_env: str
+    max_tokens: int = 4096
+    system: str | None = None
+    thinking_budget: int | None = None
+    reasoning_effort: str | None = None
+    images: bool = True
+    idle_timeout: float | None = 300.0
+    connect_timeout: float = 10.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+def load_profile(path: str, name: str | None) -> dict[str, Any]:
+    """The chosen profile of a TOML config file, checked."""
+    import tomllib
+
+    try:
+        with open(os.path.expanduser(path), "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"the config file {path} is not valid TOML: {exc}") from None
+    profiles = data.get("profiles", {})
+    if not isinstance(profiles, dict):
+        raise ConfigError(f"{path}: 'profiles' must be a table of [profiles.NAME] tables")
+    if name is None:
+        name = "default"
+        if name not in profiles:
+            return {}
+    profile = profiles.get(name)
+    if not isinstance(profile, dict):
+        known = ", ".join(sorted(profiles)) or "none"
+        raise ConfigError(f"{path}: no profile {name!r} (profiles: {known})")
+    unknown = sorted(set(profile) - PROFILE_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{path}: profile {name!r}: unknown key(s) {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(PROFILE_KEYS))})"
+        )
+    return profile

@@ -1,0 +1,133 @@
+"""Model history (`derive_messages` output) -> Anthropic Messages ``messages``.
+
+What Anthropic receives, per history block:
+
+* user ``text`` -> ``text``; ``image`` -> ``image`` with a base64 source
+  (PNG, JPEG, GIF, WebP; any other type is refused with a clear error);
+  ``resource`` / ``resource_link`` -> ``text`` (see `notes.resource_text`);
+  ``tool_result`` -> ``tool_result`` (first in its message, as the API requires);
+* assistant ``text`` -> ``text``; ``tool_call`` -> ``tool_use`` with its input;
+  ``reasoning`` -> ``thinking`` with its signature, only when it has one and
+  the message was not interrupted (thinking cut before its signature is
+  rejected by the API, and a prior turn's thinking may be omitted);
+* an interrupted assistant message keeps its delivered text only; the next
+  user message starts with `notes.INTERRUPTED_NOTE` (after any tool results).
+
+Messages left empty are dropped and same-role neighbours merged, so roles
+still alternate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from .base import ProviderError
+from .notes import INTERRUPTED_NOTE, resource_text
+
+__all__ = ["IMAGE_TYPES", "anthropic_messages"]
+
+IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+def anthropic_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    note = False
+    for message in messages:
+        if message["role"] == "assistant":
+            content = _assistant(message)
+            note = bool(message.get("interrupted"))
+            role = "assistant"
+        else:
+            content = _user(message["content"], note)
+            note = False
+            role = "user"
+        if not content:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(content)
+        else:
+            out.append({"role": role, "content": content})
+    return out
+
+
+def _assistant(message: dict[str, Any]) -> list[dict[str, Any]]:
+    interrupted = bool(message.get("interrupted"))
+    out: list[dict[str, Any]] = []
+    for block in message["content"]:
+        kind = block["type"]
+        if kind == "text":
+            out.append({"type": "text", "text": block["text"]})
+        elif kind == "reasoning":
+            if block.get("signature") and not interrupted:
+                out.append(
+                    {"type": "thinking", "thinking": block["text"], "signature": block["signature"]}
+                )
+        elif kind == "tool_call":
+            out.append(
+                {
+                    "type": "tool_use",
+                    "id": block["id"],
+                    "name": block["name"],
+                    "input": block["input"],
+                }
+            )
+    return out
+
+
+def _user(blocks: list[dict[str, Any]], note: bool) -> list[dict[str, Any]]:
+    results = [_tool_result(b) for b in blocks if b["type"] == "tool_result"]
+    rest: list[dict[str, Any]] = []
+    if note:
+        rest.append({"type": "text", "text": INTERRUPTED_NOTE})
+    for block in blocks:
+        kind = block["type"]
+        if kind == "text":
+            rest.append({"type": "text", "text": block["text"]})
+        elif kind == "image":
+            rest.append(_image(block))
+        elif kind in ("resource", "resource_link"):
+            if (
+                kind == "resource"
+                and str(block.get("mimeType", "")) in IMAGE_TYPES
+                and "blob" in block
+            ):
+                rest.append(_image({"data": block["blob"], "mimeType": block["mimeType"]}))
+            else:
+                rest.append({"type": "text", "text": resource_text(block)})
+    return results + rest
+
+
+def _image(block: dict[str, Any]) -> dict[str, Any]:
+    mime = block["mimeType"]
+    if mime not in IMAGE_TYPES:
+        raise ProviderError(
+            f"Anthropic models take PNG, JPEG, GIF or WebP images, not {mime}; "
+            "convert the image or remove it",
+            kind="unsupported_input",
+        )
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": mime, "data": block["data"]},
+    }
+
+
+def _tool_result(block: dict[str, Any]) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    for part in block["content"]:
+        if part["type"] == "text":
+            content.append({"type": "text", "text": part["text"]})
+        elif part["type"] == "image":
+            content.append(_image(part))
+        else:
+            text = resource_text(part)
+            if text:
+                content.append({"type": "text", "text": text})
+    out: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": block["tool_call_id"],
+        "content": content,
+    }
+    if block.get("is_error"):
+        out["is_error"] = True
+    return out

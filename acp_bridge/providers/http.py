@@ -1,0 +1,326 @@
+"""The HTTP side of the real providers: one streamed request, retried before output.
+
+`HttpProvider` is vendor-neutral: a `Wire` (Anthropic Messages or OpenAI Chat
+Completions) builds the request body from the model history, reads each
+server-sent event into stream events, and turns an HTTP error into a
+`ProviderError`.  This module does the rest:
+
+* one ``POST`` per attempt with httpx, the response read as SSE with httpx-sse;
+* retries (429, 5xx, 529, overloaded, connection failures) only while nothing
+  has been yielded: each is announced by a `Retrying` event before the wait;
+* an idle stream (no bytes for the read timeout) raises `StreamIdleTimeout`;
+  a cut body, malformed SSE and in-stream errors raise distinct kinds;
+* ``abort()`` shuts the socket down synchronously, so the server sees the
+  disconnect at once; leaving the context manager closes the response.
+
+httpx is imported here, and this module only when a real provider is chosen,
+so a scripted session does not pay for it at start-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from collections import deque
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+import httpx
+from httpx_sse import EventSource, ServerSentEvent, SSEError
+
+from .base import (
+    ModelRequest,
+    ProviderError,
+    ProviderStream,
+    Retrying,
+    StreamEvent,
+    StreamIdleTimeout,
+)
+from .config import ProviderConfig
+from .recording import Recorder
+from .retry import RetryPolicy
+from .secrets import scrub
+
+__all__ = ["HttpProvider", "Wire", "WireParser"]
+
+log = logging.getLogger("acp_bridge.providers")
+# httpx and httpcore never see a key in a log line: their debug output names
+# headers, so keep them quiet whatever the bridge's log level.
+logging.getLogger("httpx").setLevel(logging.WARNING)
+logging.getLogger("httpcore").setLevel(logging.WARNING)
+
+
+class WireParser(Protocol):
+    """Reads one response's server-sent events into stream events."""
+
+    def feed(self, event: str, data: str) -> list[StreamEvent]:
+        """The events for one SSE event; raises `ProviderError` for an in-stream error."""
+        ...
+
+    def end(self) -> list[StreamEvent]:
+        """The events at the end of the body; raises `ProviderError` if it was cut."""
+        ...
+
+
+class Wire(Protocol):
+    name: str
+    key_env: str
+    request_id_header: str
+
+    def endpoint(self, base_url: str) -> str: ...
+
+    def headers(self, key: str | None) -> dict[str, str]: ...
+
+    def body(self, request: ModelRequest, config: ProviderConfig, model: str) -> bytes: ...
+
+    def parser(self) -> WireParser: ...
+
+    def http_error(
+        self, status: int, raw: bytes, headers: Mapping[str, str], has_key: bool
+    ) -> ProviderError: ...
+
+
+@dataclass
+class HttpProvider:
+    """A real model provider: one per session (its model can be changed by the editor)."""
+
+    wire: Wire
+    config: ProviderConfig
+    key: str | None
+    recorder: Recorder | None = None
+
+    def __post_init__(self) -> None:
+        self.name = self.wire.name
+        self.model = self.config.models[0]
+        self._client: httpx.AsyncClient | None = None
+
+    def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[ProviderStream]:
+        return self._open(request)
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            read = self.config.idle_timeout
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(
+                    connect=self.config.connect_timeout,
+                    read=read,
+                    write=60.0,
+                    pool=self.config.connect_timeout,
+                ),
+                headers=self.wire.headers(self.key),
+            )
+        return self._client
+
+    @asynccontextmanager
+    async def _open(
+        self, request: ModelRequest
+    ) -> AsyncGenerator[ProviderStream, None]:
+        model = request.model or self.model
+        body = self.wire.body(request, self.config, model)
+        url = self.wire.endpoint(self.config.base_url)
+        record = self.recorder.response() if self.recorder is not None else None
+        stream = HttpStream(self, url, body, record)
+        try:
+            yield stream
+        finally:
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
+
+
+class HttpStream:
+    """The async iterator of one model request (all its attempts)."""
+
+    def __init__(self, provider: HttpProvider, url: str, body: bytes, record: Any) -> None:
+        self._provider = provider
+        self._wire = provider.wire
+        self._policy: RetryPolicy = provider.config.retry
+        self._url = url
+        self._body = body
+        self._record = record
+        self._queue: deque[StreamEvent] = deque()
+        self._response: httpx.Response | None = None
+        self._sse: AsyncGenerator[ServerSentEvent, None] | None = None
+        self._parser: WireParser | None = None
+        self._attempt = 0
+        self._wait = 0.0
+        self._delivered = False
+        self._finished = False
+        self._aborted = False
+        self.request_id: str | None = None
+
+    def __aiter__(self) -> HttpStream:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        queue = self._queue
+        while True:
+            if queue:
+                ev = queue.popleft()
+                self._delivered = True
+                if self._record is not None:
+                    self._record.event(ev)
+                return ev
+            if self._aborted or self._finished:
+                raise StopAsyncIteration
+            if self._sse is None:
+                retrying = await self._connect()
+            else:
+                retrying = await self._read(self._sse)
+            if retrying is not None:
+                return retrying
+
+    async def _read(self, sse: AsyncGenerator[ServerSentEvent, None]) -> Retrying | None:
+        """Read one server-sent event into the queue (or fail, or retry)."""
+        assert self._parser is not None
+        try:
+            item = await sse.__anext__()
+            self._queue.extend(self._parser.feed(item.event, item.data))
+        except StopAsyncIteration:
+            self._finished = True
+            try:
+                self._queue.extend(self._parser.end())
+            except ProviderError as exc:
+                return await self._failed(exc)
+        except ProviderError as exc:
+            return await self._failed(exc)
+        except httpx.ReadTimeout:
+            if self._aborted:
+                raise StopAsyncIteration from None
+            await self._drop_response()
+            timeout = StreamIdleTimeout(self._provider.config.idle_timeout or 0.0)
+            if self._record is not None:
+                self._record.error(timeout)
+            raise self._tag(timeout) from None
+        except (httpx.TransportError, SSEError) as exc:
+            if self._aborted:
+                raise StopAsyncIteration from None
+            return await self._failed(self._cut(exc))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # bad JSON or shapes
+            return await self._failed(
+                ProviderError(
+                    f"{self._wire.name} sent a malformed event stream: {scrub(str(exc))}",
+                    kind="malformed",
+                )
+            )
+        return None
+
+    def _cut(self, exc: Exception) -> ProviderError:
+        if isinstance(exc, SSEError):
+            return ProviderError(
+                f"{self._wire.name} answered with something other than an event stream: "
+                f"{scrub(str(exc))}",
+                kind="malformed",
+            )
+        return ProviderError(
+            f"the connection to {self._wire.name} broke mid-answer "
+            f"({type(exc).__name__}); the reply is incomplete",
+            kind="cut",
+            retryable=True,
+        )
+
+    def _tag(self, exc: ProviderError) -> ProviderError:
+        if exc.request_id is None:
+            exc.request_id = self.request_id
+        return exc
+
+    async def _failed(
+        self, exc: ProviderError, headers: Mapping[str, str] | None = None
+    ) -> Retrying:
+        """Retry a failure that came before any output, else raise it."""
+        exc = self._tag(exc)
+        await self._drop_response()
+        if self._delivered or not exc.retryable or self._attempt > self._policy.max_retries:
+            if self._record is not None:
+                self._record.error(exc)
+            raise exc
+        self._wait = self._policy.delay(self._attempt, headers)
+        log.info(
+            "%s: attempt %d failed (%s); retrying in %.2fs",
+            self._wire.name,
+            self._attempt,
+            exc.kind,
+            self._wait,
+        )
+        return Retrying(exc, self._attempt, self._wait)
+
+    async def _connect(self) -> Retrying | None:
+        if self._wait:
+            await anyio.sleep(self._wait)
+            self._wait = 0.0
+        self._attempt += 1
+        client = self._provider.client()
+        self._parser = self._wire.parser()
+        request = client.build_request(
+            "POST",
+            self._url,
+            content=self._body,
+            headers={"accept": "text/event-stream", "content-type": "application/json"},
+        )
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            return await self._failed(
+                ProviderError(
+                    f"{self._wire.name} did not answer in time ({type(exc).__name__})",
+                    kind="timeout",
+                    retryable=True,
+                )
+            )
+        except httpx.TransportError as exc:
+            return await self._failed(
+                ProviderError(
+                    f"cannot reach {self._wire.name} at {self._provider.config.base_url}: "
+                    f"{scrub(str(exc)) or type(exc).__name__}",
+                    kind="connection",
+                    retryable=True,
+                )
+            )
+        self._response = response
+        self.request_id = response.headers.get(self._wire.request_id_header)
+        if response.status_code != 200:
+            try:
+                raw = await response.aread()
+            except httpx.TransportError:
+                raw = b""
+            error = self._wire.http_error(
+                response.status_code, raw, response.headers, bool(self._provider.key)
+            )
+            return await self._failed(error, response.headers)
+        if self._aborted:
+            await self._drop_response()
+            return None
+        self._sse = EventSource(response).aiter_sse()
+        return None
+
+    async def _drop_response(self) -> None:
+        sse, response = self._sse, self._response
+        self._sse = self._response = None
+        with anyio.CancelScope(shield=True):
+            if sse is not None:
+                with contextlib.suppress(Exception):
+                    await sse.aclose()
+            if response is not None:
+                await response.aclose()
+
+    def abort(self) -> bool:
+        """Stop now: no further event, and the server sees the connection go."""
+        self._aborted = True
+        response = self._response
+        if response is not None:
+            stream = response.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            # A socket.socket, or asyncio's TransportSocket wrapper of one.
+            shutdown = getattr(sock, "shutdown", None)
+            if shutdown is not None:
+                with contextlib.suppress(OSError):
+                    shutdown(socket.SHUT_RDWR)
+        return True
+
+    async def aclose(self) -> None:
+        if self._record is not None:
+            self._record.end(self._finished and not self._queue)
+        await self._drop_response()

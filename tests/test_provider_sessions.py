@@ -1,0 +1,801 @@
+"""Whole sessions through the real subprocess against model APIs on loopback.
+
+Each case runs `acp-bridge --provider anthropic|openai --base-url
+http://127.0.0.1:PORT` against `provider_server.WireServer`, which replays the
+vendors' streaming wire formats over real sockets.  A snapshot keeps the
+normalized wire transcript, the request bodies the server received (what the
+model sees) and the derived history.  Every case also checks the log
+(`check_log`) and that the planted API key appears nowhere: not in the log,
+the snapshot, stderr or the request bodies (only in its auth header).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from acp_schema import load_acp_schema
+from harness import SessionSnapshot, cwd_for_tests, normalize
+from provider_server import (
+    Reply,
+    WireServer,
+    anthropic_block_stop,
+    anthropic_end,
+    anthropic_start,
+    anthropic_text,
+    anthropic_text_block,
+    openai_chunk,
+    openai_text,
+    sse,
+)
+from syrupy.assertion import SnapshotAssertion
+
+from acp_bridge.client import AcpClient, PromptResult, bridge_command
+from acp_bridge.log.check import check_log
+from acp_bridge.log.derive import derive_messages
+from acp_bridge.log.reader import read_records
+from acp_bridge.loop.turn import unavailable_tool_text
+from acp_bridge.providers.notes import INTERRUPTED_NOTE
+
+pytestmark = pytest.mark.anyio
+
+KEY = "sk-ant-PLANTED0123456789secretKEYvalue"
+CWD = cwd_for_tests()
+
+
+@pytest.fixture
+def snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
+    return snapshot.use_extension(SessionSnapshot)
+
+
+@dataclass
+class Session:
+    client: AcpClient
+    server: WireServer
+    state: Path
+    stderr: str = ""
+
+    def logs(self) -> list[list[dict[str, Any]]]:
+        return [read_records(p) for p in sorted((self.state / "sessions").glob("*.jsonl"))]
+
+    def snapshot(self) -> dict[str, Any]:
+        logs = self.logs()
+        out: dict[str, Any] = normalize(
+            {
+                "wire": [[d, m] for d, m in self.client.transcript],
+                "requests": [{"path": r.path, "body": r.body} for r in self.server.requests],
+                "history": [derive_messages(r) for r in logs],
+            },
+            paths={str(self.state): "<state>", CWD: "<cwd>"},
+        )
+        return out
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [r for log in self.logs() for r in log if r["type"] == "agent/request-error"]
+
+
+async def run(
+    tmp_path: Path,
+    provider: str,
+    replies: list[Reply],
+    play: Callable[[AcpClient, str], Awaitable[None]],
+    *,
+    extra: tuple[str, ...] = (),
+    key_env: str | None = None,
+) -> Session:
+    state = tmp_path / "state"
+    env = dict(os.environ)
+    env[key_env or ("ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY")] = KEY
+    stderr_path = tmp_path / "stderr.txt"
+    with WireServer(replies) as server, stderr_path.open("wb") as err:
+        command = bridge_command(
+            "--provider",
+            provider,
+            "--base-url",
+            server.url,
+            "--state-dir",
+            str(state),
+            "--log-level",
+            "debug",
+            *extra,
+        )
+        process = await anyio.open_process(command, env=env, stderr=err)
+        client = AcpClient(process)
+        session = Session(client, server, state)
+        async with process, anyio.create_task_group() as tg:
+            tg.start_soon(client.read_loop)
+            with anyio.fail_after(30):
+                await client.initialize()
+                sid = await client.new_session(CWD)
+                await play(client, sid)
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            with anyio.fail_after(15):
+                await process.wait()
+                await client.eof.wait()
+            tg.cancel_scope.cancel()
+    session.stderr = stderr_path.read_text()
+    for log in session.logs():
+        check_log(log)
+    _assert_no_key(session)
+    schema = load_acp_schema()
+    if schema is not None:  # every frame both ways is valid ACP (where the schema is at hand)
+        schema.check_transcript(client.transcript)
+    return session
+
+
+def _assert_no_key(session: Session) -> None:
+    assert KEY not in session.stderr
+    for path in (session.state / "sessions").glob("*"):
+        assert KEY not in path.read_text()
+    assert KEY not in json.dumps(session.snapshot())
+    for request in session.server.requests:
+        assert KEY not in json.dumps(request.body)
+
+
+async def prompt(client: AcpClient, sid: str, text: str, **kw: Any) -> PromptResult:
+    result = await client.prompt(sid, text, **kw)
+    assert not result.late  # invariant I1
+    return result
+
+
+# -- Anthropic ------------------------------------------------------------------------
+
+
+async def test_anthropic_plain_text(tmp_path: Path, snapshot: SnapshotAssertion) -> None:
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+
+    s = await run(
+        tmp_path,
+        "anthropic",
+        [Reply(anthropic_text(["Hello", " there", "!"]))],
+        play,
+        extra=("--model", "claude-test"),
+    )
+    assert results[0].stop_reason == "end_turn"
+    assert results[0].text() == "Hello there!"
+    request = s.server.requests[0]
+    assert request.path == "/v1/messages"
+    assert request.headers["x-api-key"] == KEY
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    assert request.body["model"] == "claude-test"
+    assert request.body["stream"] is True
+    assert request.body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Hi"}]}
+    ]
+    assert s.snapshot() == snapshot
+
+
+def _thinking(index: int, text: str, signature: str) -> list[str]:
+    return [
+        sse(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            },
+        ),
+        sse(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "thinking_delta", "thinking": text},
+            },
+        ),
+        sse(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "signature_delta", "signature": signature},
+            },
+        ),
+        anthropic_block_stop(index),
+    ]
+
+
+async def test_anthropic_thinking_with_signature_is_sent_back(
+    tmp_path: Path, snapshot: SnapshotAssertion
+) -> None:
+    results: list[PromptResult] = []
+    first = [
+        anthropic_start(),
+        *_thinking(0, "Let me think", "SIG123"),
+        *anthropic_text_block(1, ["Four."]),
+        anthropic_block_stop(1),
+        *anthropic_end(),
+    ]
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "2+2?"))
+        results.append(await prompt(client, sid, "And 3+3?"))
+
+    s = await run(
+        tmp_path,
+        "anthropic",
+        [Reply(first), Reply(anthropic_text(["Six."]))],
+        play,
+        extra=("--thinking-budget", "2000"),
+    )
+    assert results[0].text("agent_thought_chunk") == "Let me think"
+    assert results[0].text() == "Four."
+    second = s.server.requests[1].body
+    assert second["thinking"] == {"type": "enabled", "budget_tokens": 2000}
+    assert second["messages"][1]["content"] == [
+        {"type": "thinking", "thinking": "Let me think", "signature": "SIG123"},
+        {"type": "text", "text": "Four."},
+    ]
+    assert s.snapshot() == snapshot
+
+
+def _tool_use(index: int, call_id: str, name: str, fragments: list[str]) -> list[str]:
+    return [
+        sse(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+            },
+        ),
+        *[
+            sse(
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": f},
+                },
+            )
+            for f in fragments
+        ],
+        anthropic_block_stop(index),
+    ]
+
+
+async def test_anthropic_tool_call_with_fragmented_arguments(
+    tmp_path: Path, snapshot: SnapshotAssertion
+) -> None:
+    results: list[PromptResult] = []
+    first = [
+        anthropic_start(),
+        *anthropic_text_block(0, ["I'll check."]),
+        anthropic_block_stop(0),
+        *_tool_use(1, "toolu_01", "get_weather", ["", '{"locati', 'on": "P', "ar", 'is"}']),
+        *anthropic_end("tool_use", 65),
+    ]
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Weather in Paris?"))
+
+    s = await run(
+        tmp_path, "anthropic", [Reply(first), Reply(anthropic_text(["I cannot check it."]))], play
+    )
+    assert results[0].stop_reason == "end_turn"
+    follow = s.server.requests[1].body["messages"]
+    assert follow[1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "I'll check."},
+            {
+                "type": "tool_use",
+                "id": "toolu_01",
+                "name": "get_weather",
+                "input": {"location": "Paris"},
+            },
+        ],
+    }
+    assert follow[2] == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_01",
+                "is_error": True,
+                "content": [{"type": "text", "text": unavailable_tool_text("get_weather")}],
+            }
+        ],
+    }
+    assert s.snapshot() == snapshot
+
+
+async def test_anthropic_mid_stream_error_event_is_not_retried(
+    tmp_path: Path, snapshot: SnapshotAssertion
+) -> None:
+    results: list[PromptResult] = []
+    events = [
+        anthropic_start(),
+        *anthropic_text_block(0, ["Partial"]),
+        sse(
+            "error",
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        ),
+    ]
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+
+    s = await run(tmp_path, "anthropic", [Reply(events, headers={"request-id": "req_42"})], play)
+    error = results[0].response["error"]
+    assert "overloaded" in error["message"]
+    assert error["data"]["kind"] == "overloaded"
+    assert len(s.server.requests) == 1  # output reached the editor: never retried
+    [logged] = s.errors()
+    assert logged["error"]["request_id"] == "req_42"
+    assert s.snapshot() == snapshot
+
+
+async def test_anthropic_429_with_retry_after_then_success(
+    tmp_path: Path, snapshot: SnapshotAssertion
+) -> None:
+    results: list[PromptResult] = []
+    limited = Reply(
+        status=429,
+        headers={"retry-after": "1", "request-id": "req_rl"},
+        body=json.dumps(
+            {"type": "error", "error": {"type": "rate_limit_error", "message": "Slow down"}}
+        ).encode(),
+    )
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+
+    s = await run(tmp_path, "anthropic", [limited, Reply(anthropic_text(["Fine."]))], play)
+    assert results[0].stop_reason == "end_turn"
+    assert results[0].text() == "Fine."
+    assert len(s.server.requests) == 2
+    [retry] = s.errors()
+    assert retry["retrying"] is True
+    assert retry["retry_delay"] == 1.0  # the server's retry-after, not the backoff
+    assert retry["error"]["kind"] == "rate_limited"
+    assert retry["error"]["request_id"] == "req_rl"
+    assert s.snapshot() == snapshot
+
+
+async def test_a_retry_wait_longer_than_the_idle_timeout_is_not_a_stall(tmp_path: Path) -> None:
+    """The provider announces its wait before a retry; the idle watch allows it."""
+    results: list[PromptResult] = []
+    limited = Reply(
+        status=429,
+        headers={"retry-after": "1.5"},
+        body=b'{"type":"error","error":{"type":"rate_limit_error","message":"Slow down"}}',
+    )
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+
+    s = await run(
+        tmp_path,
+        "anthropic",
+        [limited, Reply(anthropic_text(["Fine."]))],
+        play,
+        extra=("--idle-timeout", "0.6"),
+    )
+    assert results[0].stop_reason == "end_turn", results[0]
+    assert results[0].text() == "Fine."
+    assert [e["retrying"] for e in s.errors()] == [True]
+
+
+async def test_anthropic_529_overloaded_then_success(tmp_path: Path) -> None:
+    config = tmp_path / "bridge.toml"
+    config.write_text('[profiles.fast]\nprovider = "anthropic"\nretry_base_delay = 0.01\n')
+    overloaded = Reply(
+        status=529,
+        body=b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
+    )
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+
+    s = await run(
+        tmp_path,
+        "anthropic",
+        [overloaded, overloaded, Reply(anthropic_text(["Ok"]))],
+        play,
+        extra=("--config", str(config), "--profile", "fast"),
+    )
+    assert results[0].text() == "Ok"
+    assert [e["error"]["kind"] for e in s.errors()] == ["overloaded", "overloaded"]
+    assert all(e["retrying"] for e in s.errors())
+
+
+async def test_anthropic_401_names_the_key_variable(
+    tmp_path: Path, snapshot: SnapshotAssertion
+) -> None:
+    body = json.dumps(
+        {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": f"invalid x-api-key {KEY}"},
+            "request_id": "req_auth",
+        }
+    ).encode()
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+
+    s = await run(tmp_path, "anthropic", [Reply(status=401, body=body)], play)
+    error = results[0].response["error"]
+    assert "the API key in ANTHROPIC_API_KEY was rejected" in error["message"]
+    assert error["data"]["kind"] == "auth"
+    assert len(s.server.requests) == 1  # not retried
+    assert s.errors()[0]["error"]["request_id"] == "req_auth"
+    assert s.snapshot() == snapshot
+
+
+async def test_stop_mid_stream_disconnects_and_follow_up_shows_marker(
+    tmp_path: Path, snapshot: SnapshotAssertion
+) -> None:
+    results: list[PromptResult] = []
+    streaming = Reply(
+        [anthropic_start(), *anthropic_text_block(0, ["The answer", " is"])], hold=True
+    )
+    server_box: list[WireServer] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Tell me", cancel_after=2))
+        # The server saw the connection go (its keep-alive writes failed).
+        server = server_box[0]
+        with anyio.fail_after(10):
+            await anyio.to_thread.run_sync(server.disconnected.wait)
+        results.append(await prompt(client, sid, "Go on"))
+
+    replies = [streaming, Reply(anthropic_text(["Continuing."]))]
+    original = WireServer.__enter__
+
+    def enter(self: WireServer) -> WireServer:
+        server_box.append(self)
+        return original(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(WireServer, "__enter__", enter)
+        s = await run(tmp_path, "anthropic", replies, play)
+    assert results[0].stop_reason == "cancelled"
+    assert results[0].text() == "The answer is"
+    follow = s.server.requests[1].body["messages"]
+    assert follow[1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "The answer is"}],
+    }
+    assert follow[2]["content"][0] == {"type": "text", "text": INTERRUPTED_NOTE}
+    assert follow[2]["content"][1] == {"type": "text", "text": "Go on"}
+    assert s.snapshot() == snapshot
+
+
+# -- OpenAI-compatible -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+async def test_openai_reasoning_fields(tmp_path: Path, key: str) -> None:
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+
+    s = await run(
+        tmp_path,
+        "openai",
+        [Reply(openai_text(["Hel", "lo"], reasoning_key=key, reasoning=["Hm", "m"]))],
+        play,
+    )
+    assert results[0].text("agent_thought_chunk") == "Hmm"
+    assert results[0].text() == "Hello"
+    request = s.server.requests[0]
+    assert request.path == "/chat/completions"
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert request.body["stream_options"] == {"include_usage": True}
+    logs = s.logs()[0]
+    [message] = [r for r in logs if r["type"] == "assistant/message"]
+    assert message["usage"] == {"input_tokens": 9, "output_tokens": 5}
+
+
+async def test_openai_plain_text(tmp_path: Path, snapshot: SnapshotAssertion) -> None:
+    async def play(client: AcpClient, sid: str) -> None:
+        assert (await prompt(client, sid, "Hi")).text() == "Hello world"
+
+    s = await run(
+        tmp_path,
+        "openai",
+        [Reply(openai_text(["Hello", " world"]))],
+        play,
+        extra=("--model", "gpt-test"),
+    )
+    assert s.snapshot() == snapshot
+
+
+async def test_openai_ollama_parallel_calls_at_one_index(
+    tmp_path: Path, snapshot: SnapshotAssertion
+) -> None:
+    calls = [
+        openai_chunk({"role": "assistant", "content": ""}),
+        openai_chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_a",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                    }
+                ]
+            }
+        ),
+        openai_chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_b",
+                        "type": "function",
+                        "function": {"name": "get_time", "arguments": '{"tz":"CET"}'},
+                    }
+                ]
+            }
+        ),
+        openai_chunk({}, "tool_calls"),
+        sse(None, "[DONE]"),
+    ]
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Weather and time?"))
+
+    s = await run(tmp_path, "openai", [Reply(calls), Reply(openai_text(["Done."]))], play)
+    follow = s.server.requests[1].body["messages"]
+    assert [c["id"] for c in follow[1]["tool_calls"]] == ["call_a", "call_b"]
+    assert follow[1]["tool_calls"][1]["function"] == {
+        "name": "get_time",
+        "arguments": '{"tz":"CET"}',
+    }
+    assert [m["role"] for m in follow] == ["user", "assistant", "tool", "tool"]
+    assert [m["tool_call_id"] for m in follow[2:]] == ["call_a", "call_b"]
+    assert s.snapshot() == snapshot
+
+
+async def test_openai_deepseek_reasoning_content_in_tool_turns(tmp_path: Path) -> None:
+    first = [
+        openai_chunk({"reasoning_content": "Need the weather."}),
+        openai_chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "w", "arguments": "{}"},
+                    }
+                ]
+            }
+        ),
+        openai_chunk({}, "tool_calls"),
+        sse(None, "[DONE]"),
+    ]
+
+    async def play(client: AcpClient, sid: str) -> None:
+        await prompt(client, sid, "Weather?")
+        await prompt(client, sid, "Thanks")
+
+    s = await run(
+        tmp_path,
+        "openai",
+        [Reply(first), Reply(openai_text(["No tools."])), Reply(openai_text(["Welcome."]))],
+        play,
+    )
+    in_loop = s.server.requests[1].body["messages"][1]
+    assert in_loop["reasoning_content"] == "Need the weather."  # same turn: sent back
+    next_turn = s.server.requests[2].body["messages"][1]
+    assert "reasoning_content" not in next_turn  # an earlier turn: never
+
+
+async def test_openai_cut_connection(tmp_path: Path, snapshot: SnapshotAssertion) -> None:
+    results: list[PromptResult] = []
+    events = [openai_chunk({"content": "Half an ans"})]
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+
+    s = await run(tmp_path, "openai", [Reply(events, cut=True)], play)
+    assert results[0].text() == "Half an ans"
+    assert results[0].response["error"]["data"]["kind"] == "cut"
+    assert len(s.server.requests) == 1
+    assert s.snapshot() == snapshot
+
+
+async def test_openai_idle_timeout(tmp_path: Path) -> None:
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+
+    s = await run(
+        tmp_path,
+        "openai",
+        [Reply([openai_chunk({"content": "Slow"})], stall=30)],
+        play,
+        extra=("--idle-timeout", "0.5"),
+    )
+    assert results[0].response["error"]["data"]["kind"] == "idle_timeout"
+    logs = s.logs()[0]
+    [attempt] = [r for r in logs if r["type"] == "assistant/attempt"]
+    assert attempt["outcome"] == "timed_out"
+    assert not [r for r in logs if r["type"] == "assistant/message"]
+
+
+async def test_openai_mid_stream_error_data_event(tmp_path: Path) -> None:
+    results: list[PromptResult] = []
+    events = [
+        openai_chunk({"content": "So"}),
+        sse(None, {"error": {"message": "The server had an error", "type": "server_error"}}),
+    ]
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+
+    await run(tmp_path, "openai", [Reply(events)], play)
+    error = results[0].response["error"]
+    assert error["data"]["kind"] == "stream_error"
+    assert "The server had an error" in error["message"]
+
+
+async def test_model_option_and_image(tmp_path: Path, snapshot: SnapshotAssertion) -> None:
+    seen: dict[str, Any] = {}
+
+    async def play(client: AcpClient, sid: str) -> None:
+        new = [m for d, m in client.transcript if d == "recv" and "result" in m][-1]
+        seen["options"] = new["result"]["configOptions"]
+        changed = await client.request(
+            "session/set_config_option", {"sessionId": sid, "configId": "model", "value": "m2"}
+        )
+        seen["changed"] = changed["result"]
+        image = {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="}
+        await client.request(
+            "session/prompt",
+            {"sessionId": sid, "prompt": [{"type": "text", "text": "What is this?"}, image]},
+        )
+
+    s = await run(
+        tmp_path,
+        "openai",
+        [Reply(openai_text(["A dot."]))],
+        play,
+        extra=("--model", "m1", "--model", "m2"),
+    )
+    [option] = seen["options"]
+    assert option["category"] == "model"
+    assert option["currentValue"] == "m1"
+    assert seen["changed"]["configOptions"][0]["currentValue"] == "m2"
+    body = s.server.requests[0].body
+    assert body["model"] == "m2"
+    assert body["messages"][0]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="},
+    }
+    assert s.snapshot() == snapshot
+
+
+async def _image_prompt(client: AcpClient, sid: str, mime: str) -> dict[str, Any]:
+    image = {"type": "image", "mimeType": mime, "data": "Qk0="}
+    return await client.request(
+        "session/prompt",
+        {"sessionId": sid, "prompt": [{"type": "text", "text": "Look"}, image]},
+    )
+
+
+async def test_image_refused_for_a_model_without_vision(tmp_path: Path) -> None:
+    config = tmp_path / "bridge.toml"
+    config.write_text('[profiles.default]\nprovider = "openai"\nimages = false\n')
+    answers: list[dict[str, Any]] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        answers.append(await _image_prompt(client, sid, "image/png"))
+
+    s = await run(tmp_path, "openai", [], play, extra=("--config", str(config)))
+    error = answers[0]["error"]
+    assert error["code"] == -32602
+    assert "prompt[1]" in error["message"]
+    assert "does not take images" in error["message"]
+    assert s.server.requests == []
+
+
+async def test_anthropic_refuses_an_image_type_it_cannot_take(tmp_path: Path) -> None:
+    answers: list[dict[str, Any]] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        answers.append(await _image_prompt(client, sid, "image/bmp"))
+
+    s = await run(tmp_path, "anthropic", [], play)
+    error = answers[0]["error"]
+    assert error["data"]["kind"] == "unsupported_input"
+    assert "image/bmp" in error["message"]
+    assert s.server.requests == []
+
+
+async def test_anthropic_context_length_rejection(tmp_path: Path) -> None:
+    body = json.dumps(
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "prompt is too long: 210000 tokens > 200000 maximum",
+            },
+        }
+    ).encode()
+    answers: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        answers.append(await prompt(client, sid, "Hi"))
+
+    s = await run(tmp_path, "anthropic", [Reply(status=400, body=body)], play)
+    error = answers[0].response["error"]
+    assert error["data"]["kind"] == "context_length"
+    assert "start a new session" in error["message"]
+    assert len(s.server.requests) == 1
+
+
+async def test_thinking_cut_before_its_signature_is_never_sent_back(
+    tmp_path: Path, snapshot: SnapshotAssertion
+) -> None:
+    thinking = [
+        anthropic_start(),
+        sse(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            },
+        ),
+        sse(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "thinking_delta", "thinking": "Let me"},
+            },
+        ),
+    ]
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Think hard", cancel_after=1))
+        results.append(await prompt(client, sid, "Never mind"))
+
+    s = await run(
+        tmp_path,
+        "anthropic",
+        [Reply(thinking, hold=True), Reply(anthropic_text(["Ok."]))],
+        play,
+        extra=("--thinking-budget", "2000"),
+    )
+    assert results[0].stop_reason == "cancelled"
+    assert results[0].text("agent_thought_chunk") == "Let me"
+    # The log keeps the thought the user saw (invariant I2) ...
+    [interrupted] = [m for m in s.logs()[0] if m["type"] == "assistant/message"][:1]
+    assert interrupted["content"] == [{"type": "reasoning", "text": "Let me"}]
+    # ... but the API never gets unsigned thinking: no assistant turn at all here.
+    follow = s.server.requests[1].body["messages"]
+    assert "thinking" not in json.dumps(follow)
+    assert follow == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Think hard"},
+                {"type": "text", "text": INTERRUPTED_NOTE},
+                {"type": "text", "text": "Never mind"},
+            ],
+        }
+    ]
+    assert s.snapshot() == snapshot

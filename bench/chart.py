@@ -21,7 +21,7 @@ PANELS = (  # (title, row keys drawn side by side, log scale)
     ("chunks/s with the log on (log scale)", ("throughput_p50",), True),
     ("Stop at full rate, p50 / p99 (ms)", ("cancel_p50", "cancel_p99"), False),
     ("Stop, slow reader, p50 / p99 (ms)", ("stop_p50", "stop_p99"), False),
-    ("turn overhead, turn 10 / last (ms)", ("turn_early", "turn_late"), False),
+    ("turn overhead, turn {early:,} / {late:,} (ms)", ("turn_early", "turn_late"), False),
     ("RSS per session (KiB)", ("rss_per_session",), False),
 )
 
@@ -39,7 +39,8 @@ def write_png(path: Path, bench: Bench) -> str:
     fig, axes = plt.subplots(2, 3, figsize=(13, 7))
     for ax, (title, keys, log_scale) in zip(axes.flat, PANELS, strict=True):
         _panel(ax, bench, names, [rows[k] for k in keys], log_scale)
-        ax.set_title(title, fontsize=10)
+        early, late = bench.cfg.turn_marks
+        ax.set_title(title.format(early=early, late=late), fontsize=10)
     fig.suptitle("acp-bridge vs. the SDK reference and the raw limit (same run, interleaved)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)

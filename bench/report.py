@@ -258,7 +258,7 @@ def build_rows(cfg: Config) -> list[Row]:
         ),
         Row(
             "wrong_stop",
-            "prompt responses other than cancelled",
+            "prompt responses with the wrong stopReason",
             "0",
             _int,
             lambda r: float(r.wrong_stop),

@@ -11,6 +11,9 @@ Messages that arrive while a turn is streaming are handled between batches: canc
 cheap requests (initialize, session/new, unknown methods) at once, another prompt is queued
 and runs when the current turn ends (a cancel for a queued prompt makes it end at once).
 stdin EOF ends the process.
+
+``--one-line``: every prompt is answered with one chunk and ``end_turn`` instead (the turn
+overhead benchmark).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import orjson
 AGENT_INFO = {"name": "ref-raw-agent", "version": "0.1.0"}
 PROTOCOL_VERSION = 1
 CHUNK_TEXT = "tok "
+ONE_LINE_TEXT = "Done."
 STDIN, STDOUT = 0, 1
 READ_SIZE = 1 << 16
 
@@ -49,10 +53,10 @@ def error(req_id: Any, code: int, message: str) -> bytes:
     return orjson.dumps(body) + b"\n"
 
 
-def chunk_frame(session_id: str) -> bytes:
+def chunk_frame(session_id: str, text: str = CHUNK_TEXT) -> bytes:
     update = {
         "sessionUpdate": "agent_message_chunk",
-        "content": {"type": "text", "text": CHUNK_TEXT},
+        "content": {"type": "text", "text": text},
     }
     note = {
         "jsonrpc": "2.0",
@@ -63,8 +67,9 @@ def chunk_frame(session_id: str) -> bytes:
 
 
 class RawAgent:
-    def __init__(self, batch: int) -> None:
+    def __init__(self, batch: int, one_line: bool = False) -> None:
         self.batch = batch
+        self.one_line = one_line
         self.sessions: set[str] = set()
         self.inbox: deque[Message] = deque()  # parsed messages not handled yet
         self.queued_prompts: deque[Message] = deque()
@@ -150,6 +155,11 @@ class RawAgent:
 
     def prompt(self, msg: Message) -> None:
         sid = msg["params"]["sessionId"]
+        if self.one_line:
+            write_all(
+                chunk_frame(sid, ONE_LINE_TEXT) + response(msg["id"], {"stopReason": "end_turn"})
+            )
+            return
         done = sid in self.cancelled_before_start
         self.cancelled_before_start.discard(sid)
         frames = chunk_frame(sid) * self.batch
@@ -166,9 +176,12 @@ class RawAgent:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=64, help="chunk frames per write")
+    parser.add_argument(
+        "--one-line", action="store_true", help="answer every prompt with one chunk, end_turn"
+    )
     args = parser.parse_args()
     try:
-        RawAgent(max(1, args.batch)).run()
+        RawAgent(max(1, args.batch), args.one_line).run()
     except BrokenPipeError:
         # The client went away: exit quietly, without a traceback on a closed stdout.
         os.dup2(os.open(os.devnull, os.O_WRONLY), STDOUT)

@@ -12,6 +12,9 @@ benchmark, so it is written the way an SDK user would write it:
 * the prompt returns only after its last update has been written, and the SDK writes the
   response after that, so nothing of the turn follows the response.
 
+With ``--one-line``, every prompt is answered with one chunk and ``end_turn`` instead (the
+turn overhead benchmark).
+
 Run it with stdout connected to a pipe: ``acp.run_agent`` uses a pipe transport for stdout
 and refuses a regular file.
 """
@@ -38,12 +41,14 @@ from acp.schema import AgentCapabilities, Implementation
 AGENT_NAME = "ref-sdk-agent"
 AGENT_VERSION = "0.1.0"
 CHUNK_TEXT = "tok "
+ONE_LINE_TEXT = "Done."
 
 
 class RefSdkAgent(acp.Agent):
     """Endless streaming agent: one active turn per session, cancellable."""
 
-    def __init__(self) -> None:
+    def __init__(self, one_line: bool = False) -> None:
+        self._one_line = one_line
         self._conn: acp.Client | None = None
         self._sessions: set[str] = set()
         # Session id -> "stop" event of the turn currently running in that session.
@@ -82,6 +87,11 @@ class RefSdkAgent(acp.Agent):
         if session_id in self._turns:
             raise acp.RequestError.invalid_request({"reason": "a prompt is already running"})
         assert self._conn is not None
+        if self._one_line:
+            await self._conn.session_update(
+                session_id, update_agent_message(text_block(ONE_LINE_TEXT))
+            )
+            return PromptResponse(stop_reason="end_turn")
         stop = asyncio.Event()
         self._turns[session_id] = stop
         try:
@@ -138,7 +148,7 @@ class RefSdkAgent(acp.Agent):
 
 
 async def main() -> None:
-    await acp.run_agent(RefSdkAgent())
+    await acp.run_agent(RefSdkAgent(one_line="--one-line" in sys.argv[1:]))
 
 
 if __name__ == "__main__":

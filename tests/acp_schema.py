@@ -1,8 +1,18 @@
 """Validating what the bridge writes against the official ACP JSON Schema.
 
-The schema is not part of this repository: it is read from
-`tests.harness.ACP_SCHEMA`, and `load_acp_schema` returns None when that file
-is absent, so a test can skip with a clear reason.
+The schema is not part of this repository.  ``load_acp_schema()`` reads the
+first of:
+
+1. ``tests.harness.ACP_SCHEMA`` (``shared/acp/schema.json`` beside the
+   checkout), an override for working against an unreleased schema;
+2. ``schema/v1/schema.json`` of the official TypeScript SDK package
+   (``@agentclientprotocol/sdk``, pinned by ``tests/ts_client/package-lock.json``),
+   installed with npm by the test run when it is not there yet.  The Python SDK
+   (``agent-client-protocol``) ships generated models but no schema file.
+
+When neither can be had (no Node, no registry), the test skips with the
+reason, or fails when ``CI`` is true or ``ACP_BRIDGE_REQUIRE_TS_SDK`` is set:
+CI never passes without the schema checks.
 
 The schema's wrapper definitions are loose on purpose: ``AgentNotification``
 accepts any params (through ``ExtNotification``) and ``AgentResponse`` any
@@ -178,9 +188,44 @@ def _explain(error: ValidationError) -> str:
     return f"{summary} (closest: {best_match(error.context).message})"
 
 
+def load_acp_schema(path: Path | None = None) -> AcpSchema | None:
+    """The schema at ``path``, or None if there is no file there.
+
+    Without ``path``: the override beside the checkout if present, else the
+    schema of the pinned TypeScript SDK package (installed if needed); never
+    None: the test skips (or, in CI, fails) saying why.
+    """
+    if path is None:
+        path = official_schema_path()
+    return _load(path)
+
+
 @cache
-def load_acp_schema(path: Path = ACP_SCHEMA) -> AcpSchema | None:
-    """The schema at ``path``, or None if there is no file there."""
+def _load(path: Path) -> AcpSchema | None:
     if not path.is_file():
         return None
     return AcpSchema(json.loads(path.read_text(encoding="utf-8")))
+
+
+def official_schema_path() -> Path:
+    """Where the official schema is, installing the SDK package if needed."""
+    if ACP_SCHEMA.is_file():
+        return ACP_SCHEMA
+    # Imported here: that module imports this one.
+    from test_ts_sdk_client import (
+        SDK_SCHEMA,
+        install_ts_client,
+        installed_sdk_version,
+        pinned_sdk_version,
+        toolchain_problem,
+        unavailable,
+    )
+
+    if not SDK_SCHEMA.is_file() or installed_sdk_version() != pinned_sdk_version():
+        problem = toolchain_problem()
+        if problem is not None:
+            unavailable(f"the official ACP schema is not available: {problem}")
+        install_ts_client()
+    if not SDK_SCHEMA.is_file():
+        unavailable(f"the installed TypeScript SDK has no {SDK_SCHEMA.name}")
+    return SDK_SCHEMA

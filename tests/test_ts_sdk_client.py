@@ -8,10 +8,11 @@ every raw line of both directions to a file, which these tests validate
 against the ACP JSON Schema.
 
 Node (>= 20) and npm are needed; without them, or when the SDK cannot be
-installed (no network), the tests skip with the reason.  Set
-``ACP_BRIDGE_REQUIRE_TS_SDK=1`` to turn those skips into failures (for a CI
-job that must run them).  The SDK is installed from ``package-lock.json``
-into ``tests/ts_client/node_modules`` once and reused by later runs.
+installed (no network), the tests skip with the reason, except in CI
+(``CI=true``) or with ``ACP_BRIDGE_REQUIRE_TS_SDK=1``, where they fail.  The
+SDK is installed from ``package-lock.json`` into ``tests/ts_client/node_modules``
+once and reused by later runs; its ``schema/v1/schema.json`` is also the
+official schema of `acp_schema` when no override sits beside the checkout.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any, Final, NoReturn
 
 import pytest
 from acp_schema import AcpSchema, load_acp_schema
-from harness import ACP_SCHEMA, EXAMPLES, ROOT
+from harness import EXAMPLES, ROOT
 
 from acp_bridge import __version__
 from acp_bridge.log.check import check_log
@@ -57,10 +58,20 @@ CANCEL_AFTER: Final = (1, 6, 14)
 # -- toolchain and install -----------------------------------------------------
 
 
+def required() -> str | None:
+    """Why these tests must run here (CI or the opt-in variable), or None."""
+    if os.environ.get(REQUIRE_ENV, "") not in ("", "0"):
+        return f"{REQUIRE_ENV} is set"
+    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+        return "CI is true"
+    return None
+
+
 def unavailable(reason: str) -> NoReturn:
     """Skip, or fail when the environment demands that these tests run."""
-    if os.environ.get(REQUIRE_ENV, "") not in ("", "0"):
-        pytest.fail(f"{reason} (and {REQUIRE_ENV} is set)", pytrace=False)
+    why = required()
+    if why is not None:
+        pytest.fail(f"{reason} (and {why})", pytrace=False)
     pytest.skip(reason)
 
 
@@ -466,8 +477,7 @@ def test_every_raw_line_is_one_json_object(ts_run: TsRun) -> None:
 
 def test_every_frame_validates_against_the_acp_schema(ts_run: TsRun) -> None:
     schema = load_acp_schema()
-    if schema is None:
-        pytest.skip(f"the official ACP schema is not available at {ACP_SCHEMA}")
+    assert schema is not None
     problems = wire_errors(schema, ts_run.transcript)
     assert not problems, "frames the ACP schema rejects:\n" + "\n".join(problems)
 

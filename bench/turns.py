@@ -1,0 +1,78 @@
+"""Turn overhead as a session grows: the prompt round trip at turn 10 and at turn 10,000.
+
+One process per agent, one session, a one-line scripted answer per prompt (the bridge's
+scripted provider; the references' ``--one-line`` mode).  Each round trip is timed from
+writing ``session/prompt`` to the read that holds its response; the figure at a mark is
+the median of the ``turn_window`` round trips around it.  Agents run in interleaved blocks
+of ``turn_block`` turns, so a slow phase of the machine is spread over all of them.
+"""
+
+from __future__ import annotations
+
+from bench.agents import AgentError, AgentProcess, log, now
+from bench.results import median, rotate
+from bench.runner import Bench
+from bench.wire import LineStats
+
+
+def turn_overhead(bench: Bench) -> None:
+    cfg = bench.cfg
+    marks = cfg.turn_marks
+    half = cfg.turn_window // 2
+    total = marks[-1] + half
+    windows = {m: range(m - half + 1, m + half + 1) for m in marks}
+    log(
+        f"turn overhead: {total:,} one-line turns in one session per agent, "
+        f"blocks of {cfg.turn_block}, marks at turns {', '.join(f'{m:,}' for m in marks)}"
+    )
+    procs = bench.open_each("turns", lambda p: [p.new_session()], bench.one_line)
+    done = dict.fromkeys(procs, 0)
+    block = 0
+    try:
+        while procs:
+            for spec in rotate(bench.specs, block):
+                if spec.name not in procs:
+                    continue
+                proc, (sid,) = procs[spec.name]
+                try:
+                    for _ in range(min(cfg.turn_block, total - done[spec.name])):
+                        done[spec.name] += 1
+                        turn = done[spec.name]
+                        elapsed = _turn(bench, proc, sid)
+                        for mark, window in windows.items():
+                            if turn in window:
+                                res = bench.results[spec.name]
+                                res.turn_ms.setdefault(mark, []).append(elapsed * 1000)
+                            if turn == mark:
+                                bench.results[spec.name].turn_rss_kib[mark] = proc.rss_kib()
+                except (AgentError, OSError) as exc:
+                    del procs[spec.name]
+                    bench.fail("turns", spec.name, exc, proc)
+                    continue
+                if done[spec.name] >= total:
+                    bench.close_each("turns", {spec.name: procs.pop(spec.name)})
+                    _report(bench, spec.name, marks)
+            block += 1
+    finally:
+        bench.close_each("turns", procs)
+
+
+def _turn(bench: Bench, proc: AgentProcess, sid: str) -> float:
+    res = bench.results[proc.spec.name]
+    stats = LineStats(sid)
+    t0 = now()
+    stats.prompt_id = proc.start_prompt(sid, "Say done.")
+    proc.pump(stats, lambda s: s.prompt_done, now() + bench.cfg.timeout_s)
+    elapsed = stats.response_time[stats.prompt_id] - t0
+    res.check_stop(stats, "end_turn")
+    res.absorb(stats)
+    return elapsed
+
+
+def _report(bench: Bench, name: str, marks: tuple[int, ...]) -> None:
+    res = bench.results[name]
+    parts = []
+    for mark in marks:
+        value = median(res.turn_ms.get(mark, []))
+        parts.append(f"turn {mark:,}: {value:.3f} ms" if value is not None else f"turn {mark:,}: —")
+    log(f"  {name:<10} " + ", ".join(parts))

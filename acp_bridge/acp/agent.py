@@ -121,7 +121,9 @@ class Agent:
         session_id = P.session_id(params)
         session = self.sessions.get(session_id)
         if session is None:
-            raise RpcError.invalid_params("sessionId", f"no session {session_id!r} in this process")
+            raise RpcError.invalid_params(
+                "sessionId", f"no session {P.echo(session_id)} in this process"
+            )
         return session
 
     # -- prompt turns ----------------------------------------------------------

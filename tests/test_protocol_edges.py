@@ -53,3 +53,24 @@ def test_a_cwd_with_nul_is_refused_and_nothing_is_stored(tmp_path: Path) -> None
         assert not sessions.exists() or list(sessions.iterdir()) == []
         assert bridge.new_session("/tmp").startswith("sess_")
         assert bridge.close() == 0
+
+
+def test_a_bad_script_is_the_error_of_session_new(tmp_path: Path) -> None:
+    script = tmp_path / "bad.json"
+    script.write_text('{"responses": [{"events": [{"tetx": "hi"}]}]}')
+    with RawBridge(tmp_path, "--script", str(script)) as bridge:
+        init = bridge.initialize()
+        assert init["result"]["protocolVersion"] == 1
+        for _ in range(2):  # the first session/new and every later one
+            answer = bridge.call("session/new", {"cwd": "/", "mcpServers": []})
+            error = answer["error"]
+            assert error["code"] == -32603
+            assert f"{script}: responses[0].events[0]" in error["message"]
+            assert error["data"]["kind"] == "startup"
+        assert bridge.proc.poll() is None  # still serving, not a silent exit
+        sessions = bridge.state_dir / "sessions"
+        assert not sessions.exists() or list(sessions.iterdir()) == []
+        assert bridge.close() == 2
+        stderr = bridge.stderr_text()
+        assert stderr.count(f"{script}: responses[0].events[0]") == 1
+        assert "Traceback" not in stderr

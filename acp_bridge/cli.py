@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
 from .paths import ENV_STATE_DIR, resolve_state_dir
+from .stderr_log import install as install_stderr_logging
 
 if TYPE_CHECKING:
     from .providers.base import Provider
@@ -175,11 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        stream=sys.stderr,
-        format="acp-bridge %(levelname)s %(name)s: %(message)s",
-    )
+    # stderr never blocks the event loop: a bounded buffer written by its own
+    # thread, and repeated warnings rate-limited (see acp_bridge.stderr_log).
+    install_stderr_logging(getattr(logging, args.log_level.upper()))
     state_dir = resolve_state_dir(args.state_dir)
     command = args.command or "serve"
     if command == "history":

@@ -152,6 +152,7 @@ async def serve(options: ServeOptions) -> int:
             for session in agent.sessions.values():
                 with contextlib.suppress(OSError):
                     session.log.file.fsync()
+            logging.shutdown()  # write what is queued for stderr (bounded wait)
             os._exit(status)
         tg.cancel_scope.cancel()
     return status

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from raw_bridge import RawBridge
 
+from acp_bridge.cli import build_parser
 from acp_bridge.log.check import check_history, check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_valid_records, session_path
@@ -128,3 +129,15 @@ def test_the_zed_example_is_paced_for_a_person_to_press_stop() -> None:
         if "text" in event
     )
     assert scripted_ms >= 5_000
+
+
+def test_the_readme_zed_snippet_is_the_current_form_and_runs_the_zed_example() -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    section = readme.split("## Use it from Zed", 1)[1].split("\n## ", 1)[0]
+    snippet = json.loads(section.split("```json", 1)[1].split("```", 1)[0])
+    entry = snippet["agent_servers"]["acp-bridge"]
+    assert entry["type"] == "custom"  # what Zed's current documentation shows
+    assert entry["command"].endswith("/bin/acp-bridge")
+    options = build_parser().parse_args(entry["args"])
+    assert options.provider == "fake"
+    assert Path(options.script).name == STORY.name

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import threading
 import time
 from collections import deque
@@ -76,7 +77,10 @@ class StderrHandler(logging.Handler):
     def enqueue(self, line: bytes) -> None:
         """Queue bytes for stderr, or count them as dropped; never blocks."""
         with self._cond:
-            if self._broken or self._queued_bytes + len(line) > self.buffer_bytes:
+            if self._broken:
+                self.dropped += 1  # stderr is gone: nothing will be written again
+                return
+            if self._queued_bytes + len(line) > self.buffer_bytes:
                 self.dropped += 1
                 last = self._queue[-1] if self._queue else None
                 if isinstance(last, _Dropped):
@@ -113,7 +117,13 @@ class StderrHandler(logging.Handler):
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            written = os.write(self.fd, view)
+            try:
+                written = os.write(self.fd, view)
+            except BlockingIOError:
+                # stderr may be non-blocking (a flag shared with whoever else
+                # holds the pipe): wait here, in this thread, until it drains.
+                select.select([], [self.fd], [], 1.0)
+                continue
             view = view[written:]
 
     def flush(self, timeout: float = EXIT_FLUSH_SECONDS) -> None:

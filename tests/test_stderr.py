@@ -14,6 +14,7 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
 from raw_bridge import RawBridge
 
 from acp_bridge.stderr_log import RepeatFilter, StderrHandler
@@ -26,9 +27,12 @@ def _record(msg: str, *args: object) -> logging.LogRecord:
     return logging.LogRecord("acp_bridge.test", logging.WARNING, __file__, 1, msg, args, None)
 
 
-def test_a_full_stderr_drops_and_counts_instead_of_blocking() -> None:
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking-fd", "non-blocking-fd"])
+def test_a_full_stderr_drops_and_counts_instead_of_blocking(blocking: bool) -> None:
     read_end, write_end = os.pipe()
-    handler = StderrHandler(write_end, buffer_bytes=8 * 1024)
+    os.set_blocking(write_end, blocking)  # an inherited O_NONBLOCK must not lose stderr
+    # A buffer larger than the pipe, so the writer meets a full pipe.
+    handler = StderrHandler(write_end, buffer_bytes=128 * 1024)
     handler.setFormatter(logging.Formatter("%(message)s"))
     total = 5_000
     done = threading.Event()
@@ -45,7 +49,7 @@ def test_a_full_stderr_drops_and_counts_instead_of_blocking() -> None:
     assert handler.dropped > 0
     os.set_blocking(read_end, False)
     received = b""
-    while True:
+    for _ in range(100_000):  # bounded: a stuck writer fails the test, never hangs it
         handler.flush(timeout=0.2)
         try:
             chunk = os.read(read_end, 1 << 16)
@@ -54,6 +58,8 @@ def test_a_full_stderr_drops_and_counts_instead_of_blocking() -> None:
                 break
             continue
         received += chunk
+    else:
+        pytest.fail("the stderr writer never finished")
     lines = received.decode().splitlines()
     delivered = [line for line in lines if line.startswith("message ")]
     notes = [line for line in lines if "log message(s) dropped" in line]

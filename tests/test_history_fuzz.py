@@ -220,3 +220,19 @@ def test_history_subprocess_names_file_line_and_field(tmp_path: Path) -> None:
         f"acp-bridge: corrupt session log: {path}:{end + 1}: turn: "
         "input should be a valid integer, got an object (record type turn/end)\n"
     )
+
+
+def test_history_subprocess_skips_an_unknown_record_type_with_a_warning(tmp_path: Path) -> None:
+    log = copy.deepcopy(SEEDS[0])
+    log.insert(1, {**log[1], "type": "session/meta", "title": "from a newer writer"})
+    for seq, record in enumerate(log):
+        record["seq"] = seq
+    state_dir = tmp_path / "state"
+    path = _write(state_dir, b"".join(orjson.dumps(r) + b"\n" for r in log))
+    run = _history(state_dir)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == derive_messages(SEEDS[0])
+    assert run.stderr == (
+        f"acp-bridge: {path}: skipped 1 record(s) of unknown type 'session/meta' "
+        "(written by a newer acp-bridge?)\n"
+    )

@@ -111,20 +111,28 @@ def _seconds(maximum: float) -> Callable[[str], float]:
     return parse
 
 
-def _count(maximum: int) -> Callable[[str], int]:
-    """An option that is a whole number from 1 to ``maximum``."""
-    expected = f"expected a whole number from 1 to {maximum}"
+def _count(maximum: int | None) -> Callable[[str], int]:
+    """An option that is a whole number from 1 to ``maximum`` (no upper bound if None)."""
+    expected = (
+        f"expected a whole number from 1 to {maximum}"
+        if maximum is not None
+        else "expected a whole number of at least 1"
+    )
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
-        if not 1 <= value <= maximum:
+        if value < 1 or (maximum is not None and value > maximum):
             raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
         return value
 
     return parse
+
+
+# For options whose only natural bound is the type (token counts and the like).
+_positive_int = _count(None)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -27,6 +27,8 @@ from hypothesis import strategies as st
 from acp_bridge.log.check import check_history
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import LogCorrupt, read_valid_records, validate_records
+from acp_bridge.log.record_models import RECORD_MODELS
+from acp_bridge.log.records import RECORD_TYPES
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOTS = sorted((ROOT / "snapshots" / "test_sessions").glob("*.json"))
@@ -236,3 +238,34 @@ def test_history_subprocess_skips_an_unknown_record_type_with_a_warning(tmp_path
         f"acp-bridge: {path}: skipped 1 record(s) of unknown type 'session/meta' "
         "(written by a newer acp-bridge?)\n"
     )
+
+
+def test_every_record_type_has_a_model() -> None:
+    assert set(RECORD_MODELS) >= RECORD_TYPES
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        ({"type": "usage/update", "used": 10, "size": 200_000}, None),
+        ({"type": "usage/update", "used": [10], "size": 200_000}, "used"),
+        ({"type": "tool/announce", "tool_call_id": "c1", "update": {"toolCallId": "c1"}}, None),
+        ({"type": "tool/update", "tool_call_id": "c1", "update": "done"}, "update"),
+        (
+            {
+                "type": "agent/internal-error",
+                "error": {"kind": "internal", "exception": "KeyError", "message": "x"},
+            },
+            None,
+        ),
+        ({"type": "agent/internal-error", "error": {"kind": "internal"}}, "error.message"),
+    ],
+)
+def test_the_records_of_what_the_editor_saw(record: dict[str, Any], field: str | None) -> None:
+    full = {"v": 1, "seq": 0, "at": 1.0, "turn": 1, "step": 1, **record}
+    if field is None:
+        assert validate_records([full]) == [full]
+    else:
+        with pytest.raises(LogCorrupt) as caught:
+            validate_records([full])
+        assert caught.value.field == field

@@ -160,6 +160,28 @@ class ToolCall(Record):
     status: StrictStr
 
 
+class ToolShown(Record):
+    """``tool/announce`` and ``tool/update``: a ``tool_call``(``_update``) sent to the editor."""
+
+    tool_call_id: NonEmpty
+    update: dict[str, Any]
+
+
+class UsageUpdate(Record):
+    used: Count
+    size: Count
+
+
+class InternalErrorDetail(_Open):
+    kind: StrictStr
+    message: StrictStr
+    exception: StrictStr | None = None
+
+
+class AgentInternalError(Record):
+    error: InternalErrorDetail
+
+
 RECORD_MODELS: Final[dict[str, type[Record]]] = {
     "session/start": SessionStart,
     "turn/start": TurnStart,
@@ -175,8 +197,14 @@ RECORD_MODELS: Final[dict[str, type[Record]]] = {
     "assistant/attempt": AssistantAttempt,
     "agent/request-error": AgentRequestError,
     "tool/call": ToolCall,
+    # What the editor was shown and the agent's own failures (format 1 too;
+    # older readers skip them with a warning).
+    "tool/announce": ToolShown,
+    "tool/update": ToolShown,
+    "usage/update": UsageUpdate,
+    "agent/internal-error": AgentInternalError,
 }
-"""The model of each known record type (the keys are `records.RECORD_TYPES`)."""
+"""The model of each known record type (every type of `records.RECORD_TYPES` has one)."""
 
 
 def model_for(record_type: str) -> type[Record] | None:

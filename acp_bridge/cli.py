@@ -13,10 +13,11 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
 from .paths import ENV_STATE_DIR, resolve_state_dir
+from .stderr_log import install as install_stderr_logging
 
 if TYPE_CHECKING:
     from .providers.base import Provider
@@ -24,11 +25,11 @@ if TYPE_CHECKING:
 PROVIDERS = ("fake", "anthropic", "openai")
 
 
-def _common(defaults: bool) -> argparse.ArgumentParser:
+def _common(defaults: bool) -> _Parser:
     # Subparsers get SUPPRESS defaults so an option given before the
     # subcommand name is not overwritten by the subparser's default.
     d: Any = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
-    p = argparse.ArgumentParser(add_help=False)
+    p = _Parser(add_help=False)
     p.add_argument(
         "--state-dir",
         default=d(None),
@@ -64,28 +65,37 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     )
     p.add_argument(
         "--cancel-deadline",
-        type=_non_negative,
+        type=_seconds(MAX_CANCEL_DEADLINE),
         default=d(5.0),
         metavar="SECONDS",
         help="after session/cancel, answer 'cancelled' within this time even if the "
-        "provider does not stop; the log records the abort as forced (default: 5)",
+        "provider does not stop; the log records the abort as forced "
+        f"(default: 5, at most {MAX_CANCEL_DEADLINE:g})",
     )
     p.add_argument(
         "--idle-timeout",
-        type=_non_negative,
+        type=_seconds(MAX_IDLE_TIMEOUT),
         default=d(300.0),
         metavar="SECONDS",
         help="fail a model request that sends no stream event for this long, recorded "
-        "as timed_out (default: 300; 0 disables)",
+        f"as timed_out (default: 300; 0 disables; at most {MAX_IDLE_TIMEOUT:g})",
     )
     p.add_argument(
         "--max-steps",
-        type=_positive_int,
+        type=_count(MAX_STEPS),
         default=d(25),
         metavar="N",
         help="model requests allowed in one turn before it ends with "
-        "max_turn_requests (default: 25)",
+        f"max_turn_requests (default: 25, at most {MAX_STEPS})",
     )
+
+
+# Bounds of the numeric options: finite, and small enough that a typo
+# (an extra zero, ``inf``) is refused rather than silently honoured.
+MAX_CANCEL_DEADLINE = 3600.0
+MAX_IDLE_TIMEOUT = 86400.0
+MAX_STEPS = 10_000
+MAX_STOP_AFTER = 1_000_000
 
 
 def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
@@ -120,7 +130,7 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
                    help="anthropic: enable extended thinking with this token budget")
     g.add_argument("--reasoning-effort", default=d(None), metavar="LEVEL",
                    help="openai: reasoning effort to ask for (e.g. low, medium, high)")
-    g.add_argument("--max-retries", type=int, default=d(None), metavar="N",
+    g.add_argument("--max-retries", type=_retries, default=d(None), metavar="N",
                    help="retries of a failed request before any output (default: 3)")
     g.add_argument("--config", default=d(None), metavar="FILE",
                    help="TOML file of named provider profiles ([profiles.NAME]); flags win")
@@ -143,22 +153,73 @@ _FLAG_SETTINGS = (
 )
 
 
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not value >= 0:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+
+
+def _seconds(maximum: float) -> Callable[[str], float]:
+    """An option that is a number of seconds from 0 to ``maximum``."""
+    expected = f"expected a number of seconds from 0 to {maximum:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
+        if not 0 <= value <= maximum:  # also refuses nan and inf
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _count(maximum: int | None) -> Callable[[str], int]:
+    """An option that is a whole number from 1 to ``maximum`` (no upper bound if None)."""
+    expected = (
+        f"expected a whole number from 1 to {maximum}"
+        if maximum is not None
+        else "expected a whole number of at least 1"
+    )
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
+        if value < 1 or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+# For options whose only natural bound is the type (token counts and the like).
+_positive_int = _count(None)
+
+MAX_RETRIES = 20
+
+
+def _retries(text: str) -> int:
+    expected = f"expected a whole number from 0 to {MAX_RETRIES}"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
+    if not 0 <= value <= MAX_RETRIES:
+        raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
     return value
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+class _Parser(argparse.ArgumentParser):
+    """Errors say ``--option: what was wrong`` (argparse says ``argument --option: ...``)."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("argument "):
+            message = message[len("argument ") :]
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="acp-bridge",
         description="An Agent Client Protocol agent: an editor spawns it and talks JSON-RPC "
         "over stdio.  Stop keeps exactly what the user saw.",
@@ -178,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--stop-after",
-        type=_positive_int,
+        type=_count(MAX_STOP_AFTER),
         default=12,
         metavar="N",
         help="press Stop after N streamed chunks (default: 12)",
@@ -196,11 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        stream=sys.stderr,
-        format="acp-bridge %(levelname)s %(name)s: %(message)s",
-    )
+    # stderr never blocks the event loop: a bounded buffer written by its own
+    # thread, and repeated warnings rate-limited (see acp_bridge.stderr_log).
+    install_stderr_logging(getattr(logging, args.log_level.upper()))
     state_dir = resolve_state_dir(args.state_dir)
     command = args.command or "serve"
     if command == "history":

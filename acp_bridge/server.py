@@ -7,7 +7,6 @@ import gc
 import logging
 import os
 import signal
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -16,6 +15,7 @@ import anyio.to_thread
 
 from .acp.agent import Agent
 from .jsonrpc.connection import Connection
+from .jsonrpc.errors import INTERNAL_ERROR, RpcError
 from .loop.turn import TurnConfig
 from .providers.base import Provider
 from .transport.outbox import Outbox
@@ -25,7 +25,15 @@ log = logging.getLogger("acp_bridge.server")
 
 
 class StartupError(Exception):
-    """Configuration that cannot work (a bad script, say): reported, exit status 2."""
+    """Configuration that cannot work (a bad script, say).
+
+    The server does not exit on it: ``initialize`` is answered as usual, and
+    every ``session/new`` is answered with an error whose message is this
+    exception's text (for a script: the file and the JSON path of the
+    problem), so the editor shows the reason instead of a crashed agent.  The
+    reason also goes to stderr once, and when the editor leaves the process
+    exits with status 2.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +42,8 @@ class ServeOptions:
     # Called once in a worker thread while the server already answers
     # ``initialize`` (loading and validating a script costs more than the
     # whole rest of start-up); returns the factory of per-session providers.
-    # Raising `StartupError` ends the server with status 2.
+    # Raising `StartupError` makes every session/new fail with its message
+    # and the exit status 2 (see `StartupError`).
     load_provider: Callable[[], Callable[[], Provider]]
     turn: TurnConfig = field(default_factory=TurnConfig)
     stdin_fd: int = 0
@@ -46,6 +55,21 @@ class ServeOptions:
     # provider); at exit the process then leaves without waiting for it,
     # once everything it owes is written.  In-process users turn this off.
     exit_when_stuck: bool = True
+
+
+def _refuse_sessions(reason: str) -> Callable[[], Provider]:
+    """A provider factory that answers every ``session/new`` with ``reason``."""
+    if len(reason) > 2000:
+        reason = reason[:1999] + "…"
+
+    def refuse() -> Provider:
+        raise RpcError(
+            INTERNAL_ERROR,
+            f"acp-bridge cannot start a session: {reason}",
+            {"detail": reason, "kind": "startup"},
+        )
+
+    return refuse
 
 
 async def serve(options: ServeOptions) -> int:
@@ -82,9 +106,9 @@ async def serve(options: ServeOptions) -> int:
         try:
             factory = await anyio.to_thread.run_sync(options.load_provider)
         except StartupError as exc:
-            sys.stderr.write(f"acp-bridge: {exc}\n")
+            log.error("cannot start the provider: %s", exc)
             status = 2
-            end("startup failed")
+            agent.set_provider_factory(_refuse_sessions(str(exc)))
             return
         agent.set_provider_factory(factory)
 
@@ -130,6 +154,7 @@ async def serve(options: ServeOptions) -> int:
             for session in agent.sessions.values():
                 with contextlib.suppress(OSError):
                     session.log.file.fsync()
+            logging.shutdown()  # write what is queued for stderr (bounded wait)
             os._exit(status)
         tg.cancel_scope.cancel()
     return status

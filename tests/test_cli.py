@@ -73,7 +73,7 @@ def test_help_documents_every_option() -> None:
     ):
         assert option in text, option
     assert "--stop-after" in run("demo", "--help").stdout
-    assert "must be at least 1" in run("demo", "--stop-after", "0").stderr
+    assert "--stop-after: expected a whole number" in run("demo", "--stop-after", "0").stderr
     assert "SESSION_ID" in run("history", "--help").stdout
 
 

@@ -104,6 +104,11 @@ class Agent:
         servers = P.mcp_servers(params)
         if servers:
             log.warning("MCP servers are not supported yet; ignoring %d server(s)", len(servers))
+        # The provider first: if it cannot start, the editor is told why and
+        # no session file is left behind.
+        await self._provider_ready.wait()
+        assert self._provider_factory is not None
+        provider = self._provider_factory()
         session_id = "sess_" + uuid.uuid4().hex
         path = session_path(self.state_dir, session_id)
         try:
@@ -114,9 +119,6 @@ class Agent:
             raise RpcError(
                 -32603, f"Cannot create the session log: {exc.strerror or exc}", {"path": path}
             ) from exc
-        await self._provider_ready.wait()
-        assert self._provider_factory is not None
-        provider = self._provider_factory()
         slog = SessionLog(path, self.outbox)
         session = Session(session_id, cwd, slog, provider, self.outbox, UpdateFrames(session_id))
         meta: dict[str, Any] = {}
@@ -148,7 +150,9 @@ class Agent:
         session_id = P.session_id(params)
         session = self.sessions.get(session_id)
         if session is None:
-            raise RpcError.invalid_params("sessionId", f"no session {session_id!r} in this process")
+            raise RpcError.invalid_params(
+                "sessionId", f"no session {P.echo(session_id)} in this process"
+            )
         return session
 
     # -- prompt turns ----------------------------------------------------------

@@ -3,14 +3,26 @@
 Hand-written rather than generated models: the bridge only needs a handful of
 methods, the checks run on every request, and each failure must name the
 exact field (``prompt[2].uri``) in the ``-32602`` error.
+
+An error message never carries more than `ECHO_LIMIT` characters of a value
+the editor sent (see `echo`): a 100 KB session id must not come back as a
+200 KB error.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Final
 
 from ..jsonrpc.errors import RpcError
+
+ECHO_LIMIT: Final = 100
+
+
+def echo(value: object, limit: int = ECHO_LIMIT) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters with an ellipsis."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def require(
@@ -54,6 +66,9 @@ def session_id(params: dict[str, Any]) -> str:
 
 def absolute_path(params: dict[str, Any], key: str) -> str:
     path: str = require(params, key, str)
+    if "\0" in path:
+        # No file system accepts it, and a log must never store it as a path.
+        raise RpcError.invalid_params(key, "must not contain a NUL character")
     if not os.path.isabs(path):
         raise RpcError.invalid_params(key, "must be an absolute path")
     return path
@@ -115,7 +130,7 @@ def prompt_blocks(
             )
         else:
             raise RpcError.invalid_params(
-                f"prompt[{i}].type", f"content type {kind!r} is not supported by this agent"
+                f"prompt[{i}].type", f"content type {echo(kind)} is not supported by this agent"
             )
     if not out:
         raise RpcError.invalid_params("prompt", "must contain at least one content block")

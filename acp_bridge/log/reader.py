@@ -7,15 +7,24 @@ it is ignored.  Any other bad line means the file was damaged or written by
 something else, and reading it raises `LogCorrupt`: silently skipping a
 record in the middle would change the history the model sees.
 
-This module is imported at process start, so it depends on orjson only (no
-pydantic, no jsonschema).
+`read_records` checks what every record must have (a known version, a
+contiguous ``seq``, a string ``type``); that is what the writer needs.  A
+reader that goes on to *use* the fields (``acp-bridge history``) calls
+`read_valid_records`, which also checks each known record's fields against
+its model in `acp_bridge.log.record_models` and reports the first bad one as
+``file:line: field: reason``.  A record of a type it does not know is skipped
+with a warning, so a log written by a newer version stays readable.
+
+This module is imported at process start, so it depends on orjson only; the
+pydantic models are imported when `read_valid_records` is first called.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -30,9 +39,13 @@ __all__ = [
     "iter_session_files",
     "read_log",
     "read_records",
+    "read_valid_records",
     "session_path",
+    "validate_records",
     "validate_session_id",
 ]
+
+log = logging.getLogger("acp_bridge.log")
 
 KNOWN_VERSIONS: Final = frozenset({FORMAT_VERSION})
 
@@ -46,13 +59,25 @@ _SESSION_ID: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 
 
 class LogCorrupt(Exception):
-    """A line of a log file, other than a torn final line, is not a valid record."""
+    """A line of a log file, other than a torn final line, is not a valid record.
 
-    def __init__(self, path: str | os.PathLike[str], line_no: int, reason: str) -> None:
-        super().__init__(f"{os.fspath(path)}:{line_no}: {reason}")
+    ``field`` is the path of the bad field inside the record (``parts[0][1]``),
+    or ``None`` when the line as a whole is bad.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        line_no: int,
+        reason: str,
+        field: str | None = None,
+    ) -> None:
+        where = f"{os.fspath(path)}:{line_no}"
+        super().__init__(f"{where}: {field}: {reason}" if field else f"{where}: {reason}")
         self.path = os.fspath(path)
         self.line_no = line_no
         self.reason = reason
+        self.field = field
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +127,72 @@ def read_log(path: str | os.PathLike[str]) -> LogContents:
     return LogContents(records, valid_size, torn=bool(tail))
 
 
+def read_valid_records(
+    path: str | os.PathLike[str], *, warn: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
+    """`read_records`, then `validate_records`: the records a history can be derived from."""
+    return validate_records(read_records(path), path, warn=warn)
+
+
+def validate_records(
+    records: Sequence[dict[str, Any]],
+    path: str | os.PathLike[str] = "<records>",
+    *,
+    warn: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Check each record's fields against its model; return the records of known types.
+
+    ``records`` are as `read_records` returns them (record ``i`` is line
+    ``i + 1`` of ``path``).  Raises `LogCorrupt` naming the line and the field
+    of the first bad record.  Records of a type with no model are left out of
+    the result and reported once per type through ``warn`` (by default a
+    warning on the ``acp_bridge.log`` logger).  The records themselves are
+    returned unchanged (the same dicts, extra fields included).
+    """
+    from pydantic import ValidationError
+
+    from .record_models import model_for
+
+    kept: list[dict[str, Any]] = []
+    unknown: dict[str, int] = {}
+    for index, record in enumerate(records):
+        record_type = record.get("type")
+        model = model_for(record_type) if isinstance(record_type, str) else None
+        if model is None:
+            unknown[str(record_type)] = unknown.get(str(record_type), 0) + 1
+            continue
+        try:
+            model.model_validate(record)
+        except ValidationError as exc:
+            field, reason = _first_error(exc)
+            raise LogCorrupt(
+                path, index + 1, f"{reason} (record type {record_type})", field
+            ) from None
+        kept.append(record)
+    for record_type, count in unknown.items():
+        message = (
+            f"{os.fspath(path)}: skipped {count} record(s) of unknown type {record_type!r} "
+            "(written by a newer acp-bridge?)"
+        )
+        (warn or log.warning)(message)
+    return kept
+
+
+def _first_error(exc: Any) -> tuple[str, str]:
+    """The field path and a short reason of a pydantic `ValidationError`."""
+    error = exc.errors(include_url=False)[0]
+    field = ""
+    for part in error["loc"]:
+        if isinstance(part, int):
+            field += f"[{part}]"
+        else:
+            field += f".{part}" if field else str(part)
+    if error["type"] == "missing":
+        return field, "missing"
+    got = _json_kind(error.get("input"))
+    return field, f"{error['msg'][0].lower()}{error['msg'][1:]}, got {got}"
+
+
 def _check_record(value: object, seq: int, path: str | os.PathLike[str], line_no: int) -> Any:
     if not isinstance(value, dict):
         raise LogCorrupt(path, line_no, f"a record must be a JSON object, not {_json_kind(value)}")
@@ -116,12 +207,20 @@ def _check_record(value: object, seq: int, path: str | os.PathLike[str], line_no
 
 
 def _json_kind(value: object) -> str:
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return "an array"
+    if isinstance(value, dict):
+        return "an object"
     if isinstance(value, str):
         return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
     if value is None:
         return "null"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
     return f"a {type(value).__name__}"
 
 

@@ -113,7 +113,11 @@ HistoryBlock (also the content of model-history messages)
   ``{"type": "image", "data": str, "mimeType": str}``
 
 Reading and checking
-  `acp_bridge.log.reader` reads a file back (a torn final line is ignored);
+  `acp_bridge.log.record_models` states the type of each field above as
+  pydantic models (open: extra fields are kept, and a reader skips a record
+  type it does not know with a warning); the writer never uses them;
+  `acp_bridge.log.reader` reads a file back (a torn final line is ignored)
+  and, with `read_valid_records`, checks each record against its model;
   `acp_bridge.log.derive` projects records onto the model history;
   `acp_bridge.log.check` states the rules a log and a history must follow;
   ``schemas/event-log.schema.json`` is the JSON Schema of one record.

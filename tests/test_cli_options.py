@@ -1,0 +1,93 @@
+"""Option errors speak in the user's terms, and every number has a finite bound.
+
+Through the real command line: a bad value exits 2 with one line that names
+the option, says what was expected and repeats what was given.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "acp_bridge", *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--idle-timeout", "abc"],
+            "acp-bridge: --idle-timeout: expected a number of seconds from 0 to 86400, got 'abc'",
+        ),
+        (
+            ["--cancel-deadline", "inf"],
+            "acp-bridge: --cancel-deadline: expected a number of seconds from 0 to 3600, got 'inf'",
+        ),
+        (
+            ["--cancel-deadline", "nan"],
+            "acp-bridge: --cancel-deadline: expected a number of seconds from 0 to 3600, got 'nan'",
+        ),
+        (
+            ["--cancel-deadline", "3600.5"],
+            "acp-bridge: --cancel-deadline: expected a number of seconds from 0 to 3600, "
+            "got '3600.5'",
+        ),
+        (
+            ["serve", "--idle-timeout", "-1"],
+            "acp-bridge serve: --idle-timeout: expected a number of seconds from 0 to 86400, "
+            "got '-1'",
+        ),
+        (
+            ["--max-steps", "0"],
+            "acp-bridge: --max-steps: expected a whole number from 1 to 10000, got '0'",
+        ),
+        (
+            ["--max-steps", "2.5"],
+            "acp-bridge: --max-steps: expected a whole number from 1 to 10000, got '2.5'",
+        ),
+        (
+            ["demo", "--stop-after", "1e9"],
+            "acp-bridge demo: --stop-after: expected a whole number from 1 to 1000000, got '1e9'",
+        ),
+    ],
+)
+def test_a_bad_number_is_refused_in_the_users_terms(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    run = _run(*args, cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr.splitlines()[-1] == message
+    assert "_non_negative" not in run.stderr
+    assert "invalid" not in run.stderr
+
+
+def test_the_bounds_themselves_are_accepted(tmp_path: Path) -> None:
+    # The options parse; the command then fails for its own reason (no such session).
+    run = _run(
+        "--cancel-deadline",
+        "3600",
+        "--idle-timeout",
+        "0",
+        "--max-steps",
+        "10000",
+        "history",
+        "--state-dir",
+        str(tmp_path),
+        "sess_none",
+        cwd=tmp_path,
+    )
+    assert run.returncode == 1
+    assert run.stderr == f"acp-bridge: no session 'sess_none' in {tmp_path}\n"

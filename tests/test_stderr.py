@@ -1,0 +1,119 @@
+"""stderr never blocks the bridge, even when the editor never reads it.
+
+The subprocess test is the one that matters: an editor that never reads
+stderr floods the bridge with junk lines and ``session/new`` requests that
+each log a warning, and streaming, Stop and new requests keep working.  The
+in-process tests pin the two mechanisms: the bounded buffer that drops (and
+counts) what stderr does not take, and the rate limit of repeated warnings.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from raw_bridge import RawBridge
+
+from acp_bridge.stderr_log import RepeatFilter, StderrHandler
+
+ROOT = Path(__file__).resolve().parents[1]
+HANG = 60.0  # seconds: only to turn a hang into a failure, never a speed limit
+
+
+def _record(msg: str, *args: object) -> logging.LogRecord:
+    return logging.LogRecord("acp_bridge.test", logging.WARNING, __file__, 1, msg, args, None)
+
+
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking-fd", "non-blocking-fd"])
+def test_a_full_stderr_drops_and_counts_instead_of_blocking(blocking: bool) -> None:
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, blocking)  # an inherited O_NONBLOCK must not lose stderr
+    # A buffer larger than the pipe, so the writer meets a full pipe.
+    handler = StderrHandler(write_end, buffer_bytes=128 * 1024)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    total = 5_000
+    done = threading.Event()
+
+    def flood() -> None:
+        for i in range(total):
+            handler.handle(_record("message %d %s", i, "x" * 80))
+        done.set()
+
+    threading.Thread(target=flood, daemon=True).start()
+    # Nobody reads the pipe while the flood runs: 5,000 lines of ~95 bytes are
+    # far more than the pipe and the buffer hold, and still every call returns.
+    assert done.wait(HANG), "logging blocked on a stderr nobody reads"
+    assert handler.dropped > 0
+    os.set_blocking(read_end, False)
+    received = b""
+    for _ in range(100_000):  # bounded: a stuck writer fails the test, never hangs it
+        handler.flush(timeout=0.2)
+        try:
+            chunk = os.read(read_end, 1 << 16)
+        except BlockingIOError:
+            if not handler._queue and not handler._writing:
+                break
+            continue
+        received += chunk
+    else:
+        pytest.fail("the stderr writer never finished")
+    lines = received.decode().splitlines()
+    delivered = [line for line in lines if line.startswith("message ")]
+    notes = [line for line in lines if "log message(s) dropped" in line]
+    assert notes, lines[-3:]
+    dropped = sum(int(note.split()[1]) for note in notes)
+    assert len(delivered) + dropped == total
+    assert delivered[0].startswith("message 0 ")  # in order, oldest first
+    os.close(read_end)
+    os.close(write_end)
+
+
+def test_repeated_warnings_are_rate_limited() -> None:
+    now = [0.0]
+    limit = RepeatFilter(burst=3, interval=1.0, clock=lambda: now[0])
+    records = [_record("rejected frame: %s", i) for i in range(100)]
+    passed = [limit.filter(record) for record in records]
+    assert passed[:4] == [True, True, True, True]
+    assert records[3].getMessage() == "rejected frame: 3 (repeated; now at most one every 1s)"
+    assert not any(passed[4:])
+    assert limit.filter(_record("another message"))  # other templates are not affected
+    now[0] = 1.0  # one interval later: one more gets through, with the count
+    record = _record("rejected frame: %s", 100)
+    assert limit.filter(record)
+    assert record.getMessage() == "rejected frame: 100 (96 similar message(s) suppressed)"
+    assert not limit.filter(_record("rejected frame: %s", 101))
+
+
+def test_an_editor_that_never_reads_stderr_cannot_freeze_the_bridge(tmp_path: Path) -> None:
+    script = str(ROOT / "examples" / "endless.json")
+    with RawBridge(tmp_path, "--script", script, stderr="unread") as bridge:
+        bridge.initialize()
+        session_id = bridge.new_session()
+        # 3,000 junk lines: each is answered -32700 and logs a warning
+        # (about 300 KB of warnings, several times what the pipe holds).
+        bridge.write(b"".join(b"this is not json %d\n" % i for i in range(3_000)))
+        # Many session/new with an MCP server: each logs "not supported".
+        server = {"name": "files", "command": "/bin/true", "args": [], "env": []}
+        ids = [
+            bridge.request("session/new", {"cwd": "/", "mcpServers": [server]}) for _ in range(300)
+        ]
+        for request_id in ids:
+            assert "result" in bridge.response(request_id)
+        # Streaming, Stop and a new request still work.
+        prompt = bridge.prompt(session_id, "go")
+        bridge.wait_for_chunks(session_id, 20)
+        bridge.notify("session/cancel", {"sessionId": session_id})
+        assert bridge.response(prompt)["result"] == {"stopReason": "cancelled"}
+        assert bridge.new_session().startswith("sess_")
+        parse_errors = [m for m in bridge.seen if m.get("error", {}).get("code") == -32700]
+        assert len(parse_errors) == 3_000
+        assert bridge.close() == 0
+        # Only now read what reached stderr: the repeats were summarized.
+        assert bridge.proc.stderr is not None
+        stderr = bridge.proc.stderr.read().decode()
+        assert "rejected frame" in stderr
+        assert "(repeated; now at most one every 1s)" in stderr
+        assert stderr.count("rejected frame") < 100

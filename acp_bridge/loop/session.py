@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from ..log.derive import derive_messages
 from ..log.writer import SessionLog
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
@@ -33,6 +33,7 @@ class Session:
     # the running turn), by request id; True once a cancel has covered them.
     waiting: dict[object, bool] = field(default_factory=dict)
 
-    def history(self) -> list[dict[str, Any]]:
-        """The model history: a pure projection of the log (invariant I4)."""
-        return derive_messages(self.log.records)
+    def history(self) -> Sequence[dict[str, Any]]:
+        """The model history: ``derive_messages`` of the log (invariant I4), kept
+        incrementally; an immutable view whose messages must not be mutated."""
+        return self.log.history.messages()

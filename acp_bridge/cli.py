@@ -181,7 +181,7 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
 
 
 def _load_fake_provider(script_path: str | None) -> Callable[[], Provider]:
-    from .providers.script import ScriptError, load_script, parse_script
+    from .providers.script_format import ScriptError, load_script, parse_script
     from .providers.scripted import ScriptedProvider
     from .server import StartupError
 

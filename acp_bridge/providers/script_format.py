@@ -103,7 +103,9 @@ class ScriptError(Exception):
 
 class _Model(BaseModel):
     # Strict: JSON types as written (no "5" for 5); unknown keys are errors.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, allow_inf_nan=False, defer_build=True
+    )
 
 
 def _problem(message: str, *at: str | int) -> PydanticCustomError:

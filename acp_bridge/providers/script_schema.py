@@ -18,7 +18,7 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from acp_bridge.providers.script_format import Script
 
-__all__ = ["SCHEMA_PATH", "build_script_schema", "render", "main"]
+__all__ = ["SCHEMA_PATH", "build_script_schema", "main", "render"]
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "script.schema.json"
 

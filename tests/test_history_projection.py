@@ -106,6 +106,25 @@ def test_random_surface_logs(records: list[Record]) -> None:
     assert_equal_after_every_record(records)
 
 
+def test_a_refused_turn_that_opened_the_window() -> None:
+    """The window began with turn 2's prompt; refusing turn 2 undoes that boundary."""
+    records = [
+        {"type": "user/message", "turn": 1, "step": 0, "content": [{"type": "text", "text": "q1"}]},
+        {"type": "assistant/message", "turn": 1, "step": 1, "content": [], "interrupted": False},
+        {"type": "assistant/message", "turn": 1, "step": 1, "interrupted": False,
+         "content": [{"type": "text", "text": "a1"}]},
+        {"type": "user/message", "turn": 2, "step": 0, "content": [{"type": "text", "text": "q2"}]},
+        {"type": "turn/end", "turn": 2, "step": 0, "reason": "refusal", "forced": False},
+        {"type": "assistant/message", "turn": 3, "step": 1, "interrupted": True,
+         "content": [{"type": "text", "text": "a3"}]},
+    ]  # fmt: skip
+    projection = assert_equal_after_every_record(records)
+    assert list(projection.messages())[-1]["content"] == [
+        {"type": "text", "text": "a1"},
+        {"type": "text", "text": "a3"},
+    ]
+
+
 # -- random valid logs ----------------------------------------------------------------
 
 

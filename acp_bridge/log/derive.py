@@ -30,6 +30,9 @@ a missing ``turn/end``), and `acp_bridge.log.check.check_history` accepts it:
   open the history.
 
 The function never mutates its input and shares no objects with it.
+`HistoryProjection` keeps the same history up to date as records are
+appended, at a cost per record that does not grow with the log; a running
+session uses it (`acp_bridge.log.writer.SessionLog.history`).
 """
 
 from __future__ import annotations
@@ -381,7 +384,7 @@ class HistoryProjection:
 
     def _maybe_close_window(self, index: int, message: Message) -> None:
         """Close the window before ``records[index]`` if that record insulates it."""
-        window, first_used, raw, _ = self._window(index)
+        window, first_used, raw = self._window(index)
         last = window[-1] if window else self._stable[-1] if self._stable else None
         # The raw message before it must not merge with it either (an empty
         # interrupted assistant message still passes its flag on).
@@ -407,19 +410,19 @@ class HistoryProjection:
         self._start = index
         self._cache = None
 
-    def _window(self, end: int | None = None) -> tuple[list[Message], set[str], list[Message], int]:
+    def _window(self, end: int | None = None) -> tuple[list[Message], set[str], list[Message]]:
         """The window's messages for ``records[start:end]``, the ids kept, its raw messages."""
         end = self._seen if end is None else end
         cache = self._cache
         if cache is not None and cache[0] == end:
-            return cache[1], cache[2], cache[3], end
+            return cache[1], cache[2], cache[3]
         raw = self._raw(end)
         if self._stable and raw and not _insulates(raw[0], self._stable[-1]["role"]):
             self._reset()  # the boundary was undone (a refused turn): start again
             raw = self._raw(end)
         messages, first_used = _settle(raw, self._used, keep_leading=bool(self._stable))
         self._cache = (end, messages, first_used, raw)
-        return messages, first_used, raw, end
+        return messages, first_used, raw
 
     def _raw(self, end: int) -> list[Message]:
         refused = self._refused

@@ -121,6 +121,14 @@ def test_defaults() -> None:
     assert script.responses[0].finish_reason == "end_turn"
 
 
+def test_an_option_given_as_null_is_not_given() -> None:
+    from jsonschema import Draft202012Validator
+
+    data = {"responses": [{"events": [{"text": "ab", "chunk_size": None}], "finish": None}]}
+    assert parse_script(data) == parse_script({"responses": [{"events": [{"text": "ab"}]}]})
+    assert Draft202012Validator(script_schema()).is_valid(data)
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [

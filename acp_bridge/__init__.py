@@ -30,7 +30,7 @@ _EXPORTS = {
     "Usage": "acp_bridge.providers.base",
     "Finish": "acp_bridge.providers.base",
     "ScriptedProvider": "acp_bridge.providers.scripted",
-    "load_script": "acp_bridge.providers.script",
+    "load_script": "acp_bridge.providers.script_format",
     "read_records": "acp_bridge.log.reader",
     "derive_messages": "acp_bridge.log.derive",
     "check_history": "acp_bridge.log.check",
@@ -78,7 +78,7 @@ if TYPE_CHECKING:
         ToolCallStart,
         Usage,
     )
-    from .providers.script import load_script
+    from .providers.script_format import load_script
     from .providers.scripted import ScriptedProvider
     from .server import ServeOptions, StartupError, serve
 

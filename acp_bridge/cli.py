@@ -330,7 +330,7 @@ def _http_loader(args: argparse.Namespace) -> Callable[[], Callable[[], Provider
 
 
 def _load_fake_provider(script_path: str | None) -> Callable[[], Provider]:
-    from .providers.script import ScriptError, load_script, parse_script
+    from .providers.script_format import ScriptError, load_script, parse_script
     from .providers.scripted import ScriptedProvider
     from .server import StartupError
 

@@ -16,7 +16,7 @@ import anyio
 
 from acp_bridge.loop.assembler import StreamAssembler
 from acp_bridge.providers.base import ModelRequest, TextDelta
-from acp_bridge.providers.script import parse_script
+from acp_bridge.providers.script_format import parse_script
 from acp_bridge.providers.scripted import ScriptedProvider
 
 N_DELTAS = 1_000_000

@@ -35,7 +35,7 @@ import anyio.abc
 from acp_bridge.client import AcpClient, bridge_command, id_key, is_response
 from acp_bridge.loop.turn import TurnConfig
 from acp_bridge.providers.base import Provider
-from acp_bridge.providers.script import parse_script
+from acp_bridge.providers.script_format import parse_script
 from acp_bridge.providers.scripted import ScriptedProvider
 from acp_bridge.server import ServeOptions, serve
 

@@ -36,7 +36,7 @@ from acp_bridge.log.derive import derive_messages, is_visible_text
 from acp_bridge.log.reader import read_records
 from acp_bridge.loop.turn import TurnConfig
 from acp_bridge.providers.base import Provider
-from acp_bridge.providers.script import parse_script
+from acp_bridge.providers.script_format import parse_script
 from acp_bridge.providers.scripted import ScriptedProvider
 from acp_bridge.server import ServeOptions, serve
 

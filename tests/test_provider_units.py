@@ -19,7 +19,7 @@ from acp_bridge.providers.errors import http_error
 from acp_bridge.providers.openai import OpenAIParser
 from acp_bridge.providers.recording import Recorder
 from acp_bridge.providers.retry import RetryPolicy
-from acp_bridge.providers.script import HangStep, StallStep, load_script
+from acp_bridge.providers.script_format import HangEvent, StallEvent, load_script
 from acp_bridge.providers.secrets import REDACTED, scrub
 
 
@@ -129,9 +129,9 @@ def test_recording_of_an_idle_stream_replays_as_silence(tmp_path: Path) -> None:
     response.event(TextDelta(0, "Slow"))
     response.error(StreamIdleTimeout(0.5))
     script = load_script(path)
-    steps = script.responses[0].steps
-    assert isinstance(steps[-1], HangStep)
-    assert isinstance(steps[-2], StallStep)
+    events = script.responses[0].events
+    assert isinstance(events[-1], HangEvent)
+    assert isinstance(events[-2], StallEvent)
 
 
 def test_anthropic_redacted_thinking_is_accepted_and_not_shown() -> None:

@@ -25,7 +25,8 @@ from acp_bridge.providers.base import (
     ToolCallStart,
     Usage,
 )
-from acp_bridge.providers.script import (
+from acp_bridge.providers.script_format import (
+    EVENT_MODELS,
     REPORT_FACTS,
     Script,
     ScriptError,
@@ -33,6 +34,8 @@ from acp_bridge.providers.script import (
     parse_script,
     script_schema,
 )
+from acp_bridge.providers.script_schema import SCHEMA_PATH, build_script_schema, render
+from acp_bridge.providers.script_schema import main as schema_main
 from acp_bridge.providers.scripted import ScriptedProvider
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -66,16 +69,38 @@ def test_schema_is_valid_draft_2020_12() -> None:
     schema = script_schema()
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    # The schema and the code agree on the report facts.
-    report = schema["$defs"]["report_event"]["properties"]["report"]["items"]["enum"]
+    report = schema["$defs"]["ReportEvent"]["properties"]["report"]["items"]["enum"]
     assert tuple(report) == REPORT_FACTS
+    events = schema["$defs"]["ScriptResponse"]["properties"]["events"]["items"]["oneOf"]
+    assert [e["$ref"].rsplit("/", 1)[1] for e in events] == [m.__name__ for m in EVENT_MODELS]
+
+
+def test_the_committed_schema_is_generated_from_the_models() -> None:
+    """Edit acp_bridge/providers/script_format.py, then run its generator."""
+    assert SCHEMA_PATH.read_text(encoding="utf-8") == render(), (
+        "schemas/script.schema.json is stale: run python -m acp_bridge.providers.script_schema"
+    )
+    assert script_schema() == build_script_schema()
+
+
+def test_the_generator_checks_and_writes(tmp_path: Path) -> None:
+    out = tmp_path / "script.schema.json"
+    assert schema_main(["--check", "--out", str(out)]) == 1  # missing
+    assert schema_main(["--out", str(out)]) == 0
+    assert schema_main(["--check", "--out", str(out)]) == 0
+    out.write_text(out.read_text().replace("chunk_size", "chunk_sise"))
+    assert schema_main(["--check", "--out", str(out)]) == 1
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.json")), ids=lambda p: p.name)
 def test_examples_are_valid(path: Path) -> None:
+    from jsonschema import Draft202012Validator
+
     script = load_script(path)
     assert script.responses
     assert script.source == str(path)
+    # The generated schema, for editors and other tools, accepts them too.
+    Draft202012Validator(script_schema()).validate(json.loads(path.read_text()))
 
 
 def test_the_named_examples_exist() -> None:
@@ -95,7 +120,15 @@ def test_defaults() -> None:
     assert script == Script(
         responses=script.responses, when_exhausted="error", chunk_delay_ms=0, description=None
     )
-    assert script.responses[0].finish == "end_turn"
+    assert script.responses[0].finish_reason == "end_turn"
+
+
+def test_an_option_given_as_null_is_not_given() -> None:
+    from jsonschema import Draft202012Validator
+
+    data = {"responses": [{"events": [{"text": "ab", "chunk_size": None}], "finish": None}]}
+    assert parse_script(data) == parse_script({"responses": [{"events": [{"text": "ab"}]}]})
+    assert Draft202012Validator(script_schema()).is_valid(data)
 
 
 @pytest.mark.parametrize(
@@ -174,6 +207,27 @@ def test_defaults() -> None:
             {"responses": [{"events": [{"error": {"message": "x"}}, {"text": "never"}]}]},
             "responses[0].events[1]: unreachable",
         ),
+        ({"responses": [], "respones": []}, "test: 'respones' is not allowed here"),
+        (
+            {"responses": [{"events": [{"hang": False}]}]},
+            "test: responses[0].events[0].hang: False is not one of True",
+        ),
+        (
+            {"responses": [{"events": [{"delay_ms": True}]}]},
+            "responses[0].events[0].delay_ms: True is not of type 'number'",
+        ),
+        (
+            {"responses": [{"events": [{"tool_call": {"id": "c", "name": "t", "arguments": 5}}]}]},
+            "responses[0].events[0].tool_call.arguments: 5 is not of type 'object' or 'string'",
+        ),
+        (
+            {"responses": [{"events": [{"report": ["message_count", "message_count"]}]}]},
+            "responses[0].events[0].report: ['message_count', 'message_count'] has repeated facts",
+        ),
+        (
+            {"responses": [{"events": [{"endless": {"text": ""}}]}]},
+            "responses[0].events[0].endless.text: '' should be non-empty",
+        ),
         (
             {"responses": [{"events": [{"tetx": 1}, {"x": 1}]}]},
             "responses[0].events[0]: 'tetx' is not a valid event (expected one of: text, "
@@ -183,9 +237,18 @@ def test_defaults() -> None:
     ],
 )
 def test_schema_errors_name_the_source_and_the_json_path(data: Any, message: str) -> None:
+    from jsonschema import Draft202012Validator
+
     with pytest.raises(ScriptError) as info:
         parse_script(data, "test")
     assert message in str(info.value)
+    # The generated JSON Schema rejects it too, unless only the models can
+    # say why (the order of events, a repeat with nothing to repeat).
+    if not any(rule in message for rule in ORDER_RULES):
+        assert not Draft202012Validator(script_schema()).is_valid(data)
+
+
+ORDER_RULES = ("needs a response", "must follow a tool_call_start", "unreachable")
 
 
 def test_load_script_reports_invalid_json_with_line_and_column(tmp_path: Path) -> None:
@@ -242,7 +305,7 @@ def test_load_script_reports_schema_errors_with_the_file_name(tmp_path: Path) ->
 def test_default_finish_depends_on_complete_tool_calls(
     events: list[dict[str, Any]], finish: str
 ) -> None:
-    assert parse_script({"responses": [{"events": events}]}).responses[0].finish == finish
+    assert parse_script({"responses": [{"events": events}]}).responses[0].finish_reason == finish
 
 
 # -- streaming --------------------------------------------------------------------

@@ -39,7 +39,7 @@ from acp_bridge.providers.base import (
     StreamEvent,
     TextDelta,
 )
-from acp_bridge.providers.script import parse_script
+from acp_bridge.providers.script_format import parse_script
 from acp_bridge.providers.scripted import ScriptedProvider
 
 Json = dict[str, Any]

@@ -20,6 +20,7 @@ from typing import Any, Final
 import orjson
 
 from ..transport.outbox import LogFile, Outbox
+from .derive import HistoryProjection
 from .records import FORMAT_VERSION, SURFACE_TYPES
 
 dumps = orjson.dumps
@@ -36,8 +37,10 @@ class SessionLog:
         self.path = path
         self.outbox = outbox
         self.file = LogFile(path)
-        # The model-relevant records (MODEL_TYPES), in order.
-        self.records: list[dict[str, Any]] = []
+        # The model-relevant records (MODEL_TYPES), in order, and the model
+        # history they project onto, kept up to date as they are appended.
+        self.history = HistoryProjection()
+        self.records: list[dict[str, Any]] = self.history.records
         self.seq = next_seq
         self._attempt: str | None = None
         self._turn = 0
@@ -65,7 +68,7 @@ class SessionLog:
         self.seq += 1
         if type in MODEL_TYPES:
             # The embedded timed stream is for readers of the file only.
-            self.records.append(record if "stream" not in record else _without_stream(record))
+            self.history.append(record if "stream" not in record else _without_stream(record))
         self.outbox.write_log(self.file, orjson.dumps(record) + b"\n")
         return record
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..log.derive import derive_messages
 from ..log.writer import SessionLog
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
@@ -27,6 +27,7 @@ class Session:
     def __post_init__(self) -> None:
         self.prompts = PromptQueue(self)
 
-    def history(self) -> list[dict[str, Any]]:
-        """The model history: a pure projection of the log (invariant I4)."""
-        return derive_messages(self.log.records)
+    def history(self) -> Sequence[dict[str, Any]]:
+        """The model history: ``derive_messages`` of the log (invariant I4), kept
+        incrementally; an immutable view whose messages must not be mutated."""
+        return self.log.history.messages()

@@ -35,21 +35,22 @@ from acp_bridge.providers.base import (
     TextDelta,
     ToolCallDelta,
     ToolCallStart,
+    Usage,
 )
-from acp_bridge.providers.script import (
-    DelayStep,
-    EndlessStep,
-    ErrorStep,
-    HangStep,
-    ReportStep,
+from acp_bridge.providers.script_format import (
+    DelayEvent,
+    EndlessEvent,
+    HangEvent,
+    ReasoningEvent,
+    ReportEvent,
     Script,
     ScriptResponse,
-    StallStep,
-    TextStep,
-    ToolArgsStep,
-    ToolCallStartStep,
-    ToolCallStep,
-    UsageStep,
+    StallEvent,
+    TextEvent,
+    ToolArgsEvent,
+    ToolCallEvent,
+    ToolCallStartEvent,
+    UsageEvent,
     load_script,
 )
 
@@ -62,7 +63,7 @@ __all__ = ["ScriptedProvider", "report_lines"]
 CHECKPOINT_EVERY: Final = 16
 _CHECKPOINT_MASK: Final = CHECKPOINT_EVERY - 1
 
-EXHAUSTED: Final = ErrorStep("script exhausted", kind="scripted")
+EXHAUSTED: Final = ProviderError("script exhausted", kind="scripted")
 
 
 class ScriptedProvider:
@@ -137,7 +138,7 @@ class _Endless:
 
 @dataclass(frozen=True, slots=True)
 class _Fail:
-    step: ErrorStep
+    error: ProviderError
 
 
 _Op: TypeAlias = StreamEvent | _Sleep | _Hang | _Endless | _Fail
@@ -206,13 +207,13 @@ class _ScriptStream:
             self._endless_seconds = op.seconds
         elif isinstance(op, _Fail):
             self.close()
-            step = op.step
+            error = op.error
             raise ProviderError(
-                step.message,
-                kind=step.kind,
-                retryable=step.retryable,
-                status=step.status,
-                request_id=step.request_id,
+                error.message,
+                kind=error.kind,
+                retryable=error.retryable,
+                status=error.status,
+                request_id=error.request_id,
             )
 
     def close(self) -> None:
@@ -268,42 +269,56 @@ class _Compiler:
 
 def _compile(response: ScriptResponse, request: ModelRequest, default_delay_ms: float) -> list[_Op]:
     c = _Compiler(default_delay_ms)
-    for step in response.steps:
-        if isinstance(step, TextStep):
-            c.text(step.kind, _chunks(step.text, step.chunk_size), step.chunk_delay_ms)
-        elif isinstance(step, ReportStep):
-            lines = report_lines(request, step.facts)
+    for event in response.events:
+        if isinstance(event, TextEvent):
+            c.text("text", _chunks(event.text, event.chunk_size), event.chunk_delay_ms)
+        elif isinstance(event, ReasoningEvent):
+            c.text("reasoning", _chunks(event.reasoning, event.chunk_size), event.chunk_delay_ms)
+        elif isinstance(event, ReportEvent):
+            lines = report_lines(request, event.report)
             c.text("text", [line + "\n" for line in lines[:-1]] + lines[-1:], None)
-        elif isinstance(step, ToolCallStep):
+        elif isinstance(event, ToolCallEvent):
+            call = event.tool_call
             index = c.open_block("tool", new=True)
-            c.ops.append(ToolCallStart(index, step.id, step.name))
-            for piece in _split(step.arguments, step.chunks):
-                c.chunk(ToolCallDelta(index, piece), step.chunk_delay_ms)
+            c.ops.append(ToolCallStart(index, call.id, call.name))
+            for piece in _split(call.arguments_text(), call.chunks):
+                c.chunk(ToolCallDelta(index, piece), call.chunk_delay_ms)
             c.end_block()
-        elif isinstance(step, ToolCallStartStep):
+        elif isinstance(event, ToolCallStartEvent):
             index = c.open_block("tool", new=True)
-            c.ops.append(ToolCallStart(index, step.id, step.name))
-        elif isinstance(step, ToolArgsStep):
-            c.chunk(ToolCallDelta(c.index, step.args), None)
-        elif isinstance(step, UsageStep):
-            c.ops.append(step.usage)
-        elif isinstance(step, DelayStep | StallStep):
-            c.ops.append(_Sleep(step.ms / 1000))
-        elif isinstance(step, HangStep):
-            c.ops.append(_Hang(step.seconds, step.ignore_cancel))
-        elif isinstance(step, EndlessStep):
-            delay_ms = default_delay_ms if step.delay_ms is None else step.delay_ms
+            start = event.tool_call_start
+            c.ops.append(ToolCallStart(index, start.id, start.name))
+        elif isinstance(event, ToolArgsEvent):
+            c.chunk(ToolCallDelta(c.index, event.tool_args), None)
+        elif isinstance(event, UsageEvent):
+            u = event.usage
+            c.ops.append(Usage(u.input_tokens, u.output_tokens, u.context_window))
+        elif isinstance(event, DelayEvent | StallEvent):
+            c.ops.append(_Sleep(event.pause_ms / 1000))
+        elif isinstance(event, HangEvent):
+            c.ops.append(_Hang(event.seconds, event.ignore_cancel))
+        elif isinstance(event, EndlessEvent):
+            endless = event.endless
+            delay_ms = default_delay_ms if endless.delay_ms is None else endless.delay_ms
             index = c.open_block("text")
-            event = TextDelta(index, step.text)
+            delta = TextDelta(index, endless.text)
             if c.first_chunk:  # no pause before the first chunk of a response
-                c.chunk(event, 0)
-            c.ops.append(_Endless(event, delay_ms / 1000))
+                c.chunk(delta, 0)
+            c.ops.append(_Endless(delta, delay_ms / 1000))
             return c.ops
-        else:  # ErrorStep
-            c.ops.append(_Fail(step))
+        else:  # ErrorEvent
+            e = event.error
+            error = ProviderError(
+                e.message,
+                kind=e.kind,
+                retryable=e.retryable,
+                status=e.status,
+                request_id=e.request_id,
+            )
+            c.ops.append(_Fail(error))
             return c.ops
     c.end_block()
-    c.ops.append(Finish(response.finish))
+    c.ops.append(Finish(response.finish_reason))
     return c.ops
 
 

@@ -1,0 +1,249 @@
+"""The incremental history equals the full derivation after every record.
+
+`HistoryProjection` keeps the model history up to date as records are
+appended; `derive_messages` is the reference.  They are compared after every
+record of: random logs of surface records that no agent would write (late
+results, reused call ids, blank prompts, refusals of old turns), random valid
+logs (the generators of test_log_check.py), the snapshot sessions, and a
+long multi-turn session run through the real subprocess, where the model's
+own report of the history it received is compared with the reference too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import ROOT, run_bridge, write_script
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_log_check import LogBuilder, random_turn
+
+from acp_bridge.client import AcpClient
+from acp_bridge.log.check import check_log
+from acp_bridge.log.derive import HistoryProjection, HistoryView, derive_messages
+from acp_bridge.log.writer import MODEL_TYPES
+from acp_bridge.providers.base import ModelRequest
+from acp_bridge.providers.scripted import report_lines
+
+Record = dict[str, Any]
+
+
+def assert_equal_after_every_record(records: list[Record]) -> HistoryProjection:
+    projection = HistoryProjection()
+    for i, record in enumerate(records):
+        projection.append(record)
+        expected = derive_messages(records[: i + 1])
+        assert list(projection.messages()) == expected, f"after record {i}: {record}"
+    return projection
+
+
+# -- random logs of surface records -------------------------------------------------
+
+IDS = st.sampled_from(["c1", "c2", "c3"])
+TEXT = st.sampled_from(["a", " ", "", "b c"])
+
+
+def _text_blocks(kind: str) -> st.SearchStrategy[list[Record]]:
+    return st.lists(st.builds(lambda t: {"type": kind, "text": t}, TEXT), max_size=2)
+
+
+@st.composite
+def surface_record(draw: st.DrawFn, turn: int) -> Record:
+    # Mostly the current turn, sometimes an older one (a late record).
+    turn = draw(st.sampled_from([turn, turn, turn, max(1, turn - 1), 1]))
+    kind = draw(
+        st.sampled_from(
+            ["user/message", "assistant/message", "assistant/message", "tool/result", "turn/end"]
+        )
+    )
+    if kind == "user/message":
+        return {"type": kind, "turn": turn, "step": 0, "content": draw(_text_blocks("text"))}
+    if kind == "assistant/message":
+        calls = draw(
+            st.lists(
+                st.builds(lambda i: {"type": "tool_call", "id": i, "name": "t", "input": {}}, IDS),
+                max_size=2,
+            )
+        )
+        content = draw(_text_blocks("text")) + draw(_text_blocks("reasoning")) + calls
+        return {
+            "type": kind,
+            "turn": turn,
+            "step": 1,
+            "content": draw(st.permutations(content)),
+            "interrupted": draw(st.booleans()),
+        }
+    if kind == "tool/result":
+        return {
+            "type": kind,
+            "turn": turn,
+            "step": 1,
+            "tool_call_id": draw(IDS),
+            "content": draw(_text_blocks("text")),
+            "is_error": False,
+        }
+    reason = draw(st.sampled_from(["end_turn", "cancelled", "refusal"]))
+    return {"type": kind, "turn": turn, "step": 0, "reason": reason, "forced": False}
+
+
+@st.composite
+def surface_logs(draw: st.DrawFn) -> list[Record]:
+    records: list[Record] = []
+    turn = 1
+    for _ in range(draw(st.integers(0, 40))):
+        if draw(st.integers(0, 5)) == 0:
+            turn += 1
+        records.append(draw(surface_record(turn)))
+    return records
+
+
+@settings(max_examples=400, deadline=None)
+@given(surface_logs())
+def test_random_surface_logs(records: list[Record]) -> None:
+    assert_equal_after_every_record(records)
+
+
+def test_a_refused_turn_that_opened_the_window() -> None:
+    """The window began with turn 2's prompt; refusing turn 2 undoes that boundary."""
+    records = [
+        {"type": "user/message", "turn": 1, "step": 0, "content": [{"type": "text", "text": "q1"}]},
+        {"type": "assistant/message", "turn": 1, "step": 1, "content": [], "interrupted": False},
+        {"type": "assistant/message", "turn": 1, "step": 1, "interrupted": False,
+         "content": [{"type": "text", "text": "a1"}]},
+        {"type": "user/message", "turn": 2, "step": 0, "content": [{"type": "text", "text": "q2"}]},
+        {"type": "turn/end", "turn": 2, "step": 0, "reason": "refusal", "forced": False},
+        {"type": "assistant/message", "turn": 3, "step": 1, "interrupted": True,
+         "content": [{"type": "text", "text": "a3"}]},
+    ]  # fmt: skip
+    projection = assert_equal_after_every_record(records)
+    assert list(projection.messages())[-1]["content"] == [
+        {"type": "text", "text": "a1"},
+        {"type": "text", "text": "a3"},
+    ]
+
+
+# -- random valid logs ----------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_random_valid_logs(data: st.DataObject) -> None:
+    b = LogBuilder()
+    for _ in range(data.draw(st.integers(1, 8))):
+        random_turn(b, data)
+    check_log(b.records)
+    assert_equal_after_every_record(b.records)
+
+
+def test_a_long_valid_session_keeps_a_short_window() -> None:
+    """The stable part grows with the session: the window stays one turn long."""
+    b = LogBuilder()
+    projection = HistoryProjection()
+    for turn in range(200):
+        b.prompt(f"question {turn}")
+        b.tool_step(
+            [(0, "text", "Let me look.")],
+            [{"type": "tool_call", "id": f"call_{turn}", "name": "read", "input": {}}],
+        )
+        b.end_step("tool_use")
+        b.reply_step([(0, "text", f"answer {turn}")])
+        b.end_turn("end_turn")
+    for record in b.records:
+        projection.append(record)
+    window = projection.messages()
+    assert list(window) == derive_messages(b.records)
+    assert len(window) == 800
+    # Only the last turn's messages are derived again on the next call.
+    assert len(window._window) <= 4
+
+
+def test_views_do_not_change_when_records_arrive() -> None:
+    b = LogBuilder()
+    projection = HistoryProjection()
+    views: list[tuple[HistoryView, list[Record]]] = []
+    for turn in range(5):
+        b.prompt(f"q{turn}")
+        b.reply_step([(0, "text", f"a{turn}")])
+        b.end_turn("end_turn" if turn != 3 else "refusal")
+        for record in b.records[len(projection.records) :]:
+            projection.append(record)
+            view = projection.messages()
+            views.append((view, json.loads(json.dumps(list(view)))))
+    for view, frozen in views:
+        assert list(view) == frozen
+    assert views[-1][0][-1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "a4"}],
+        "interrupted": False,
+    }
+    assert views[-1][0][1:3] == list(views[-1][0])[1:3]
+
+
+# -- real sessions ------------------------------------------------------------------------
+
+# Snapshots of whole sessions that carry their logs (the provider ones carry request bodies).
+SNAPSHOTS = sorted(
+    p for p in (ROOT / "snapshots").glob("*/*.json") if "logs" in json.loads(p.read_text())
+)
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.stem)
+def test_snapshot_session_logs(path: Path) -> None:
+    logs = json.loads(path.read_text())["logs"]
+    assert logs
+    for records in logs:
+        assert_equal_after_every_record(records)
+
+
+REPORT = ["message_count", "last_user_text", "last_assistant_text", "tool_results"]
+CYCLE_SCRIPT = {
+    "description": "five kinds of turn, again and again (tool call ids repeat)",
+    "when_exhausted": "repeat_all",
+    "responses": [
+        {"events": [{"text": "A plain answer."}]},
+        {"events": [{"text": "Let me read."}, {"tool_call": {"id": "call_1", "name": "read"}}]},
+        {"events": [{"report": REPORT}]},
+        {"events": [{"text": "A long story", "chunk_size": 2}, {"hang": True}]},
+        {"events": [{"text": "I can't help."}], "finish": "refusal"},
+        {"events": [{"report": REPORT}]},
+    ],
+}
+
+
+@pytest.mark.anyio
+async def test_a_real_multi_turn_session(tmp_path: Path) -> None:
+    """Through the subprocess: the history each request carried is the reference one."""
+    script = write_script(tmp_path, CYCLE_SCRIPT)
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize()
+        session = await client.new_session(str(tmp_path))
+        for turn in range(15):
+            stop = turn % 5 == 2  # the story: stop it after two chunks
+            result = await client.prompt(
+                session, f"prompt {turn}", cancel_after=2 if stop else None, settle=0
+            )
+            assert result.stop_reason == ("cancelled" if stop else None) or not stop
+
+    run = await run_bridge(script, tmp_path / "state", play)
+    # No check_logs: the repeated script reuses the call id "call_1", which
+    # check_log rejects and derive_messages drops; the projection must agree.
+    [records] = run.logs().values()
+    projection = assert_equal_after_every_record([r for r in records if r["type"] in MODEL_TYPES])
+    assert len(projection.messages()) > 20
+    # Each report answers with facts about the request the model received:
+    # the history the server sent must be the reference derivation of the
+    # log at that point (its stream/start).
+    reports = 0
+    for i, record in enumerate(records):
+        if record["type"] != "assistant/message" or "message_count" not in json.dumps(record):
+            continue
+        start = max(j for j in range(i) if records[j]["type"] == "stream/start")
+        request = ModelRequest(messages=derive_messages(records[:start]))
+        said = "".join(b["text"] for b in record["content"] if b["type"] == "text")
+        assert said == "\n".join(report_lines(request, REPORT))
+        reports += 1
+    assert reports == 6

@@ -137,7 +137,7 @@ class LogFile:
 
     def _lose(self, why: str) -> NoReturn:
         self.close()
-        self.lost = f"{why} while the session was running; its records are kept in memory"
+        self.lost = f"{why} while the session was running"
         raise LogFileLost(errno.ESTALE, self.lost)
 
     def fsync(self) -> None:
@@ -445,12 +445,19 @@ class Outbox:
         except OSError as exc:
             error = f"cannot write {target.path}: {exc.strerror or exc}"
             if target.error is None:
-                _log.error(
-                    "%s; keeping %d bytes in memory, they will be written when the file "
-                    "accepts them",
-                    error,
-                    len(target.pending),
-                )
+                if isinstance(exc, LogFileLost):
+                    _log.error(
+                        "%s; a new file there would start in the middle of the session, so "
+                        "its records are kept in memory and saved elsewhere at exit",
+                        error,
+                    )
+                else:
+                    _log.error(
+                        "%s; keeping %d bytes in memory, they will be written when the file "
+                        "accepts them",
+                        error,
+                        len(target.pending),
+                    )
             target.error = error
             self._failed_logs.add(target)
         else:
@@ -532,9 +539,11 @@ def save_unwritten(log: LogTarget) -> str:
     data = bytes(log.pending)
     records = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     session = os.path.basename(log.path).removesuffix(".jsonl")
+    reason = log.error or "the file did not accept them"
+    reason = reason.removeprefix(f"cannot write {log.path}: ")
     head = (
         f"acp-bridge: {records} record(s) ({len(data)} bytes) of session {session} could not "
-        f"be written to {log.path}: {log.error or 'the file did not accept them'}"
+        f"be written to {log.path}: {reason}"
     )
     copy = f"{log.path}.unwritten-{os.getpid()}"
     created = False

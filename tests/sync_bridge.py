@@ -45,6 +45,8 @@ class Bridge:
         self.received: list[dict[str, Any]] = []
         self._next_id = 0
         self._reader: threading.Thread | None = None
+        self._reading = threading.Event()
+        self._reading.set()
         if read_stdout:
             self.start_reading()
 
@@ -52,11 +54,19 @@ class Bridge:
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
+    def pause_reading(self) -> None:
+        """Stop reading stdout (the next read, if one is under way, still completes)."""
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        self._reading.set()
+
     def _read(self) -> None:
         assert self.proc.stdout is not None
         buf = b""
         fd = self.proc.stdout.fileno()
         while True:
+            self._reading.wait()
             data = os.read(fd, 1 << 16)
             if not data:
                 self.frames.put(None)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import logging
 import os
 import stat
@@ -48,6 +49,12 @@ _log = logging.getLogger("acp_bridge.outbox")
 # kept small (about 35 chunk frames); the writer still batches whatever
 # accumulates while the pipe is busy.
 HIGH_WATER: Final = 8 * 1024
+# The size the stdout pipe is set to (Linux F_SETPIPE_SZ; rounded up to a
+# page).  What the pipe holds is read by the editor before the answer to a
+# Stop; a default 64 KiB pipe holds about 300 chunk frames, which a client
+# that reads at its own pace takes milliseconds to get through.  Two pages
+# cost no measurable throughput: the writer refills it as it drains.
+STDOUT_PIPE_SIZE: Final = 8 * 1024
 # Records a failing log may hold in memory before the turns writing to it
 # wait (`wait_writable`) for the file to accept them again.
 LOG_HOLD_LIMIT: Final = 1024 * 1024
@@ -171,11 +178,13 @@ class Outbox:
         high_water: int = HIGH_WATER,
         log_hold_limit: int = LOG_HOLD_LIMIT,
         input_pause: int = INPUT_PAUSE,
+        pipe_size: int = STDOUT_PIPE_SIZE,
     ) -> None:
         self._stdout_fd = stdout_fd
         self._high_water = high_water
         self._log_hold_limit = log_hold_limit
         self._input_pause = input_pause
+        self._pipe_size = pipe_size
         # Bytes of the batch being written that stdout has not taken yet.
         self._inflight = 0
         # A stdout frame is queued as bare bytes (no tuple to allocate per
@@ -317,6 +326,7 @@ class Outbox:
     async def run(self) -> None:
         """The writer task.  Returns after `close` once the queue is empty."""
         _set_nonblocking(self._stdout_fd)
+        _shrink_pipe(self._stdout_fd, self._pipe_size)
         async with anyio.create_task_group() as tg:
             self._tg = tg
             while True:
@@ -571,6 +581,23 @@ def save_unwritten(log: LogTarget) -> str:
         )
     log.pending.clear()
     return f"{head}; a copy of them is in {copy}"
+
+
+def _shrink_pipe(fd: int, size: int) -> None:
+    """Bound what a stdout pipe holds (see STDOUT_PIPE_SIZE); 0 leaves it alone.
+
+    Only ever made smaller, and only where the system allows it (Linux);
+    elsewhere, or when the pipe holds more than that already, it stays as is.
+    """
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    get_size = getattr(fcntl, "F_GETPIPE_SZ", None)
+    if not size or set_size is None or get_size is None:
+        return
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, get_size) > size:
+            fcntl.fcntl(fd, set_size, size)
+    except OSError:
+        pass
 
 
 def _set_nonblocking(fd: int) -> None:

@@ -34,7 +34,8 @@ from sync_bridge import Bridge
 
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
-from acp_bridge.transport.outbox import LOG_HOLD_LIMIT
+from acp_bridge.log.writer import SessionLog
+from acp_bridge.transport.outbox import LOG_HOLD_LIMIT, Outbox
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux prlimit")
 
@@ -189,3 +190,19 @@ def test_a_removed_state_folder_leaves_the_records_on_stderr(tmp_path: Path) -> 
     assert types[0] == "turn/start"
     assert types[-1] == "turn/end"
     assert os.path.exists(tmp_path)
+
+
+def test_a_continued_log_is_never_started_anew(tmp_path: Path) -> None:
+    """A log continued from its records (``next_seq`` > 0) whose file is gone is
+    lost: writing would start a file in the middle of the session."""
+    path = tmp_path / "s.jsonl"
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    outbox = Outbox(devnull)
+    slog = SessionLog(str(path), outbox, next_seq=7)
+    slog.append("turn/start", 3, 0)
+    outbox.flush_now()
+    assert not path.exists()
+    assert slog.file.error is not None
+    assert "deleted" in slog.file.error
+    assert outbox.unwritten_logs() == [slog.file]
+    os.close(devnull)

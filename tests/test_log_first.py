@@ -45,7 +45,7 @@ class WatchedOutbox(Outbox):
         self.seen: list[tuple[bytes, bytes]] = []
         self._stdout_read = stdout_read
 
-    def open_log(self, path: str) -> LogFile:
+    def open_log(self, path: str, *, create: bool = True) -> LogFile:
         return WatchedFile(path, self._stdout_read, self.seen)
 
 

@@ -45,7 +45,9 @@ class LogTarget(Protocol):
 class RecordWriter(Protocol):
     """What the log needs from the writer that orders records with the frames."""
 
-    def open_log(self, path: str) -> LogTarget: ...
+    def open_log(self, path: str, *, create: bool = True) -> LogTarget:
+        """The file at ``path``; ``create=False`` for a log continued from its
+        records, which must never be started anew."""
 
     def write_log(self, log: LogTarget, data: bytes) -> None: ...
 
@@ -70,7 +72,7 @@ class SessionLog:
     def __init__(self, path: str, outbox: RecordWriter, *, next_seq: int = 0) -> None:
         self.path = path
         self.outbox = outbox
-        self.file = outbox.open_log(path)
+        self.file = outbox.open_log(path, create=next_seq == 0)
         # The model-relevant records (MODEL_TYPES), in order.
         self.records: list[dict[str, Any]] = []
         self.seq = next_seq

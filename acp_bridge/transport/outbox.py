@@ -83,10 +83,13 @@ class LogFile:
     would start in the middle of the session, which no reader accepts.
     """
 
-    __slots__ = ("_fd", "_ident", "error", "lost", "path", "pending", "synced_at")
+    __slots__ = ("_create", "_fd", "_ident", "error", "lost", "path", "pending", "synced_at")
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, create: bool = True) -> None:
         self.path = path
+        # Whether the first write may create the file: only for a log that
+        # starts at seq 0 (a log continued from its records must exist).
+        self._create = create
         self._fd: int | None = None
         # (st_dev, st_ino) of the file, once it was opened.
         self._ident: tuple[int, int] | None = None
@@ -119,7 +122,14 @@ class LogFile:
 
     def _open(self) -> None:
         if self._ident is None:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+            if self._create:
+                fd = os.open(self.path, flags | os.O_CREAT, 0o600)
+            else:
+                try:
+                    fd = os.open(self.path, flags)
+                except FileNotFoundError:
+                    self._lose("the file or its folder was deleted")
             st = os.fstat(fd)
             self._ident = (st.st_dev, st.st_ino)
             self._fd = fd
@@ -216,8 +226,8 @@ class Outbox:
         self._queued_gen += 1
         self._wakeup.set()
 
-    def open_log(self, path: str) -> LogFile:
-        return LogFile(path)
+    def open_log(self, path: str, *, create: bool = True) -> LogFile:
+        return LogFile(path, create=create)
 
     def write_log(self, log: LogTarget, data: bytes) -> None:
         self._queue.append((log, data))

@@ -2,12 +2,15 @@
 
 Everything the bridge writes goes through a single `Outbox`: JSON-RPC frames
 for stdout and records for the session logs, in one FIFO.  That gives the
-ordering guarantees the design needs for free:
+ordering guarantees the design needs:
 
 * a turn's ``session/update`` frames precede its ``session/prompt`` response
   (invariant I1), because they were queued first;
-* a log record queued before a frame reaches its file before the frame
-  reaches stdout, so "logged before answered" holds across a crash.
+* each batch's log records are written before its frames, so the record of
+  delivered text (and a turn's ``turn/end``) reaches the OS no later than the
+  frame that carries it (or answers it): a crash at any moment loses nothing
+  the editor received.  A record may always go out earlier than the frames
+  queued around it, never later.
 
 A writer task takes the whole queue at once and writes it on the event loop
 (stdout in non-blocking mode when it is a pipe, waiting for writability when
@@ -16,13 +19,18 @@ one ``write``.  While the editor is slow the next batch accumulates, so the
 batch size adapts to the reader's speed.  Producers call `wait_writable` to
 respect a high-water mark; `drain` waits until everything queued so far is
 written; `flush_now` writes at once when the writer is idle (for an answer
-someone waits on); fsyncs run in worker tasks beside the writer.
+someone waits on); fsyncs run in worker tasks beside the writer.  What waits
+ahead of the answer to a Stop is bounded by the high-water mark and by a
+small stdout pipe (`STDOUT_PIPE_SIZE`); stdin is not read while more than
+`INPUT_PAUSE` bytes wait for the editor (`input_paused`).
 
 A broken stdout (the editor went away) marks the outbox ``broken``; further
 stdout frames are dropped, log writes go on, and `stdout_broken` is set so the
 server can treat it as a disconnect.  A failed log write is kept in memory and
 retried on later batches (the delivered text must not be lost because a disk
-was briefly full); the file's ``error`` says why while it lasts.
+was briefly full); the file's ``error`` says why while it lasts, and a turn
+writing to it waits once it holds `LOG_HOLD_LIMIT` bytes.  What is still
+unwritten at exit is saved by `save_unwritten`.
 """
 
 from __future__ import annotations

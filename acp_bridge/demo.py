@@ -17,6 +17,7 @@ import anyio
 import orjson
 
 from .client import AcpClient, bridge_command
+from .paths import make_private_dirs
 
 DEMO_SCRIPT: dict[str, Any] = {
     "description": "acp-bridge demo: a story that is stopped mid-stream, then a report",
@@ -65,7 +66,7 @@ def _color_wanted() -> bool:
 
 
 def run_demo(state_dir: str, *, stop_after: int = 12) -> int:
-    os.makedirs(state_dir, exist_ok=True)
+    make_private_dirs(state_dir)
     script_path = os.path.join(state_dir, "demo-script.json")
     with open(script_path, "wb") as f:
         f.write(orjson.dumps(DEMO_SCRIPT, option=orjson.OPT_INDENT_2))

@@ -18,10 +18,14 @@ from .jsonrpc.connection import Connection
 from .jsonrpc.errors import INTERNAL_ERROR, RpcError
 from .loop.turn import TurnConfig
 from .providers.base import Provider
-from .transport.outbox import Outbox
+from .transport.outbox import Outbox, save_unwritten
 from .transport.stdio import read_fd
 
 log = logging.getLogger("acp_bridge.server")
+
+
+# The exit status when records could not be written to their session log.
+EXIT_RECORDS_LOST = 3
 
 
 class StartupError(Exception):
@@ -113,7 +117,8 @@ async def serve(options: ServeOptions) -> int:
         agent.set_provider_factory(factory)
 
     async def watch_signals() -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        # SIGHUP: the terminal or the parent went away, a disconnect like the others.
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             async for signum in signals:
                 end(signal.Signals(signum).name)
                 return
@@ -132,7 +137,7 @@ async def serve(options: ServeOptions) -> int:
         tg.start_soon(watch_stdout)
         if options.handle_signals:
             tg.start_soon(watch_signals)
-        tg.start_soon(read_fd, options.stdin_fd, on_stdin)
+        tg.start_soon(read_fd, options.stdin_fd, on_stdin, outbox)
         await ended.wait()
         log.info("shutting down: %s", why[0])
         # A disconnect is not a user stop: running turns are recorded as
@@ -148,6 +153,8 @@ async def serve(options: ServeOptions) -> int:
         outbox.give_up_stdout()
         with anyio.move_on_after(2):
             await outbox.finished.wait()
+        if report_unwritten(outbox) and status == 0:
+            status = EXIT_RECORDS_LOST
         stuck = agent.stuck_turns()
         if stuck and options.exit_when_stuck:
             log.warning("%d abandoned turn(s) still running; exiting without them", stuck)
@@ -158,3 +165,12 @@ async def serve(options: ServeOptions) -> int:
             os._exit(status)
         tg.cancel_scope.cancel()
     return status
+
+
+def report_unwritten(outbox: Outbox) -> bool:
+    """Say on stderr which records never reached their log and where a copy went."""
+    lost = outbox.unwritten_logs()
+    for log_file in lost:
+        # Through the logging handler, which never blocks on a full stderr.
+        log.error(save_unwritten(log_file))
+    return bool(lost)

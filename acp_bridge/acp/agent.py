@@ -18,6 +18,7 @@ from ..log.writer import SessionLog
 from ..loop.session import Session
 from ..loop.turn import Turn, TurnConfig
 from ..loop.updates import UpdateFrames
+from ..paths import create_private_file, make_private_dirs
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
 from . import config_options
@@ -112,8 +113,8 @@ class Agent:
         session_id = "sess_" + uuid.uuid4().hex
         path = session_path(self.state_dir, session_id)
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+            make_private_dirs(os.path.dirname(path))
+            create_private_file(path)
         except OSError as exc:
             log.error("cannot create the session log %s: %s", path, exc.strerror or exc)
             raise RpcError(
@@ -214,6 +215,8 @@ class Agent:
             reply.error(turn.error)
         else:
             result: dict[str, Any] = {"stopReason": turn.stop_reason}
+            # Write the turn's records now, so a failure shows in this answer.
+            self.outbox.write_log_now(session.log.file)
             if session.log.file.error is not None:
                 result["_meta"] = {"acpBridge": {"logError": session.log.file.error}}
             reply.result(result)

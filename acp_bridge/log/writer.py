@@ -6,22 +6,59 @@ are ordered with the frames sent to the editor.
 
 Stream deltas are coalesced: while an assistant stream is open, each chunk
 queued for the editor is added to a pending ``stream/delta`` record.  That
-record is queued when the outbox takes its next batch, so it is written
-right after the frames it describes, in the same batch (a crash between the
-two can lose at most one batch of delivered text from the log), or earlier,
-before any other record of the session.
+record is queued when the writer takes its next batch, in the same batch as
+the frames it describes; the writer writes a batch's log records before its
+frames, so a crash at any moment loses nothing the editor received.
+
+The log does no I/O itself: it takes a `RecordWriter` (the process's
+ordered writer implements it) and the `LogTarget` files it opens.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, Protocol
 
 import orjson
 
-from ..transport.outbox import LogFile, Outbox
 from .derive import HistoryProjection
 from .records import FORMAT_VERSION, SURFACE_TYPES
+
+
+class LogTarget(Protocol):
+    """One session's file, as the log and its users see it."""
+
+    path: str
+    # Bytes that could not be written yet, in order.
+    pending: bytearray
+    # Why the last write failed, while it is still failing.
+    error: str | None
+    synced_at: float
+
+    def write(self, data: bytes) -> None: ...
+
+    def fsync(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class RecordWriter(Protocol):
+    """What the log needs from the writer that orders records with the frames."""
+
+    def open_log(self, path: str, *, create: bool = True) -> LogTarget:
+        """The file at ``path``; ``create=False`` for a log continued from its
+        records, which must never be started anew."""
+
+    def write_log(self, log: LogTarget, data: bytes) -> None: ...
+
+    def fsync_log(self, log: LogTarget) -> None: ...
+
+    def add_pre_flush(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` before each batch is taken (it may queue records)."""
+
+    def remove_pre_flush(self, hook: Callable[[], None]) -> None: ...
+
 
 dumps = orjson.dumps
 
@@ -33,10 +70,10 @@ MODEL_TYPES: Final = SURFACE_TYPES | {"turn/end"}
 
 
 class SessionLog:
-    def __init__(self, path: str, outbox: Outbox, *, next_seq: int = 0) -> None:
+    def __init__(self, path: str, outbox: RecordWriter, *, next_seq: int = 0) -> None:
         self.path = path
         self.outbox = outbox
-        self.file = LogFile(path)
+        self.file = outbox.open_log(path, create=next_seq == 0)
         # The model-relevant records (MODEL_TYPES), in order, and the model
         # history they project onto, kept up to date as they are appended.
         self.history = HistoryProjection()

@@ -2,12 +2,15 @@
 
 Everything the bridge writes goes through a single `Outbox`: JSON-RPC frames
 for stdout and records for the session logs, in one FIFO.  That gives the
-ordering guarantees the design needs for free:
+ordering guarantees the design needs:
 
 * a turn's ``session/update`` frames precede its ``session/prompt`` response
   (invariant I1), because they were queued first;
-* a log record queued before a frame reaches its file before the frame
-  reaches stdout, so "logged before answered" holds across a crash.
+* each batch's log records are written before its frames, so the record of
+  delivered text (and a turn's ``turn/end``) reaches the OS no later than the
+  frame that carries it (or answers it): a crash at any moment loses nothing
+  the editor received.  A record may always go out earlier than the frames
+  queued around it, never later.
 
 A writer task takes the whole queue at once and writes it on the event loop
 (stdout in non-blocking mode when it is a pipe, waiting for writability when
@@ -16,26 +19,36 @@ one ``write``.  While the editor is slow the next batch accumulates, so the
 batch size adapts to the reader's speed.  Producers call `wait_writable` to
 respect a high-water mark; `drain` waits until everything queued so far is
 written; `flush_now` writes at once when the writer is idle (for an answer
-someone waits on); fsyncs run in worker tasks beside the writer.
+someone waits on); fsyncs run in worker tasks beside the writer.  What waits
+ahead of the answer to a Stop is bounded by the high-water mark and by a
+small stdout pipe (`STDOUT_PIPE_SIZE`); stdin is not read while more than
+`INPUT_PAUSE` bytes wait for the editor (`input_paused`).
 
 A broken stdout (the editor went away) marks the outbox ``broken``; further
 stdout frames are dropped, log writes go on, and `stdout_broken` is set so the
 server can treat it as a disconnect.  A failed log write is kept in memory and
 retried on later batches (the delivered text must not be lost because a disk
-was briefly full); the file's ``error`` says why while it lasts.
+was briefly full); the file's ``error`` says why while it lasts, and a turn
+writing to it waits once it holds `LOG_HOLD_LIMIT` bytes.  What is still
+unwritten at exit is saved by `save_unwritten`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import logging
 import os
 import stat
 from collections.abc import Callable
-from typing import Final
+from typing import Final, NoReturn
 
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
+
+from ..log.writer import LogTarget
 
 _log = logging.getLogger("acp_bridge.outbox")
 
@@ -44,6 +57,24 @@ _log = logging.getLogger("acp_bridge.outbox")
 # kept small (about 35 chunk frames); the writer still batches whatever
 # accumulates while the pipe is busy.
 HIGH_WATER: Final = 8 * 1024
+# The size the stdout pipe is set to (Linux F_SETPIPE_SZ; rounded up to a
+# page).  What the pipe holds is read by the editor before the answer to a
+# Stop; a default 64 KiB pipe holds about 300 chunk frames, which a client
+# that reads at its own pace takes milliseconds to get through.  Two pages
+# cost no measurable throughput: the writer refills it as it drains.
+STDOUT_PIPE_SIZE: Final = 8 * 1024
+# Records a failing log may hold in memory before the turns writing to it
+# wait (`wait_writable`) for the file to accept them again.
+LOG_HOLD_LIMIT: Final = 1024 * 1024
+# stdin is not read while this much output waits for the editor: an editor
+# that writes without reading cannot make the answers pile up in memory.
+INPUT_PAUSE: Final = 1024 * 1024
+# How often a turn held by a failing log retries it.
+LOG_RETRY_INTERVAL: Final = 0.2
+
+
+class LogFileLost(OSError):
+    """The path no longer names the file this log was writing (deleted, replaced)."""
 
 
 class LogFile:
@@ -52,36 +83,92 @@ class LogFile:
     Bytes that cannot be written (disk full, file size limit, permissions)
     stay in ``pending``, in order, and go out first on the next write: a
     failed write loses nothing, and a torn record can only be the last line.
+
+    The file is created private (0600).  Once it exists, the log only ever
+    writes to that same file: if the path stops naming it (the file or its
+    folder was deleted, another file was put in its place), the log is
+    ``lost`` for good and its records stay pending, because a new file there
+    would start in the middle of the session, which no reader accepts.
     """
 
-    __slots__ = ("_fd", "error", "path", "pending", "synced_at")
+    __slots__ = ("_create", "_fd", "_ident", "error", "lost", "path", "pending", "synced_at")
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, create: bool = True) -> None:
         self.path = path
+        # Whether the first write may create the file: only for a log that
+        # starts at seq 0 (a log continued from its records must exist).
+        self._create = create
         self._fd: int | None = None
+        # (st_dev, st_ino) of the file, once it was opened.
+        self._ident: tuple[int, int] | None = None
         self.pending = bytearray()
         # Why the last write failed, while it is still failing.
         self.error: str | None = None
+        # Why the file can never be written again, once that happened.
+        self.lost: str | None = None
         # Event-loop time of the last fsync.
         self.synced_at = float("-inf")
 
     def write(self, data: bytes) -> None:
         self.pending += data  # kept first: a failed open loses nothing either
+        if self.lost is not None:
+            raise LogFileLost(errno.ESTALE, self.lost)
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._open()
+        elif self.pending:
+            self._check_same_file()
+        fd = self._fd
+        assert fd is not None
         view = memoryview(self.pending)
         written = 0
         try:
             while written < len(view):
-                written += os.write(self._fd, view[written:])
+                written += os.write(fd, view[written:])
         finally:
             view.release()
             del self.pending[:written]
 
+    def _open(self) -> None:
+        if self._ident is None:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+            if self._create:
+                fd = os.open(self.path, flags | os.O_CREAT, 0o600)
+            else:
+                try:
+                    fd = os.open(self.path, flags)
+                except FileNotFoundError:
+                    self._lose("the file or its folder was deleted")
+            st = os.fstat(fd)
+            self._ident = (st.st_dev, st.st_ino)
+            self._fd = fd
+            return
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except FileNotFoundError:
+            self._lose("the file or its folder was deleted")
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != self._ident:
+            os.close(fd)
+            self._lose("another file was put in its place")
+        self._fd = fd
+
+    def _check_same_file(self) -> None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._lose("the file or its folder was deleted")
+        if (st.st_dev, st.st_ino) != self._ident:
+            self._lose("another file was put in its place")
+
+    def _lose(self, why: str) -> NoReturn:
+        self.close()
+        self.lost = f"{why} while the session was running"
+        raise LogFileLost(errno.ESTALE, self.lost)
+
     def fsync(self) -> None:
         if self._fd is not None:
             os.fsync(self._fd)
-        elif os.path.exists(self.path):
+        elif self._ident is not None and self.lost is None and os.path.exists(self.path):
             # Closed since its last write (after an earlier sync): sync by path.
             fd = os.open(self.path, os.O_RDONLY)
             try:
@@ -98,13 +185,26 @@ class LogFile:
 _FSYNC: Final = b""
 # The shortest time between two fsyncs of one log (see Outbox._sync_task).
 SYNC_INTERVAL: Final = 0.25
-_Item = bytes | tuple[LogFile, bytes]
+_Item = bytes | tuple[LogTarget, bytes]
 
 
 class Outbox:
-    def __init__(self, stdout_fd: int = 1, *, high_water: int = HIGH_WATER) -> None:
+    def __init__(
+        self,
+        stdout_fd: int = 1,
+        *,
+        high_water: int = HIGH_WATER,
+        log_hold_limit: int = LOG_HOLD_LIMIT,
+        input_pause: int = INPUT_PAUSE,
+        pipe_size: int = STDOUT_PIPE_SIZE,
+    ) -> None:
         self._stdout_fd = stdout_fd
         self._high_water = high_water
+        self._log_hold_limit = log_hold_limit
+        self._input_pause = input_pause
+        self._pipe_size = pipe_size
+        # Bytes of the batch being written that stdout has not taken yet.
+        self._inflight = 0
         # A stdout frame is queued as bare bytes (no tuple to allocate per
         # chunk: fewer garbage-collector passes on the hot path); a log write
         # as (file, bytes), an fsync request as (file, _FSYNC).
@@ -116,14 +216,14 @@ class Outbox:
         self._progress = anyio.Event()
         self._closed = False
         self._pre_flush: list[Callable[[], None]] = []
-        self._failed_logs: set[LogFile] = set()
+        self._failed_logs: set[LogTarget] = set()
         self.stdout_broken = anyio.Event()
         self._writing = False
         self._tg: TaskGroup | None = None
         self._closing = anyio.Event()
         self.finished = anyio.Event()
-        self._syncing: set[LogFile] = set()
-        self._resync: set[LogFile] = set()
+        self._syncing: set[LogTarget] = set()
+        self._resync: set[LogTarget] = set()
 
     # -- producers (sync, event-loop thread) -------------------------------
 
@@ -134,12 +234,15 @@ class Outbox:
         self._queued_gen += 1
         self._wakeup.set()
 
-    def write_log(self, log: LogFile, data: bytes) -> None:
+    def open_log(self, path: str, *, create: bool = True) -> LogFile:
+        return LogFile(path, create=create)
+
+    def write_log(self, log: LogTarget, data: bytes) -> None:
         self._queue.append((log, data))
         self._queued_gen += 1
         self._wakeup.set()
 
-    def fsync_log(self, log: LogFile) -> None:
+    def fsync_log(self, log: LogTarget) -> None:
         self._queue.append((log, _FSYNC))
         self._queued_gen += 1
         self._wakeup.set()
@@ -158,11 +261,73 @@ class Outbox:
 
     @property
     def backlog(self) -> int:
-        return self._queued_bytes
+        """Bytes queued for the editor, plus what failing logs hold once over their limit.
+
+        The batch in flight is not counted: the next one is prepared while the
+        editor reads it (counting it halves the throughput to a busy pipe).
+        """
+        out = self._queued_bytes
+        if self._failed_logs:
+            held = self.held_log_bytes()
+            if held > self._log_hold_limit:
+                return out + held
+        return out
+
+    def held_log_bytes(self) -> int:
+        """Bytes of records that failing log files keep in memory."""
+        return sum(len(log.pending) for log in self._failed_logs)
 
     async def wait_writable(self) -> None:
-        while self._queued_bytes > self._high_water and not self.stdout_broken.is_set():
+        """Wait while the editor has more than the high-water mark to read, or
+        while failing logs hold more than their limit (retrying them meanwhile)."""
+        while True:
+            if self._failed_logs and self.held_log_bytes() > self._log_hold_limit:
+                await anyio.sleep(LOG_RETRY_INTERVAL)
+                self.retry_failed_logs()
+            elif self._queued_bytes > self._high_water and not self.stdout_broken.is_set():
+                await self._wait_progress()
+            else:
+                return
+
+    def input_paused(self) -> bool:
+        """Whether stdin should not be read for now (see `wait_input_room`)."""
+        return (
+            self._queued_bytes + self._inflight > self._input_pause
+            and not self.stdout_broken.is_set()
+        )
+
+    async def wait_input_room(self) -> None:
+        while self.input_paused():
             await self._wait_progress()
+
+    def retry_failed_logs(self) -> None:
+        """Try again to write what failing logs hold (in order, ahead of anything newer)."""
+        for log in list(self._failed_logs):
+            self._write_log(log, b"")
+
+    def write_log_now(self, log: LogTarget) -> None:
+        """Write the records queued for ``log`` at once, ahead of the queue.
+
+        For an answer that must say whether its records reached the file
+        (``logError``): a log record may always go out earlier than the
+        frames queued around it.  Records of other files keep their place.
+        """
+        for hook in self._pre_flush:
+            hook()
+        mine: list[bytes] = []
+        rest: list[_Item] = []
+        for item in self._queue:
+            if not isinstance(item, bytes) and item[0] is log and item[1] is not _FSYNC:
+                mine.append(item[1])
+            else:
+                rest.append(item)
+        self._queue = rest
+        if mine or log in self._failed_logs:
+            self._write_log(log, b"".join(mine))
+
+    def unwritten_logs(self) -> list[LogTarget]:
+        """Logs that still hold records they could not write."""
+        return [log for log in self._failed_logs if log.pending]
 
     async def drain(self) -> None:
         """Wait until everything queued so far has been written (or dropped)."""
@@ -180,6 +345,7 @@ class Outbox:
     async def run(self) -> None:
         """The writer task.  Returns after `close` once the queue is empty."""
         _set_nonblocking(self._stdout_fd)
+        _shrink_pipe(self._stdout_fd, self._pipe_size)
         async with anyio.create_task_group() as tg:
             self._tg = tg
             while True:
@@ -224,6 +390,7 @@ class Outbox:
         batch, gen = self._take()
         rest = self._write_ready(batch)
         if rest:
+            self._inflight = 0  # back in the queue, counted there
             self._queue[:0] = rest
             self._queued_bytes += sum(len(item) for item in rest if type(item) is bytes)
             self._wakeup.set()
@@ -246,27 +413,27 @@ class Outbox:
         while rest:  # stdout would block: wait for the editor to read
             with anyio.move_on_after(0.1):  # ...but notice give_up_stdout()
                 await anyio.wait_writable(self._stdout_fd)
-            rest = self._write_ready(rest)
-        for log in list(self._failed_logs):
-            self._write_log(log, b"")
+            rest = self._write_stdout_frames(rest)
+        self.retry_failed_logs()
 
-    def _write_ready(self, batch: list[_Item]) -> list[_Item]:
-        """Write items in order, consecutive ones for the same target in one call,
-        until stdout would block; return what is left.  fsync requests are
-        handed to a worker thread on the way."""
+    def _write_ready(self, batch: list[_Item]) -> list[bytes]:
+        """Write a batch, log records first; return the stdout bytes left over.
+
+        Every log record of the batch is written (consecutive ones for the
+        same file in one call) before any of its stdout frames: a record of
+        delivered text reaches the OS no later than the frame that carries
+        it, so a crash at any moment loses nothing the editor received.
+        Writing a record earlier than the frames queued before it is always
+        safe.  fsync requests are handed to a worker thread on the way.
+        Then the frames are written, in order, until stdout would block.
+        """
+        frames: list[bytes] = []
         i, n = 0, len(batch)
         while i < n:
             item = batch[i]
             j = i + 1
             if isinstance(item, bytes):
-                frames = [item]
-                while j < n and isinstance(next_item := batch[j], bytes):
-                    frames.append(next_item)
-                    j += 1
-                data = b"".join(frames) if len(frames) > 1 else item
-                written = self._write_stdout(data)
-                if written < len(data):
-                    return [data[written:], *batch[j:]]
+                frames.append(item)
                 i = j
                 continue
             target, first = item
@@ -277,26 +444,49 @@ class Outbox:
             chunks = [first]
             while j < n:
                 other = batch[j]
-                if isinstance(other, bytes) or other[0] is not target or other[1] is _FSYNC:
+                if isinstance(other, bytes):
+                    frames.append(other)
+                elif other[0] is target and other[1] is not _FSYNC:
+                    chunks.append(other[1])
+                else:
                     break
-                chunks.append(other[1])
                 j += 1
-            self._write_log(target, b"".join(chunks))
+            self._write_log(target, b"".join(chunks) if len(chunks) > 1 else first)
             i = j
+        return self._write_stdout_frames(frames)
+
+    def _write_stdout_frames(self, frames: list[bytes]) -> list[bytes]:
+        if not frames:
+            self._inflight = 0
+            return []
+        data = b"".join(frames) if len(frames) > 1 else frames[0]
+        written = self._write_stdout(data)
+        if written < len(data):
+            rest = data[written:]
+            self._inflight = len(rest)
+            return [rest]
+        self._inflight = 0
         return []
 
-    def _write_log(self, target: LogFile, data: bytes) -> None:
+    def _write_log(self, target: LogTarget, data: bytes) -> None:
         try:
             target.write(data)
         except OSError as exc:
             error = f"cannot write {target.path}: {exc.strerror or exc}"
             if target.error is None:
-                _log.error(
-                    "%s; keeping %d bytes in memory, they will be written when the file "
-                    "accepts them",
-                    error,
-                    len(target.pending),
-                )
+                if isinstance(exc, LogFileLost):
+                    _log.error(
+                        "%s; a new file there would start in the middle of the session, so "
+                        "its records are kept in memory and saved elsewhere at exit",
+                        error,
+                    )
+                else:
+                    _log.error(
+                        "%s; keeping %d bytes in memory, they will be written when the file "
+                        "accepts them",
+                        error,
+                        len(target.pending),
+                    )
             target.error = error
             self._failed_logs.add(target)
         else:
@@ -323,7 +513,7 @@ class Outbox:
             view.release()
         return written
 
-    def _request_sync(self, log: LogFile) -> None:
+    def _request_sync(self, log: LogTarget) -> None:
         """fsync ``log`` in a worker thread while the writer goes on writing.
 
         An fsync can take milliseconds; the stream (and the answer to a Stop)
@@ -339,7 +529,7 @@ class Outbox:
             self._syncing.add(log)
             self._tg.start_soon(self._sync_task, log)
 
-    async def _sync_task(self, log: LogFile) -> None:
+    async def _sync_task(self, log: LogTarget) -> None:
         while True:
             # Group commit: turns that end in quick succession share one
             # fsync.  Records reach the OS at once (a crash of the process
@@ -360,11 +550,73 @@ class Outbox:
         # loop, never in the worker thread, so no write races with the close.
         log.close()
 
-    def _fsync(self, log: LogFile) -> None:
+    def _fsync(self, log: LogTarget) -> None:
         try:
             log.fsync()
         except OSError as exc:
             _log.error("cannot fsync %s: %s", log.path, exc.strerror or exc)
+
+
+def save_unwritten(log: LogTarget) -> str:
+    """Keep a copy of what ``log`` could not write; return what to tell the user.
+
+    The copy goes to a private sibling file, ``<log>.unwritten-<pid>`` (not a
+    ``.jsonl``: it starts in the middle of the session, so no reader should
+    take it for a log), or, when that cannot be written either, to stderr
+    after the message.
+    """
+    data = bytes(log.pending)
+    records = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    session = os.path.basename(log.path).removesuffix(".jsonl")
+    reason = log.error or "the file did not accept them"
+    reason = reason.removeprefix(f"cannot write {log.path}: ")
+    head = (
+        f"acp-bridge: {records} record(s) ({len(data)} bytes) of session {session} could not "
+        f"be written to {log.path}: {reason}"
+    )
+    copy = f"{log.path}.unwritten-{os.getpid()}"
+    created = False
+    try:
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        created = True
+        try:
+            view = memoryview(data)
+            done = 0
+            while done < len(data):
+                done += os.write(fd, view[done:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        if created:
+            with contextlib.suppress(OSError):
+                os.unlink(copy)
+        return (
+            f"{head}; no copy could be saved beside it ({exc.strerror or exc}), so they follow "
+            f"on stderr between the markers:\n--- unwritten records of {session} ---\n"
+            + data.decode("utf-8", "replace")
+            + ("" if data.endswith(b"\n") else "\n")
+            + f"--- end of unwritten records of {session} ---"
+        )
+    log.pending.clear()
+    return f"{head}; a copy of them is in {copy}"
+
+
+def _shrink_pipe(fd: int, size: int) -> None:
+    """Bound what a stdout pipe holds (see STDOUT_PIPE_SIZE); 0 leaves it alone.
+
+    Only ever made smaller, and only where the system allows it (Linux);
+    elsewhere, or when the pipe holds more than that already, it stays as is.
+    """
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    get_size = getattr(fcntl, "F_GETPIPE_SZ", None)
+    if not size or set_size is None or get_size is None:
+        return
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, get_size) > size:
+            fcntl.fcntl(fd, set_size, size)
+    except OSError:
+        pass
 
 
 def _set_nonblocking(fd: int) -> None:

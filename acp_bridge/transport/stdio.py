@@ -7,6 +7,10 @@ as soon as the loop polls.  (The project runs on anyio's asyncio backend
 only; this is the one place that uses asyncio directly, for that reason.)
 What cannot be polled (a regular file, ``/dev/null``) is read by a daemon
 thread instead, which never keeps the process alive at exit.
+
+Input backpressure: while too much output waits for the editor (an editor
+that writes without reading), stdin is not read, so the answers cannot
+pile up in memory; reading resumes once the editor has read them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 import stat
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 import anyio
 import anyio.from_thread
@@ -24,13 +29,35 @@ import anyio.lowlevel
 READ_SIZE = 256 * 1024
 
 
+class Backpressure(Protocol):
+    def input_paused(self) -> bool:
+        """Whether stdin should not be read for now."""
+
+    async def wait_input_room(self) -> None:
+        """Return once stdin may be read again."""
+
+
 class _Reader(asyncio.Protocol):
-    def __init__(self, on_data: Callable[[bytes], None], done: anyio.Event) -> None:
+    def __init__(
+        self, on_data: Callable[[bytes], None], done: anyio.Event, gate: Backpressure | None
+    ) -> None:
         self._on_data = on_data
         self._done = done
+        self._gate = gate
+        self.transport: asyncio.ReadTransport | None = None
+        # Set when reading was paused; the resumer waits for it.
+        self.paused = anyio.Event()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.ReadTransport)
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         self._on_data(data)
+        gate = self._gate
+        if gate is not None and gate.input_paused() and self.transport is not None:
+            self.transport.pause_reading()
+            self.paused.set()
 
     def eof_received(self) -> bool:
         return False
@@ -40,17 +67,38 @@ class _Reader(asyncio.Protocol):
         self._done.set()
 
 
-async def read_fd(fd: int, on_data: Callable[[bytes], None]) -> None:
-    """Call ``on_data(bytes)`` for each read and ``on_data(b"")`` at EOF."""
+async def read_fd(
+    fd: int, on_data: Callable[[bytes], None], gate: Backpressure | None = None
+) -> None:
+    """Call ``on_data(bytes)`` for each read and ``on_data(b"")`` at EOF.
+
+    After each read, if ``gate.input_paused()``, reading stops until
+    ``gate.wait_input_room()`` returns.
+    """
     loop = asyncio.get_running_loop()
     if not _pollable(loop, fd):
-        _start_reader_thread(fd, on_data)
+        _start_reader_thread(fd, on_data, gate)
         return
     done = anyio.Event()
     pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
-    transport, _ = await loop.connect_read_pipe(lambda: _Reader(on_data, done), pipe)
+    transport, reader = await loop.connect_read_pipe(lambda: _Reader(on_data, done, gate), pipe)
     try:
-        await done.wait()
+        if gate is None:
+            await done.wait()
+            return
+        async with anyio.create_task_group() as tg:
+
+            async def resume_when_drained() -> None:
+                while True:
+                    await reader.paused.wait()
+                    reader.paused = anyio.Event()
+                    await gate.wait_input_room()
+                    if not transport.is_closing():
+                        transport.resume_reading()
+
+            tg.start_soon(resume_when_drained)
+            await done.wait()
+            tg.cancel_scope.cancel()
     finally:
         transport.close()
 
@@ -71,7 +119,9 @@ def _nothing() -> None:
     pass
 
 
-def _start_reader_thread(fd: int, on_data: Callable[[bytes], None]) -> None:
+def _start_reader_thread(
+    fd: int, on_data: Callable[[bytes], None], gate: Backpressure | None
+) -> None:
     token = anyio.lowlevel.current_token()
 
     def pump() -> None:
@@ -82,9 +132,11 @@ def _start_reader_thread(fd: int, on_data: Callable[[bytes], None]) -> None:
                 data = b""
             try:
                 anyio.from_thread.run_sync(on_data, data, token=token)
+                if not data:
+                    return
+                if gate is not None:
+                    anyio.from_thread.run(gate.wait_input_room, token=token)
             except RuntimeError:
                 return  # the event loop is gone
-            if not data:
-                return
 
     threading.Thread(target=pump, name="acp-stdin", daemon=True).start()

@@ -1,0 +1,208 @@
+"""A session log that fails: said at once, bounded in memory, never lost in silence.
+
+Through the real subprocess:
+
+* the first prompt whose records cannot be written is answered with
+  ``_meta.acpBridge.logError`` (the answer is built after its records were
+  tried);
+* a log whose file was deleted, or whose state folder was removed, mid-session
+  is a log failure like a full disk: reported once on stderr, ``logError`` in
+  the answer, new prompts refused; no new file is started in its place (it
+  would begin with a ``seq`` other than 0, which no reader accepts);
+* a turn streaming into a failing log pauses once the log holds its limit in
+  memory, instead of growing without bound;
+* at exit, stderr says exactly which records were not written (count, bytes,
+  session, path) and where a copy went (a private sibling file, else stderr),
+  and the exit status is non-zero.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import resource
+import shutil
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import write_script
+from sync_bridge import Bridge
+
+from acp_bridge.log.check import check_log
+from acp_bridge.log.reader import read_records
+from acp_bridge.log.writer import SessionLog
+from acp_bridge.transport.outbox import LOG_HOLD_LIMIT, Outbox
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux prlimit")
+
+EXIT_RECORDS_LOST = 3
+LIMIT = 3000  # bytes: session/start and a first short turn fit, a long answer does not
+
+SCRIPT: dict[str, Any] = {
+    "responses": [
+        {"events": [{"text": "Short."}]},
+        {"events": [{"text": "A long answer. " * 40, "chunk_size": 15}]},
+    ],
+    "when_exhausted": "repeat_last",
+}
+
+BIG_CHUNK = "x" * 2000
+ENDLESS_BIG: dict[str, Any] = {
+    "responses": [
+        {"events": [{"text": "Short."}]},
+        {"events": [{"endless": {"text": BIG_CHUNK}}]},
+    ],
+    "when_exhausted": "repeat_last",
+}
+
+
+def log_error(answer: dict[str, Any]) -> str | None:
+    meta = answer.get("result", {}).get("_meta", {})
+    error = meta.get("acpBridge", {}).get("logError")
+    return error if isinstance(error, str) else None
+
+
+def unwritten_report(stderr: str) -> re.Match[str]:
+    found = re.search(
+        r"(\d+) record\(s\) \((\d+) bytes\) of session (\S+) could not be written to (\S+):",
+        stderr,
+    )
+    assert found is not None, stderr
+    return found
+
+
+def test_the_first_failing_turn_says_so_and_exit_saves_what_was_lost(tmp_path: Path) -> None:
+    script = write_script(tmp_path, SCRIPT)
+    state = tmp_path / "state"
+    err = tmp_path / "stderr.txt"
+    bridge = Bridge("--script", str(script), "--state-dir", str(state), stderr=err)
+    resource.prlimit(bridge.proc.pid, resource.RLIMIT_FSIZE, (LIMIT, resource.RLIM_INFINITY))
+    session = bridge.start_session(str(tmp_path))
+    first = bridge.prompt(session, "Hi")
+    assert first["result"]["stopReason"] == "end_turn"
+    assert log_error(first) is None
+    second = bridge.prompt(session, "Tell me more")
+    assert second["result"]["stopReason"] == "end_turn"
+    assert log_error(second) is not None, f"the failing turn's answer hides the failure: {second}"
+    third = bridge.prompt(session, "And then?")
+    assert third["error"]["code"] == -32603
+    # The editor leaves while the disk is still full.
+    assert bridge.finish() == EXIT_RECORDS_LOST
+
+    stderr = err.read_text()
+    found = unwritten_report(stderr)
+    path = state / "sessions" / f"{session}.jsonl"
+    assert found.group(3) == session
+    assert found.group(4) == str(path)
+    copy = Path(f"{path}.unwritten-{bridge.proc.pid}")
+    assert f"a copy of them is in {copy}" in stderr
+    assert stat.S_IMODE(copy.stat().st_mode) == 0o600
+    kept = copy.read_bytes()
+    assert int(found.group(2)) == len(kept)
+    assert int(found.group(1)) == kept.count(b"\n")
+    # The file and the copy, joined, are the whole session.
+    whole = tmp_path / "whole.jsonl"
+    whole.write_bytes(path.read_bytes() + kept)
+    records = read_records(whole)
+    check_log(records)
+    assert records[-1]["type"] == "turn/end"
+    assert sum(1 for r in records if r["type"] == "turn/start") == 2
+
+
+def test_a_deleted_log_is_a_failure_and_a_streaming_turn_pauses_at_a_bound(
+    tmp_path: Path,
+) -> None:
+    script = write_script(tmp_path, ENDLESS_BIG)
+    state = tmp_path / "state"
+    err = tmp_path / "stderr.txt"
+    bridge = Bridge("--script", str(script), "--state-dir", str(state), stderr=err)
+    session = bridge.start_session(str(tmp_path))
+    assert bridge.prompt(session, "Hi")["result"]["stopReason"] == "end_turn"
+    path = state / "sessions" / f"{session}.jsonl"
+    prompt = bridge.prompt_nowait(session, "Stream")
+    for _ in range(50):
+        bridge.wait_for_update()
+    path.unlink()  # while the file is open and being written
+    # Every chunk from here on can only be kept in memory: the turn must
+    # pause once the log holds its limit, not stream on without bound.
+    bound = 2 * LOG_HOLD_LIMIT // len(BIG_CHUNK) + 500
+    after = 0
+    while after < 10 * bound:
+        try:
+            frame = bridge.frames.get(timeout=1.5)
+        except queue.Empty:
+            break  # the stream paused
+        assert frame is not None
+        bridge.received.append(frame)
+        after += 1
+    assert after < bound, f"{after} chunks streamed into a deleted log"
+    bridge.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}})
+    answer = bridge.wait_for(prompt)
+    assert answer["result"]["stopReason"] == "cancelled"
+    assert "deleted" in (log_error(answer) or ""), answer
+    refused = bridge.prompt(session, "Again")
+    assert refused["error"]["code"] == -32603
+    assert bridge.finish() == EXIT_RECORDS_LOST
+
+    assert not path.exists(), "a new log file was started in the middle of the session"
+    stderr = err.read_text()
+    assert stderr.count("cannot write") == 1, stderr
+    found = unwritten_report(stderr)
+    copy = Path(f"{path}.unwritten-{bridge.proc.pid}")
+    assert copy.stat().st_size == int(found.group(2))
+    # The limit, then what the Stop recorded: the interrupted message holds
+    # the delivered text twice (its content and its timed stream).
+    assert int(found.group(2)) <= 4 * LOG_HOLD_LIMIT
+
+
+def test_a_removed_state_folder_leaves_the_records_on_stderr(tmp_path: Path) -> None:
+    script = write_script(tmp_path, SCRIPT)
+    state = tmp_path / "state"
+    err = tmp_path / "stderr.txt"
+    bridge = Bridge("--script", str(script), "--state-dir", str(state), stderr=err)
+    session = bridge.start_session(str(tmp_path))
+    assert bridge.prompt(session, "Hi")["result"]["stopReason"] == "end_turn"
+    shutil.rmtree(state)
+    second = bridge.prompt(session, "Tell me more")
+    assert second["result"]["stopReason"] == "end_turn"
+    assert log_error(second) is not None, second
+    assert bridge.prompt(session, "And then?")["error"]["code"] == -32603
+    assert bridge.finish() == EXIT_RECORDS_LOST
+
+    assert not state.exists(), "the state folder was created again"
+    stderr = err.read_text()
+    found = unwritten_report(stderr)
+    assert found.group(3) == session
+    begin, end = (
+        f"--- unwritten records of {session} ---",
+        f"--- end of unwritten records of {session} ---",
+    )
+    dumped = re.search(rf"{begin}\n(.*){end}", stderr, re.S)
+    assert dumped is not None, stderr
+    lines = dumped.group(1).splitlines()
+    assert len(lines) == int(found.group(1))
+    # What stderr kept is the second turn, from its first record to its last.
+    types = [line.split('"type":"')[1].split('"')[0] for line in lines]
+    assert types[0] == "turn/start"
+    assert types[-1] == "turn/end"
+    assert os.path.exists(tmp_path)
+
+
+def test_a_continued_log_is_never_started_anew(tmp_path: Path) -> None:
+    """A log continued from its records (``next_seq`` > 0) whose file is gone is
+    lost: writing would start a file in the middle of the session."""
+    path = tmp_path / "s.jsonl"
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    outbox = Outbox(devnull)
+    slog = SessionLog(str(path), outbox, next_seq=7)
+    slog.append("turn/start", 3, 0)
+    outbox.flush_now()
+    assert not path.exists()
+    assert slog.file.error is not None
+    assert "deleted" in slog.file.error
+    assert outbox.unwritten_logs() == [slog.file]
+    os.close(devnull)

@@ -86,6 +86,13 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
         help="model requests allowed in one turn before it ends with "
         "max_turn_requests (default: 25)",
     )
+    p.add_argument(
+        "--tool-timeout",
+        type=_non_negative,
+        default=d(300.0),
+        metavar="SECONDS",
+        help="stop a tool call that runs longer than this (default: 300)",
+    )
 
 
 def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
@@ -240,6 +247,7 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
             max_steps=args.max_steps,
             cancel_deadline=args.cancel_deadline,
             idle_timeout=args.idle_timeout or None,
+            tool_timeout=args.tool_timeout or 300.0,
         ),
     )
     return anyio.run(serve, options)

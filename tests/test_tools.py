@@ -320,7 +320,8 @@ async def test_rejected_permission(
     assert played.tool_updates(result)[-1]["status"] == "failed"
     (tool_result,) = report(result)["tool_results"]
     assert tool_result["is_error"] is True
-    assert "declined" in tool_result["text"] and "Do not retry" in tool_result["text"]
+    assert "declined" in tool_result["text"]
+    assert "Do not retry" in tool_result["text"]
     (call,) = played.of_type("tool/call")
     assert call["status"] == "refused"
     check(played, acp_schema, snapshot)
@@ -341,7 +342,8 @@ async def test_dismissed_permission_is_a_rejection(tmp_path: Path) -> None:
     played = await play(tmp_path, script, turns)
     assert not (played.workspace / "out.txt").exists()
     (tool_result,) = report(played.results[0])["tool_results"]
-    assert "dismissed" in tool_result["text"] and "Do not retry" in tool_result["text"]
+    assert "dismissed" in tool_result["text"]
+    assert "Do not retry" in tool_result["text"]
 
 
 async def test_allow_always_is_remembered_across_prompts(
@@ -403,7 +405,8 @@ async def test_mode_as_a_config_option(tmp_path: Path) -> None:
         (option,) = answer["result"]["configOptions"]
         assert (option["category"], option["currentValue"]) == ("mode", "accept_edits")
         bad = await client.request("session/set_mode", {"sessionId": sid, "modeId": "yolo"})
-        assert bad["error"]["code"] == -32602 and bad["error"]["data"]["field"] == "modeId"
+        assert bad["error"]["code"] == -32602
+        assert bad["error"]["data"]["field"] == "modeId"
         return []
 
     played = await play(tmp_path, script, turns)
@@ -471,7 +474,8 @@ async def test_without_editor_capabilities_files_are_local_and_commands_say_so(
     assert played.editor.methods() == ["session/request_permission"]
     read, command, search, find = report(played.results[0])["tool_results"]
     assert read["text"] == "buy milk\n"
-    assert command["is_error"] and "offers no terminal" in command["text"]
+    assert command["is_error"]
+    assert "offers no terminal" in command["text"]
     assert search["text"] == f"{played.workspace / 'notes.txt'}:1: buy milk"
     assert find["text"] == str(played.workspace / "notes.txt")
 
@@ -572,7 +576,8 @@ async def test_stop_while_permission_is_pending(
     (call,) = played.of_type("tool/call")
     assert call["status"] == "aborted"
     (tool_result,) = report(after)["tool_results"]
-    assert "while permission" in tool_result["text"] and tool_result["is_error"]
+    assert "while permission" in tool_result["text"]
+    assert tool_result["is_error"]
     check(played, acp_schema, snapshot)
 
 
@@ -645,7 +650,8 @@ async def test_stop_leaves_undispatched_calls_aborted(
     assert_cancelled(stopped)
     assert played.editor.methods() == ["fs/read_text_file"]
     first, second = report(after)["tool_results"]
-    assert first["tool_call_id"] == "call_1" and "stopped the turn while" in first["text"]
+    assert first["tool_call_id"] == "call_1"
+    assert "stopped the turn while" in first["text"]
     assert second["tool_call_id"] == "call_2"
     assert second["text"].startswith(ABORTED_BEFORE_DISPATCH)
     assert [c["status"] for c in played.of_type("tool/call")] == ["dispatched", "aborted"]

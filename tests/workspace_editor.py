@@ -33,6 +33,7 @@ FULL_CAPABILITIES: Json = {"fs": {"readTextFile": True, "writeTextFile": True}, 
 @dataclass
 class Terminal:
     process: anyio.abc.Process
+    args: list[str] = field(default_factory=list)
     output: bytearray = field(default_factory=bytearray)
     exited: anyio.Event = field(default_factory=anyio.Event)
     exit_code: int | None = None
@@ -54,6 +55,7 @@ class WorkspaceEditor:
         # Answers to permission requests, in order: an optionId, "dismiss"
         # (outcome cancelled), or "hang" (never answer until cancelled).
         self.permission_answers: list[str] = []
+        self.served_answers: list[str] = []
         # Methods whose requests are never answered (until $/cancel_request).
         self.hang: set[str] = set()
         # Methods never answered, even after $/cancel_request (until `release`).
@@ -135,7 +137,7 @@ class WorkspaceEditor:
             start_new_session=True,
         )
         terminal_id = f"term_{len(self.terminals) + 1}"
-        terminal = self.terminals[terminal_id] = Terminal(process)
+        terminal = self.terminals[terminal_id] = Terminal(process, list(params.get("args", [])))
         assert self._tg is not None
         self._tg.start_soon(self._pump, terminal)
         return {"terminalId": terminal_id}
@@ -198,6 +200,7 @@ class WorkspaceEditor:
 
     async def permission(self, params: Json) -> Json:
         answer = self.permission_answers.pop(0) if self.permission_answers else "dismiss"
+        self.served_answers.append(answer)
         if answer == "hang":
             await anyio.sleep_forever()
         if answer == "dismiss":

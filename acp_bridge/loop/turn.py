@@ -39,11 +39,12 @@ stuck task does later away from the editor and the log (invariant I6).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -417,10 +418,16 @@ class Turn:
         """AWAITING_EDITOR: a request to the editor (a permission, ``fs/*``,
         ``terminal/*``) made while running tools.  A Stop cancels it; the
         turn's ending waits for it to unwind (see `InFlight.settle`)."""
-        self._enter(TurnState.AWAITING_EDITOR)
-        try:
+        with self.awaiting_editor():
             async with self.in_flight.track(label):
                 return await request()
+
+    @contextlib.contextmanager
+    def awaiting_editor(self) -> Iterator[None]:
+        """The state while the body waits for the editor (see `await_editor`)."""
+        self._enter(TurnState.AWAITING_EDITOR)
+        try:
+            yield
         finally:
             if self.state is TurnState.AWAITING_EDITOR:
                 self.state = TurnState.RUNNING_TOOLS

@@ -100,6 +100,10 @@ class ToolContext:
     # An editor request made through the turn: a Stop cancels it (and sends
     # $/cancel_request); it raises RemoteError when the editor answers an error.
     request: EditorRequest
+    # An editor request whose effect must be known (creating a terminal,
+    # writing a file): a Stop waits a bounded while for its answer, then the
+    # cancellation is raised (the effect, if any, has happened).
+    settle: EditorRequest
     # An editor request for cleanup after a Stop or a timeout: shielded from
     # the cancellation and bounded by a share of the cancel deadline; None
     # when it did not answer in time.
@@ -138,7 +142,7 @@ class ToolContext:
     async def write_text(self, path: str, content: str) -> None:
         """Write through ``fs/write_text_file`` if the editor offers it, else to the local disk."""
         if self.capabilities.write_text_file:
-            await self.request(
+            await self.settle(
                 "fs/write_text_file",
                 {"sessionId": self.session_id, "path": path, "content": content},
             )

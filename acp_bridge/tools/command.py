@@ -58,7 +58,7 @@ class RunCommand(Tool[CommandArgs]):
             )
         cwd = ctx.resolve(args.cwd) if args.cwd else ctx.cwd
         limit = min(args.timeout_s or ctx.timeout_s, ctx.timeout_s)
-        created = await ctx.request(
+        created = await ctx.settle(
             "terminal/create",
             {
                 "sessionId": ctx.session_id,

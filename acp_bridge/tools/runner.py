@@ -312,6 +312,42 @@ class ToolRunner:
                     log.info("%s during cleanup failed: %s", method, exc)
             return None
 
+        async def settle(method: str, params: dict[str, Any]) -> Any:
+            """A request whose effect must be known (a terminal created, a file
+            written): a Stop does not abandon it, it waits a bounded while for
+            the answer (then cancels it)."""
+            if turn.cause is not None or turn.rec.closed:
+                await anyio.lowlevel.checkpoint()
+                raise ToolError("the turn was stopped")
+            box: dict[str, Any] = {}
+            done = anyio.Event()
+
+            async def call() -> None:
+                try:
+                    box["result"] = await state.request(method, params)
+                except (RemoteError, ConnectionClosed) as exc:
+                    box["error"] = exc
+                finally:
+                    done.set()
+
+            with anyio.CancelScope(shield=True):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    with turn.awaiting_editor():
+                        async with turn.in_flight.track(f"{method}:{call_id}"):
+                            await done.wait()
+                    if not done.is_set():
+                        with anyio.move_on_after(share):
+                            await done.wait()
+                        tg.cancel_scope.cancel()
+            # A Stop is raised by the tool's next editor request: it still
+            # learns what this one did (a terminal to kill and release).
+            if "error" in box:
+                raise box["error"]
+            if "result" not in box:
+                raise ToolError(f"the editor did not answer {method}")
+            return box["result"]
+
         def update(fields: dict[str, Any]) -> None:
             turn.show_tool({"sessionUpdate": "tool_call_update", "toolCallId": call_id, **fields})
 
@@ -322,6 +358,7 @@ class ToolRunner:
             capabilities=state.capabilities,
             call_id=call_id,
             request=request,
+            settle=settle,
             cleanup=cleanup,
             update=update,
             stopped=lambda: turn.cause is not None,

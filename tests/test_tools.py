@@ -13,6 +13,7 @@ request held (I3: every call paired with exactly one result).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import anyio
 import pytest
 from acp_schema import AcpSchema, load_acp_schema
 from harness import (
+    EXAMPLES,
     Run,
     SessionSnapshot,
     coalesce_deltas,
@@ -715,3 +717,85 @@ async def test_per_tool_timeout_kills_the_command(tmp_path: Path) -> None:
     assert "timed out after 0.5 s" in tool_result["text"]
     assert "begun" in tool_result["text"]
     assert played.editor.methods()[-3:] == ["terminal/kill", "terminal/output", "terminal/release"]
+
+
+async def test_a_user_tool_registered_from_python(tmp_path: Path) -> None:
+    """examples/custom_tool.py registers count_lines and runs the bridge: the
+    model can call it like a built-in tool."""
+    script = {
+        "responses": [
+            {"events": [tool_call("call_1", "count_lines", path="notes.txt")]},
+            REPORT,
+        ]
+    }
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("a\nb\nc\n")
+    editor = WorkspaceEditor(workspace)
+    results: list[PromptResult] = []
+
+    async def go(client: AcpClient) -> None:
+        async with anyio.create_task_group() as tg:
+            editor.install(client, tg)
+            await client.initialize(FULL_CAPABILITIES)
+            sid = await client.new_session(str(workspace))
+            results.append(await client.prompt(sid, "How long?"))
+            tg.cancel_scope.cancel()
+
+    command = [sys.executable, str(EXAMPLES / "custom_tool.py")]
+    await run_bridge(write_script(tmp_path, script), tmp_path / "state", go, command=command)
+    (result,) = results
+    assert editor.methods() == ["fs/read_text_file"]
+    assert report(result)["tool_results"] == [
+        {"tool_call_id": "call_1", "is_error": False, "text": "3 lines"}
+    ]
+    kinds = [u.get("kind") for u in result.updates if u["sessionUpdate"] == "tool_call"]
+    assert kinds == ["read"]
+
+
+async def test_per_tool_timeout(tmp_path: Path) -> None:
+    """--tool-timeout stops a tool whose editor request does not return."""
+    script = {
+        "responses": [
+            {"events": [tool_call("call_1", "read_file", path="notes.txt")]},
+            REPORT,
+        ]
+    }
+
+    def setup(editor: WorkspaceEditor) -> None:
+        editor.hang.add("fs/read_text_file")
+
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        return [await client.prompt(sid, "Read it")]
+
+    played = await play(
+        tmp_path, script, turns, extra=("--tool-timeout", "0.5"), editor_setup=setup
+    )
+    (result,) = played.results
+    assert result.stop_reason == "end_turn"
+    (tool_result,) = report(result)["tool_results"]
+    assert tool_result == {
+        "tool_call_id": "call_1",
+        "is_error": True,
+        "text": "read_file timed out after 0.5 s: stopped.",
+    }
+    assert len(played.sent_by_agent("$/cancel_request")) == 1
+
+
+async def test_large_output_is_truncated_and_says_so(tmp_path: Path) -> None:
+    script = {
+        "responses": [
+            {"events": [tool_call("call_1", "read_file", path="big.txt")]},
+            REPORT,
+        ]
+    }
+
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        return [await client.prompt(sid, "Read it")]
+
+    played = await play(tmp_path, script, turns, files={"big.txt": "x" * 60_000})
+    (tool_result,) = report(played.results[0])["tool_results"]
+    assert tool_result["text"].startswith("x" * 50_000 + "\n")
+    assert tool_result["text"].endswith(
+        "[output truncated: showing the first 50000 of 60000 characters]"
+    )

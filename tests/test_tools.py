@@ -31,6 +31,7 @@ from harness import (
     prompt_until,
     run_bridge,
     update_seen,
+    wait_until,
     write_script,
 )
 from syrupy.assertion import SnapshotAssertion
@@ -658,6 +659,47 @@ async def test_stop_leaves_undispatched_calls_aborted(
     assert second["text"].startswith(ABORTED_BEFORE_DISPATCH)
     assert [c["status"] for c in played.of_type("tool/call")] == ["dispatched", "aborted"]
     check(played, acp_schema, snapshot)
+
+
+async def test_stop_while_a_terminal_is_being_created_still_releases_it(
+    tmp_path: Path,
+) -> None:
+    """The editor has created the terminal but not yet answered when Stop comes:
+    the bridge waits for the answer, then kills and releases that terminal."""
+    script = {
+        "responses": [
+            {"events": [tool_call("call_1", "run_command", command="echo started; sleep 60")]},
+            REPORT,
+        ]
+    }
+    gate = anyio.Event()
+
+    def setup(editor: WorkspaceEditor) -> None:
+        editor.hold_answer["terminal/create"] = gate
+
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        editor.permission_answers = ["allow_once"]
+        box: dict[str, Any] = {}
+
+        async def prompt() -> None:
+            params = {"sessionId": sid, "prompt": [{"type": "text", "text": "Run it"}]}
+            box["response"] = await client.request("session/prompt", params)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(prompt)
+            await wait_until(lambda: bool(editor.terminals))
+            await client.notify("session/cancel", {"sessionId": sid})
+            gate.set()
+        stopped = PromptResult(box["response"], [])
+        return [stopped, await follow_up(client, sid)]
+
+    played = await play(tmp_path, script, turns, editor_setup=setup)
+    stopped, after = played.results
+    assert_cancelled(stopped)
+    assert played.editor.running() == []
+    assert played.editor.methods()[-3:] == ["terminal/kill", "terminal/output", "terminal/release"]
+    (tool_result,) = report(after)["tool_results"]
+    assert "interrupted by the user" in tool_result["text"]
 
 
 async def test_an_editor_that_never_answers_is_bounded_by_the_cancel_deadline(

@@ -61,6 +61,9 @@ class WorkspaceEditor:
         # Methods never answered, even after $/cancel_request (until `release`).
         self.wedge: set[str] = set()
         self.released = anyio.Event()
+        # Methods answered only once their event is set (the work is done at
+        # once; a $/cancel_request meanwhile does not undo it).
+        self.hold_answer: dict[str, anyio.Event] = {}
         self._tg: anyio.abc.TaskGroup | None = None
 
     def install(self, client: AcpClient, tg: anyio.abc.TaskGroup) -> None:
@@ -87,7 +90,12 @@ class WorkspaceEditor:
                 raise RemoteError(-32603, "released")
             if method in self.hang:
                 await anyio.sleep_forever()
-            return await handler(params)
+            result = await handler(params)
+            gate = self.hold_answer.get(method)
+            if gate is not None:
+                with anyio.CancelScope(shield=True):
+                    await gate.wait()
+            return result
 
         return serve
 

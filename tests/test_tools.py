@@ -397,6 +397,29 @@ async def test_read_only_mode_refuses_a_write(
     check(played, acp_schema, snapshot)
 
 
+async def test_switching_to_read_only_while_asked_refuses_the_call(tmp_path: Path) -> None:
+    script = {
+        "responses": [
+            {"events": [tool_call("call_1", "write_file", path="out.txt", content="hi")]},
+            REPORT,
+        ]
+    }
+
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        async def switch_then_allow() -> str:
+            await client.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"})
+            return "allow_once"
+
+        editor.permission_answers = [switch_then_allow]
+        return [await client.prompt(sid, "Write it")]
+
+    played = await play(tmp_path, script, turns)
+    assert not (played.workspace / "out.txt").exists()
+    (tool_result,) = report(played.results[0])["tool_results"]
+    assert "read-only" in tool_result["text"]
+    played.run.check_logs()
+
+
 async def test_mode_as_a_config_option(tmp_path: Path) -> None:
     script = {"responses": [{"events": [{"text": "ok"}]}]}
 

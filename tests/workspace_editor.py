@@ -54,7 +54,7 @@ class WorkspaceEditor:
         self.terminals: dict[str, Terminal] = {}
         # Answers to permission requests, in order: an optionId, "dismiss"
         # (outcome cancelled), or "hang" (never answer until cancelled).
-        self.permission_answers: list[str] = []
+        self.permission_answers: list[Any] = []
         self.served_answers: list[str] = []
         # Methods whose requests are never answered (until $/cancel_request).
         self.hang: set[str] = set()
@@ -207,7 +207,9 @@ class WorkspaceEditor:
     # -- permissions -----------------------------------------------------------
 
     async def permission(self, params: Json) -> Json:
-        answer = self.permission_answers.pop(0) if self.permission_answers else "dismiss"
+        answer: Any = self.permission_answers.pop(0) if self.permission_answers else "dismiss"
+        if callable(answer):
+            answer = await answer()
         self.served_answers.append(answer)
         if answer == "hang":
             await anyio.sleep_forever()

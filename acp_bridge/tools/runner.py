@@ -190,6 +190,10 @@ class ToolRunner:
                 return
         if turn.cause is not None:
             return  # stopped while asking: still undispatched
+        if state.mode == "read_only" and not tool.read_only:
+            # Switched to read-only while the user was being asked.
+            self._finish(call, "refused", ToolOutput(perm.read_only_text(name), is_error=True))
+            return
         self.queue.pop(0)
         turn.rec.tool_call(call["id"], name, call["input"], "dispatched")
         turn.show_tool(

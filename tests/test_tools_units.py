@@ -136,3 +136,31 @@ def test_capabilities_from_initialize() -> None:
     )
     assert (caps.read_text_file, caps.write_text_file, caps.terminal) == (True, False, True)
     assert ClientCapabilities.from_initialize(None) == ClientCapabilities()
+
+
+def test_a_loaded_session_gets_its_mode_and_remembered_choices_back() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from acp_bridge.acp.tool_session import tool_state
+    from acp_bridge.loop.turn import TurnConfig
+
+    agent = SimpleNamespace(
+        client_capabilities={"terminal": True},
+        conn=SimpleNamespace(request=None),
+        config=TurnConfig(),
+    )
+    session = SimpleNamespace(
+        provider=object(), id="s", cwd="/w", log=None, outbox=None, frames=None
+    )
+    records = [
+        {"type": "session/mode", "mode": "read_only"},
+        {"type": "permission/rule", "tool": "run_command", "decision": "reject_always"},
+    ]
+    state = tool_state(cast(Any, agent), cast(Any, session), ["/x"], records)
+    assert (state.mode, state.rules, state.roots) == (
+        "read_only",
+        {"run_command": "reject_always"},
+        ["/w", "/x"],
+    )
+    assert state.capabilities.terminal

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..jsonrpc.errors import RpcError
 from ..loop.session import Session
 from ..tools.base import ClientCapabilities
 from ..tools.modes import MODE_OPTION, MODES, mode_state
-from ..tools.state import ToolState, hidden_env
+from ..tools.state import ToolState, from_records, hidden_env
 from . import config_options
 from . import params as P
 
@@ -26,7 +27,15 @@ __all__ = [
 ]
 
 
-def tool_state(agent: Agent, session: Session, extra_dirs: list[str] | None) -> ToolState:
+def tool_state(
+    agent: Agent,
+    session: Session,
+    extra_dirs: list[str] | None,
+    records: Iterable[Mapping[str, Any]] = (),
+) -> ToolState:
+    """The tool state of a new session, or of one whose log ``records`` are
+    loaded (its last mode and its remembered permission choices)."""
+    mode, rules = from_records(records)
     provider_config = getattr(session.provider, "config", None)
     key_env = getattr(provider_config, "key_env", None)
 
@@ -44,6 +53,8 @@ def tool_state(agent: Agent, session: Session, extra_dirs: list[str] | None) -> 
         hidden_env=hidden_env([key_env] if isinstance(key_env, str) else []),
         tool_timeout=agent.config.tool_timeout,
         cancel_deadline=agent.config.cancel_deadline,
+        mode=mode,
+        rules=rules,
     )
 
 

@@ -337,7 +337,7 @@ class ToolRunner:
             with anyio.CancelScope(shield=True):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(call)
-                    with turn.awaiting_editor():
+                    with turn.awaiting_editor(), anyio.move_on_after(state.tool_timeout):
                         async with turn.in_flight.track(f"{method}:{call_id}"):
                             await done.wait()
                     if not done.is_set():

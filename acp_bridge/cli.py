@@ -88,12 +88,21 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
         help="model requests allowed in one turn before it ends with "
         f"max_turn_requests (default: 25, at most {MAX_STEPS})",
     )
+    p.add_argument(
+        "--tool-timeout",
+        type=_seconds(MAX_TOOL_TIMEOUT),
+        default=d(300.0),
+        metavar="SECONDS",
+        help="stop a tool call that runs longer than this "
+        f"(default: 300, at most {MAX_TOOL_TIMEOUT:g})",
+    )
 
 
 # Bounds of the numeric options: finite, and small enough that a typo
 # (an extra zero, ``inf``) is refused rather than silently honoured.
 MAX_CANCEL_DEADLINE = 3600.0
 MAX_IDLE_TIMEOUT = 86400.0
+MAX_TOOL_TIMEOUT = 86400.0
 MAX_STEPS = 10_000
 MAX_STOP_AFTER = 1_000_000
 
@@ -299,6 +308,7 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
             max_steps=args.max_steps,
             cancel_deadline=args.cancel_deadline,
             idle_timeout=args.idle_timeout or None,
+            tool_timeout=args.tool_timeout or 300.0,
         ),
     )
     return anyio.run(serve, options)

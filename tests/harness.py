@@ -74,11 +74,12 @@ async def run_bridge(
     *,
     extra: tuple[str, ...] = (),
     close_stdin: bool = True,
+    command: list[str] | None = None,
 ) -> Run:
-    """Spawn the bridge, run ``play``, then close stdin and wait for exit."""
-    command = bridge_command(
-        "--provider", "fake", "--script", str(script), "--state-dir", str(state_dir), *extra
-    )
+    """Spawn the bridge (or ``command``, given the bridge's options), run
+    ``play``, then close stdin and wait for exit."""
+    options = ("--provider", "fake", "--script", str(script), "--state-dir", str(state_dir))
+    command = [*command, *options, *extra] if command else bridge_command(*options, *extra)
     process = await anyio.open_process(command, stderr=subprocess.DEVNULL)
     client = AcpClient(process)
     run = Run(client, state_dir)

@@ -673,7 +673,8 @@ async def test_model_option_and_image(tmp_path: Path, snapshot: SnapshotAssertio
         play,
         extra=("--model", "m1", "--model", "m2"),
     )
-    [option] = seen["options"]
+    option, mode_option = seen["options"]
+    assert mode_option["category"] == "mode"
     assert option["category"] == "model"
     assert option["currentValue"] == "m1"
     assert seen["changed"]["configOptions"][0]["currentValue"] == "m2"

@@ -589,7 +589,7 @@ async def test_disconnect_mid_stream(
 async def test_tool_call_without_tools(
     tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
 ) -> None:
-    """A complete tool call gets an error result (no tools are available), the
+    """A complete call of a tool the session does not have gets an error result, the
     editor sees the call fail, and a second model response ends the turn."""
     script = {
         "responses": [
@@ -599,7 +599,7 @@ async def test_tool_call_without_tools(
                     {
                         "tool_call": {
                             "id": "call_1",
-                            "name": "read_file",
+                            "name": "lookup",
                             "arguments": {"path": "README.md"},
                             "chunks": 2,
                         }
@@ -625,7 +625,7 @@ async def test_tool_call_without_tools(
     )
     failed = result.updates[4]
     assert (failed["toolCallId"], failed["status"]) == ("call_1", "failed")
-    error_text = unavailable_tool_text("read_file")
+    error_text = unavailable_tool_text("lookup")
     (tool_result,) = played.of_type("tool/result")
     assert tool_result["is_error"] is True
     assert tool_result["content"] == [{"type": "text", "text": error_text}]
@@ -711,7 +711,7 @@ async def test_cancel_right_after_prompt_is_not_lost(tmp_path: Path) -> None:
 async def test_unavailable_tool_call_status_is_in_the_log_vocabulary(tmp_path: Path) -> None:
     script = {
         "responses": [
-            {"events": [{"tool_call": {"id": "call_1", "name": "read_file"}}]},
+            {"events": [{"tool_call": {"id": "call_1", "name": "lookup"}}]},
             {"events": [{"text": "Done."}]},
         ]
     }

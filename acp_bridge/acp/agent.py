@@ -21,7 +21,7 @@ from ..loop.updates import UpdateFrames
 from ..paths import create_private_file, make_private_dirs
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
-from . import config_options
+from . import config_options, tool_session
 from . import params as P
 
 log = logging.getLogger("acp_bridge.agent")
@@ -62,6 +62,7 @@ class Agent:
                 "session/new": self.new_session,
                 "session/prompt": self.prompt,
                 "session/set_config_option": self.set_config_option,
+                "session/set_mode": self.set_mode,
             }
         )
         conn.notifications["session/cancel"] = self.cancel
@@ -121,7 +122,9 @@ class Agent:
                 -32603, f"Cannot create the session log: {exc.strerror or exc}", {"path": path}
             ) from exc
         slog = SessionLog(path, self.outbox)
-        session = Session(session_id, cwd, slog, provider, self.outbox, UpdateFrames(session_id))
+        frames = UpdateFrames(session_id)
+        session = Session(session_id, cwd, slog, provider, self.outbox, frames)
+        session.tools = tool_session.tool_state(self, session, extra_dirs)
         meta: dict[str, Any] = {}
         if extra_dirs is not None:
             meta["additional_directories"] = extra_dirs
@@ -141,11 +144,17 @@ class Agent:
         )
         self.sessions[session_id] = session
         slog.sync()
-        options = config_options.offer(provider)
-        return {"sessionId": session_id, **({"configOptions": options} if options else {})}
+        return {"sessionId": session_id, **tool_session.new_session_fields(session)}
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
-        return config_options.set_option(self._session(params).provider, params)
+        session = self._session(params)
+        if params.get("configId") == tool_session.MODE_OPTION:
+            return tool_session.set_mode_option(session, params)
+        config_options.set_option(session.provider, params)
+        return {"configOptions": tool_session.config_options_of(session)}
+
+    async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        return tool_session.set_mode(self._session(params), params)
 
     def _session(self, params: dict[str, Any]) -> Session:
         session_id = P.session_id(params)

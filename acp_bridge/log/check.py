@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .derive import ASSISTANT_BLOCK_TYPES, USER_BLOCK_TYPES, derive_messages, is_visible_text
-from .records import RECORD_TYPES
+from .records import RECORD_TYPES, SESSION_SETTING_TYPES
 
 __all__ = ["HistoryInvalid", "LogInvalid", "check_history", "check_log"]
 
@@ -304,6 +304,10 @@ class _LogChecker:
                 raise self.fail(f"{name} must be a non-negative integer, not {value!r}")
 
     def _session_record(self, record: Record, index: int) -> None:
+        if record["type"] in SESSION_SETTING_TYPES and not record["turn"] and not record["step"]:
+            if index == 0:
+                raise self.fail("session/start must be the first record")
+            return
         if record["type"] != "session/start" or record["turn"] or record["step"]:
             where = f"turn {record['turn']} step {record['step']}"
             raise self.fail(f"a {record['type']} record cannot be in {where}")

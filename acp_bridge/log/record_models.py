@@ -182,6 +182,20 @@ class AgentInternalError(Record):
     error: InternalErrorDetail
 
 
+class SessionMode(Record):
+    """``session/mode``: the session's tool mode switched (and by what)."""
+
+    mode: NonEmpty
+    via: StrictStr
+
+
+class PermissionRule(Record):
+    """``permission/rule``: an "always" answer the user gave for a tool."""
+
+    tool: NonEmpty
+    decision: NonEmpty
+
+
 RECORD_MODELS: Final[dict[str, type[Record]]] = {
     "session/start": SessionStart,
     "turn/start": TurnStart,
@@ -203,6 +217,8 @@ RECORD_MODELS: Final[dict[str, type[Record]]] = {
     "tool/update": ToolShown,
     "usage/update": UsageUpdate,
     "agent/internal-error": AgentInternalError,
+    "session/mode": SessionMode,
+    "permission/rule": PermissionRule,
 }
 """The model of each known record type (every type of `records.RECORD_TYPES` has one)."""
 

@@ -23,6 +23,14 @@ Session level (turn 0, step 0)
                      (``created_at`` is allowed for readers of older files;
                      ``at`` says when)
 
+  ``session/mode``   ``{mode, via}``: the mode was switched (``ask``,
+                     ``accept_edits``, ``read_only``; via ``set_mode`` or
+                     ``config_option``); may come at any point after
+                     ``session/start``
+  ``permission/rule`` ``{tool, decision}``: a remembered permission choice
+                     (``allow_always`` / ``reject_always``) for a tool name;
+                     may come at any point after ``session/start``
+
 Turn lifecycle
   ``turn/start``     ``{}``
   ``user/message``   ``{content: [HistoryBlock], prompt}``       SURFACE
@@ -98,8 +106,10 @@ What the editor was shown (for ``session/load``; see `acp_bridge.log.replay`)
 
 Tools
   ``tool/call``      ``{tool_call_id, name, input, status}`` status
-                     ``dispatched``, ``aborted`` (never ran) or
-                     ``unavailable`` (no such tool here: refused, never ran); always paired
+                     ``dispatched``, ``aborted`` (stopped before it ran),
+                     ``unavailable`` (no such tool here: never ran) or
+                     ``refused`` (invalid arguments, the mode, or the user
+                     declined: never ran); always paired
                      with exactly one ``tool/result``.
 
 HistoryBlock (also the content of model-history messages)
@@ -131,6 +141,9 @@ FORMAT_VERSION: Final = 1
 
 SURFACE_TYPES: Final = frozenset({"user/message", "assistant/message", "tool/result"})
 
+# Session-level records that may come at any point after session/start.
+SESSION_SETTING_TYPES: Final = frozenset({"session/mode", "permission/rule"})
+
 RECORD_TYPES: Final = frozenset(
     {
         "session/start",
@@ -151,5 +164,7 @@ RECORD_TYPES: Final = frozenset(
         "tool/update",
         "usage/update",
         "agent/internal-error",
+        "session/mode",
+        "permission/rule",
     }
 )

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..log.writer import SessionLog
 from ..providers.base import Provider
+from ..tools.state import ToolState
 from ..transport.outbox import Outbox
 from .prompts import PromptQueue
 from .updates import UpdateFrames
@@ -21,6 +22,8 @@ class Session:
     provider: Provider
     outbox: Outbox
     frames: UpdateFrames
+    # Tools, mode and permissions (None: tool calls are answered "unavailable").
+    tools: ToolState | None = field(default=None, kw_only=True)
     # Every prompt of the session, waiting or running (see PromptQueue).
     prompts: PromptQueue = field(init=False)
 

@@ -39,11 +39,12 @@ stuck task does later away from the editor and the log (invariant I6).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -65,6 +66,8 @@ from ..providers.base import (
     ToolCallStart,
     Usage,
 )
+from ..tools.runner import ToolRunner
+from ..tools.runner import unavailable_tool_text as unavailable_tool_text
 from .assembler import AssemblyError, StreamAssembler
 from .inflight import InFlight
 from .recorder import TurnRecorder
@@ -86,6 +89,8 @@ class TurnConfig:
     max_steps: int = 25
     cancel_deadline: float = 5.0
     idle_timeout: float | None = 300.0
+    # Longest a tool call may run before it is stopped (seconds).
+    tool_timeout: float = 300.0
 
 
 class TurnState(enum.Enum):
@@ -136,11 +141,6 @@ class _Stream:
         self.asm = StreamAssembler()
 
 
-def unavailable_tool_text(name: str) -> str:
-    return (
-        f"Tool {name!r} is not available in this session: no tools can be run yet. "
-        "Continue without it."
-    )
 
 
 T = TypeVar("T")
@@ -179,6 +179,8 @@ class Turn:
         # The live provider stream, while the hot loop iterates it.
         self._events: ProviderStream | None = None
         self._pending_tools: list[dict[str, Any]] = []
+        # Runs the step's tool calls (None for a session without tools).
+        self.tools = None if session.tools is None else ToolRunner(self, session.tools)
         # The id of the session/prompt request this turn answers.
         self.request_id: object = None
 
@@ -286,7 +288,8 @@ class Turn:
         session = self.session
         stream = _Stream()
         self.stream = stream
-        request = ModelRequest(messages=session.history())
+        tools = () if session.tools is None else session.tools.registry.specs()
+        request = ModelRequest(messages=session.history(), tools=tools)
         self.rec.stream_start(stream.attempt, stream.message_id, session.provider.name)
         step_scope = anyio.CancelScope()
         idle = _IdleWatch(self.config.idle_timeout, step_scope)
@@ -395,40 +398,56 @@ class Turn:
         fields = self.rec.request_error(ev.error, retry=(ev.attempt, ev.delay))
         self._emit(retry_notice(fields))
 
-    # -- tools (none are available yet) ------------------------------------
+    # -- tools ---------------------------------------------------------------
 
     async def _run_tools(self) -> None:
-        """RUNNING_TOOLS: answer the step's tool calls (none can run yet: each is refused).
+        """RUNNING_TOOLS: run the step's tool calls (`acp_bridge.tools.runner`).
 
-        A tool that runs will do so in a task of its own under
-        ``self.in_flight.track(...)``, record its ``tool/call`` and
-        ``tool/result`` through ``self.rec``, and produce its real (possibly
-        partial) result when cancelled; see `InFlight` and `await_editor`.
+        Each call runs under ``self.in_flight.track(...)`` and its editor
+        requests go through `await_editor`; on a Stop a running tool produces
+        its real (possibly partial) result, and the ending gives the calls not
+        yet dispatched their aborted results.
         """
-        self._answer_tool_calls()
+        if self.tools is None:
+            self._answer_tool_calls()
+            return
+        calls, self._pending_tools = self._pending_tools, []
+        await self.tools.run(calls)
 
     async def await_editor(self, label: str, request: Callable[[], Awaitable[T]]) -> T:
         """AWAITING_EDITOR: a request to the editor (a permission, ``fs/*``,
         ``terminal/*``) made while running tools.  A Stop cancels it; the
         turn's ending waits for it to unwind (see `InFlight.settle`)."""
-        self._enter(TurnState.AWAITING_EDITOR)
-        try:
+        with self.awaiting_editor():
             async with self.in_flight.track(label):
                 return await request()
+
+    @contextlib.contextmanager
+    def awaiting_editor(self) -> Iterator[None]:
+        """The state while the body waits for the editor (see `await_editor`)."""
+        self._enter(TurnState.AWAITING_EDITOR)
+        try:
+            yield
         finally:
             if self.state is TurnState.AWAITING_EDITOR:
                 self.state = TurnState.RUNNING_TOOLS
 
     def _announce_tool(self, ev: ToolCallStart) -> None:
+        tools = self.session.tools
+        tool = None if tools is None else tools.registry.get(ev.name)
         self._show_tool(
             {
                 "sessionUpdate": "tool_call",
                 "toolCallId": ev.id,
                 "title": ev.name,
-                "kind": "other",
+                "kind": "other" if tool is None else tool.kind,
                 "status": "pending",
             }
         )
+
+    def show_tool(self, update: dict[str, Any]) -> None:
+        """A tool call update from a running tool (see `_show_tool`)."""
+        self._show_tool(update)
 
     def _answer_tool_calls(self) -> None:
         rec = self.rec
@@ -519,8 +538,8 @@ class Turn:
         user_stop = self.cause == "user"
         outcome = "cancelled" if user_stop else "disconnected"
         self.stop_reason = "cancelled"
+        self._abort_undispatched()
         self._close_open_tools("cancelled before it ran" if user_stop else "disconnected")
-        self._pending_tools = []
         stream = self.stream
         if stream is not None:
             self.session.outbox.remove_pre_flush(stream.asm.compact)
@@ -533,6 +552,14 @@ class Turn:
         self._abort_unanswered()
         self.rec.step_end(outcome)
         self.rec.turn_end(outcome, forced=forced)
+
+    def _abort_undispatched(self) -> None:
+        """Complete calls of the step that were never dispatched: ABORTED_BEFORE_DISPATCH."""
+        if self.tools is not None:
+            self.tools.queue.extend(self._pending_tools)
+            self._pending_tools = []
+            self.tools.abort_rest()
+        self._pending_tools = []
 
     def _abort_unanswered(self) -> None:
         """Tool calls dispatched but never answered get an aborted result."""
@@ -548,6 +575,7 @@ class Turn:
         timed_out = isinstance(exc, StreamIdleTimeout)
         stream = self.stream
         attempt = stream.attempt if stream is not None else None
+        self._abort_undispatched()
         self._close_open_tools("the agent failed" if internal else "the model request failed")
         if stream is not None:
             outcome = "internal" if internal else "timed_out" if timed_out else "provider_error"

@@ -1,0 +1,205 @@
+"""The tool interface: what a tool is, what it gets to run, and what it returns.
+
+A tool is a subclass of `Tool` with a pydantic model of its arguments::
+
+    class Args(BaseModel):
+        path: str = Field(description="file to count the lines of")
+
+    class CountLines(Tool[Args]):
+        name = "count_lines"
+        description = "Count the lines of a text file."
+        kind = "read"
+        args_model = Args
+
+        def title(self, args: Args) -> str:
+            return f"Count lines of {args.path}"
+
+        async def run(self, args: Args, ctx: ToolContext) -> ToolOutput:
+            text = await ctx.read_text(ctx.resolve(args.path))
+            return ToolOutput(str(text.count("\\n")))
+
+The model sees ``name``, ``description`` and the JSON Schema of ``args_model``.
+``kind`` is the ACP ``ToolKind`` shown by the editor; ``read_only`` tools run
+in every mode without asking, the others follow the session's mode and
+permissions (`acp_bridge.tools.permissions`).  ``paths`` names the files a
+call touches: each must lie in the session's directories or the user is asked.
+
+`ToolContext` is the session seen from a running call: its directories, the
+editor's advertised capabilities, editor requests that a Stop cancels, and
+`ToolContext.read_text`/`write_text` which use the editor when it offers file
+access and the local file system otherwise.  A tool that can give a real
+partial result when it is stopped (a command's output so far) sets
+``ctx.partial`` before re-raising the cancellation.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from pydantic import BaseModel
+
+from .paths import resolve
+
+ToolKind = Literal[
+    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
+]
+
+A = TypeVar("A", bound=BaseModel)
+
+
+class ToolError(Exception):
+    """A tool failed in a way the model should read (its message is the result)."""
+
+
+@dataclass
+class ToolOutput:
+    """A tool's result.  ``text`` goes back to the model; ``content`` is extra
+    ACP tool-call content for the editor (a diff, a terminal); ``raw_output``
+    is the ``rawOutput`` of the final update."""
+
+    text: str
+    is_error: bool = False
+    content: list[dict[str, Any]] = field(default_factory=list)
+    raw_output: dict[str, Any] | None = None
+
+
+EditorRequest = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass
+class ClientCapabilities:
+    read_text_file: bool = False
+    write_text_file: bool = False
+    terminal: bool = False
+
+    @classmethod
+    def from_initialize(cls, caps: dict[str, Any] | None) -> ClientCapabilities:
+        caps = caps or {}
+        fs = caps.get("fs") if isinstance(caps.get("fs"), dict) else {}
+        assert isinstance(fs, dict)
+        return cls(
+            read_text_file=fs.get("readTextFile") is True,
+            write_text_file=fs.get("writeTextFile") is True,
+            terminal=caps.get("terminal") is True,
+        )
+
+
+@dataclass
+class ToolContext:
+    """What a running tool call can see and do."""
+
+    session_id: str
+    cwd: str
+    roots: list[str]
+    capabilities: ClientCapabilities
+    call_id: str
+    # An editor request made through the turn: a Stop cancels it (and sends
+    # $/cancel_request); it raises RemoteError when the editor answers an error.
+    request: EditorRequest
+    # An editor request whose effect must be known (creating a terminal,
+    # writing a file): a Stop waits a bounded while for its answer, then the
+    # cancellation is raised (the effect, if any, has happened).
+    settle: EditorRequest
+    # An editor request for cleanup after a Stop or a timeout: shielded from
+    # the cancellation and bounded by a share of the cancel deadline; None
+    # when it did not answer in time.
+    cleanup: Callable[[str, dict[str, Any]], Awaitable[Any | None]]
+    # Sends a non-final tool_call_update for this call (e.g. an embedded terminal).
+    update: Callable[[dict[str, Any]], None]
+    # Whether the turn has been stopped (a Stop, not a timeout).
+    stopped: Callable[[], bool]
+    # Variables a command must not inherit (the provider's API keys).
+    hidden_env: tuple[str, ...] = ()
+    timeout_s: float = 300.0
+    max_output: int = 50_000
+    # Set by a tool that is being cancelled and has a real partial result.
+    partial: ToolOutput | None = None
+
+    def resolve(self, path: str) -> str:
+        """``path`` made absolute (relative paths are taken from the session's cwd)."""
+        return resolve(path, self.cwd)
+
+    async def read_text(self, path: str, line: int | None = None, limit: int | None = None) -> str:
+        """A text file (or the editor's unsaved buffer of it) through ``fs/read_text_file``
+        when the editor offers it, else from the local disk."""
+        if self.capabilities.read_text_file:
+            params: dict[str, Any] = {"sessionId": self.session_id, "path": path}
+            if line is not None:
+                params["line"] = line
+            if limit is not None:
+                params["limit"] = limit
+            result = await self.request("fs/read_text_file", params)
+            content = result.get("content") if isinstance(result, dict) else None
+            if not isinstance(content, str):
+                raise ToolError(f"the editor returned no content for {path}")
+            return content
+        return _read_local(path, line, limit)
+
+    async def write_text(self, path: str, content: str) -> None:
+        """Write through ``fs/write_text_file`` if the editor offers it, else to the local disk."""
+        if self.capabilities.write_text_file:
+            await self.settle(
+                "fs/write_text_file",
+                {"sessionId": self.session_id, "path": path, "content": content},
+            )
+            return
+        _write_local(path, content)
+
+
+def _write_local(path: str, content: str) -> None:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(content)
+    except OSError as exc:
+        raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _read_local(path: str, line: int | None, limit: int | None) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            if line is None and limit is None:
+                return f.read()
+            start = max(line or 1, 1)
+            out: list[str] = []
+            for number, text in enumerate(f, 1):
+                if number < start:
+                    continue
+                if limit is not None and len(out) >= limit:
+                    break
+                out.append(text)
+            return "".join(out)
+    except FileNotFoundError:
+        raise ToolError(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise ToolError(f"{path} is a directory") from None
+    except OSError as exc:
+        raise ToolError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+class Tool(ABC, Generic[A]):
+    """One tool the model can call (see the module docstring for an example)."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    kind: ClassVar[ToolKind] = "other"
+    args_model: type[A]
+    # Runs in every mode without asking (it changes nothing).
+    read_only: ClassVar[bool] = False
+
+    def title(self, args: A) -> str:
+        return self.name
+
+    def paths(self, args: A, ctx: ToolContext) -> list[str]:
+        """Absolute paths the call touches; each is checked against the session's directories."""
+        return []
+
+    def locations(self, args: A, ctx: ToolContext) -> list[dict[str, Any]]:
+        return [{"path": p} for p in self.paths(args, ctx)]
+
+    @abstractmethod
+    async def run(self, args: A, ctx: ToolContext) -> ToolOutput: ...

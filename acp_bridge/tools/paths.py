@@ -1,0 +1,45 @@
+"""Paths a tool touches: made absolute and checked against the session's directories."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+
+def resolve(path: str, cwd: str) -> str:
+    """``path`` as an absolute, normalized path (a relative one is taken from ``cwd``)."""
+    expanded = os.path.expanduser(path)
+    if not os.path.isabs(expanded):
+        expanded = os.path.join(cwd, expanded)
+    return os.path.normpath(expanded)
+
+
+def _real(path: str) -> str:
+    # Symlinks inside a root may point out of it: compare where they lead.
+    return os.path.realpath(path)
+
+
+def inside(path: str, roots: Iterable[str]) -> bool:
+    """Whether ``path`` (absolute) lies in one of ``roots``, following symlinks."""
+    for candidate in {os.path.normpath(path), _real(path)}:
+        if not any(
+            _within(candidate, os.path.normpath(r)) or _within(candidate, _real(r)) for r in roots
+        ):
+            return False
+    return True
+
+
+def _within(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:
+        return False
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying so when it was cut."""
+    if len(text) <= limit:
+        return text
+    return (
+        text[:limit] + f"\n[output truncated: showing the first {limit} of {len(text)} characters]"
+    )

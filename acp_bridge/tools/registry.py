@@ -1,0 +1,61 @@
+"""The tools a session offers the model, by name.
+
+`TOOLS` is the process-wide registry every new session uses; it starts with
+the built-in tools.  Register your own before the server starts::
+
+    from acp_bridge.tools import TOOLS
+    TOOLS.register(CountLines())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ..providers.base import ToolSpec
+from .base import Tool
+from .command import RunCommand
+from .files import EditFile, ReadFile, WriteFile
+from .search import FindFiles, SearchText
+
+AnyTool = Tool[Any]
+
+
+class ToolRegistry:
+    def __init__(self, tools: list[AnyTool] | None = None) -> None:
+        self._tools: dict[str, AnyTool] = {}
+        for tool in tools or []:
+            self.register(tool)
+
+    @classmethod
+    def with_builtins(cls) -> ToolRegistry:
+        return cls([ReadFile(), WriteFile(), EditFile(), RunCommand(), FindFiles(), SearchText()])
+
+    def register(self, tool: AnyTool) -> None:
+        """Add ``tool`` (replacing a tool of the same name)."""
+        name = getattr(tool, "name", None)
+        if not isinstance(name, str) or not name:
+            raise ValueError("a tool needs a non-empty name")
+        self._tools[name] = tool
+
+    def unregister(self, name: str) -> None:
+        self._tools.pop(name, None)
+
+    def get(self, name: str) -> AnyTool | None:
+        return self._tools.get(name)
+
+    def __iter__(self) -> Iterator[AnyTool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def specs(self) -> list[ToolSpec]:
+        """What the model is told: names, descriptions and argument schemas."""
+        return [
+            ToolSpec(tool.name, tool.description, tool.args_model.model_json_schema())
+            for tool in self._tools.values()
+        ]
+
+
+TOOLS = ToolRegistry.with_builtins()

@@ -1,0 +1,371 @@
+"""Running one model response's tool calls, and what a Stop leaves of them.
+
+Calls run one at a time in the order the model gave them (no two tools ever
+touch the editor at once, so their effects and the permission prompts come in
+the order the model asked for).  For each call:
+
+1. unknown tool: ``tool/call`` ``unavailable`` and an error result;
+   arguments that do not fit the tool's model: ``refused`` with the
+   validation errors;
+2. the ``tool_call_update`` with kind, title, locations and ``rawInput``;
+3. the permission decision (`acp_bridge.tools.permissions`), which may ask
+   the user (``session/request_permission``); a refusal or a rejection is a
+   ``refused`` call whose result says the user declined;
+4. ``tool/call`` ``dispatched``, ``in_progress``, the run (bounded by the
+   per-tool timeout), then ``tool/result`` and the final update
+   (``completed``, or ``failed`` for an error result).
+
+The results of a step are consecutive ``tool/result`` records: the next model
+request gets them as one user message.
+
+On a Stop, the running call is cancelled.  A permission request still pending
+is cancelled (``$/cancel_request``) and the call is ``aborted`` and marked
+failed; a running tool produces its real partial result when it has one (a
+command's output so far) or a result saying it was stopped; the calls not yet
+dispatched get an ``ABORTED_BEFORE_DISPATCH`` result from `abort_rest`, which
+the turn's ending calls.  Nothing is started once the turn is stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+from pydantic import ValidationError
+
+from ..jsonrpc.connection import ConnectionClosed
+from ..jsonrpc.errors import RemoteError
+from . import permissions as perm
+from .base import ToolContext, ToolError, ToolOutput
+from .paths import inside
+from .state import ToolState
+
+if TYPE_CHECKING:
+    from ..loop.turn import Turn
+
+log = logging.getLogger("acp_bridge.tools")
+
+ABORTED_BEFORE_DISPATCH: Final = "ABORTED_BEFORE_DISPATCH"
+# _ask's answer when the turn was stopped while asking.
+STOPPED: Final = "<stopped>"
+
+
+def aborted_text(name: str) -> str:
+    return (
+        f"{ABORTED_BEFORE_DISPATCH}: the user stopped the turn before this {name} call "
+        "was dispatched. It did not run."
+    )
+
+
+def unavailable_tool_text(name: str) -> str:
+    return f"Tool {name!r} is not available in this session. Continue without it."
+
+
+def stopped_text(name: str) -> str:
+    return f"The user stopped the turn while this {name} call was running; it returned no result."
+
+
+def permission_stopped_text(name: str) -> str:
+    return (
+        f"The user stopped the turn while permission for this {name} call was being asked. "
+        "It did not run."
+    )
+
+
+def _text(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text}]
+
+
+def _shown(text: str) -> list[dict[str, Any]]:
+    return [{"type": "content", "content": {"type": "text", "text": text}}]
+
+
+class ToolRunner:
+    def __init__(self, turn: Turn, state: ToolState) -> None:
+        self.turn = turn
+        self.state = state
+        # Calls of the step not yet dispatched, in model order.
+        self.queue: list[dict[str, Any]] = []
+
+    async def run(self, calls: list[dict[str, Any]]) -> None:
+        self.queue = list(calls)
+        while self.queue:
+            if self.turn.cause is not None:
+                return  # stopped: the ending gives the rest ABORTED_BEFORE_DISPATCH
+            await self._one(self.queue[0])
+
+    def abort_rest(self) -> None:
+        """Every call not yet dispatched gets its aborted result and final status."""
+        rec = self.turn.rec
+        for call in self.queue:
+            text = aborted_text(call["name"])
+            rec.tool_call(call["id"], call["name"], call["input"], "aborted")
+            rec.tool_result(call["id"], _text(text), is_error=True)
+            self._final(call["id"], "failed", _shown(text), None)
+        self.queue = []
+
+    # -- one call -----------------------------------------------------------
+
+    def _finish(
+        self, call: dict[str, Any], status: str, output: ToolOutput, *, popped: bool = True
+    ) -> None:
+        rec = self.turn.rec
+        if call["id"] not in rec.unanswered:
+            rec.tool_call(call["id"], call["name"], call["input"], status)
+        if popped and self.queue and self.queue[0] is call:
+            self.queue.pop(0)
+        rec.tool_result(call["id"], _text(output.text), is_error=output.is_error)
+        final = "failed" if output.is_error else "completed"
+        self._final(call["id"], final, output.content + _shown(output.text), output.raw_output)
+
+    def _final(
+        self, call_id: str, status: str, content: list[dict[str, Any]], raw: dict[str, Any] | None
+    ) -> None:
+        update: dict[str, Any] = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call_id,
+            "status": status,
+            "content": content,
+        }
+        if raw is not None:
+            update["rawOutput"] = raw
+        self.turn.show_tool(update)
+
+    async def _one(self, call: dict[str, Any]) -> None:
+        state, turn = self.state, self.turn
+        name = call["name"]
+        tool = state.registry.get(name)
+        if tool is None:
+            self._finish(
+                call, "unavailable", ToolOutput(unavailable_tool_text(name), is_error=True)
+            )
+            return
+        try:
+            args = tool.args_model.model_validate(call["input"])
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            text = f"Invalid arguments for {name}: {problems}. It did not run."
+            self._finish(call, "refused", ToolOutput(text, is_error=True))
+            return
+        ctx = self._context(call["id"])
+        title = tool.title(args)
+        paths = tool.paths(args, ctx)
+        shown: dict[str, Any] = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call["id"],
+            "title": title,
+            "kind": tool.kind,
+            "status": "pending",
+            "locations": tool.locations(args, ctx),
+            "rawInput": call["input"],
+        }
+        turn.show_tool(shown)
+        outside = [p for p in paths if not inside(p, state.roots)]
+        decision = perm.decide(
+            mode=state.mode,
+            kind=tool.kind,
+            read_only=tool.read_only,
+            outside=bool(outside),
+            remembered=state.rules.get(name),
+        )
+        if decision == perm.REFUSE_MODE:
+            self._finish(call, "refused", ToolOutput(perm.read_only_text(name), is_error=True))
+            return
+        if decision == perm.REFUSE_REMEMBERED:
+            text = perm.declined_text(name, "they chose to always reject it")
+            self._finish(call, "refused", ToolOutput(text, is_error=True))
+            return
+        if decision == perm.ASK:
+            why = await self._ask(call, shown, outside)
+            if why is STOPPED:
+                return
+            if why is not None:
+                self._finish(
+                    call, "refused", ToolOutput(perm.declined_text(name, why), is_error=True)
+                )
+                return
+        if turn.cause is not None:
+            return  # stopped while asking: still undispatched
+        if state.mode == "read_only" and not tool.read_only:
+            # Switched to read-only while the user was being asked.
+            self._finish(call, "refused", ToolOutput(perm.read_only_text(name), is_error=True))
+            return
+        self.queue.pop(0)
+        turn.rec.tool_call(call["id"], name, call["input"], "dispatched")
+        turn.show_tool(
+            {"sessionUpdate": "tool_call_update", "toolCallId": call["id"], "status": "in_progress"}
+        )
+        output = await self._execute(tool, args, ctx, call)
+        self._finish(call, "dispatched", output, popped=False)
+
+    async def _ask(
+        self, call: dict[str, Any], shown: dict[str, Any], outside: list[str]
+    ) -> str | None:
+        """Ask the user; None when allowed, else why it was declined."""
+        state, turn = self.state, self.turn
+        name = call["name"]
+        tool_call = {k: v for k, v in shown.items() if k != "sessionUpdate"}
+        params = {
+            "sessionId": state.session_id,
+            "toolCall": tool_call,
+            "options": perm.OUTSIDE_OPTIONS if outside else perm.OPTIONS,
+        }
+        try:
+            result = await turn.await_editor(
+                "permission:" + call["id"],
+                lambda: state.request("session/request_permission", params),
+            )
+        except anyio.get_cancelled_exc_class():
+            # A Stop while the user was being asked: our request is cancelled
+            # ($/cancel_request) and the call never runs.
+            self._permission_stopped(call)
+            raise
+        except (RemoteError, ConnectionClosed) as exc:
+            log.info("permission request for %s failed: %s", call["id"], exc)
+            result = None
+        option = perm.chosen(result)
+        if option is None and turn.cause is not None:
+            # The editor answered "cancelled" because the user pressed Stop.
+            self._permission_stopped(call)
+            return STOPPED
+        where = f" ({perm.outside_text(outside)})" if outside else ""
+        if option is None:
+            return "they dismissed the permission request" + where
+        if (
+            option in (perm.ALLOW_ALWAYS, perm.REJECT_ALWAYS)
+            and not outside
+            and not turn.rec.closed
+        ):
+            state.remember(name, option)
+        if option in (perm.ALLOW_ONCE, perm.ALLOW_ALWAYS):
+            return None
+        always = option == perm.REJECT_ALWAYS
+        return ("they chose to always reject it" if always else "they rejected it") + where
+
+    def _permission_stopped(self, call: dict[str, Any]) -> None:
+        if self.queue and self.queue[0] is call:
+            self.queue.pop(0)
+        rec = self.turn.rec
+        text = permission_stopped_text(call["name"])
+        rec.tool_call(call["id"], call["name"], call["input"], "aborted")
+        rec.tool_result(call["id"], _text(text), is_error=True)
+        self._final(call["id"], "failed", _shown(text), None)
+
+    async def _execute(
+        self, tool: Any, args: Any, ctx: ToolContext, call: dict[str, Any]
+    ) -> ToolOutput:
+        turn = self.turn
+        try:
+            async with turn.in_flight.track("tool:" + call["id"]):
+                with anyio.move_on_after(self.state.tool_timeout) as timer:
+                    output: ToolOutput = await tool.run(args, ctx)
+                    return output
+            if timer.cancelled_caught:
+                if ctx.partial is not None:
+                    return ctx.partial
+                return ToolOutput(
+                    f"{call['name']} timed out after {self.state.tool_timeout:g} s: stopped.",
+                    is_error=True,
+                )
+            # The in-flight scope was cancelled (a Stop) and the tool swallowed it.
+            return ctx.partial or ToolOutput(stopped_text(call["name"]), is_error=True)
+        except anyio.get_cancelled_exc_class():
+            output = ctx.partial or ToolOutput(stopped_text(call["name"]), is_error=True)
+            self._finish(call, "dispatched", output, popped=False)
+            raise
+        except ToolError as exc:
+            return ToolOutput(f"{call['name']} failed: {exc}", is_error=True)
+        except RemoteError as exc:
+            return ToolOutput(
+                f"{call['name']} failed: the editor answered an error: {exc.message} ({exc.code})",
+                is_error=True,
+            )
+        except ConnectionClosed:
+            return ToolOutput(f"{call['name']} failed: the editor went away", is_error=True)
+        except Exception as exc:
+            log.exception("tool %s failed", call["name"])
+            return ToolOutput(
+                f"{call['name']} failed with an internal error: {type(exc).__name__}: {exc}",
+                is_error=True,
+            )
+
+    def _context(self, call_id: str) -> ToolContext:
+        state, turn = self.state, self.turn
+        share = max(state.cancel_deadline * 0.3, 0.05)
+
+        async def request(method: str, params: dict[str, Any]) -> Any:
+            if turn.cause is not None or turn.rec.closed:
+                # Never start an editor request for a stopped turn.
+                await anyio.lowlevel.checkpoint()
+                raise ToolError("the turn was stopped")
+            return await turn.await_editor(
+                f"{method}:{call_id}", lambda: state.request(method, params)
+            )
+
+        async def cleanup(method: str, params: dict[str, Any]) -> Any | None:
+            if turn.rec.closed:
+                return None
+            with anyio.CancelScope(shield=True), anyio.move_on_after(share):
+                try:
+                    return await state.request(method, params)
+                except (RemoteError, ConnectionClosed) as exc:
+                    log.info("%s during cleanup failed: %s", method, exc)
+            return None
+
+        async def settle(method: str, params: dict[str, Any]) -> Any:
+            """A request whose effect must be known (a terminal created, a file
+            written): a Stop does not abandon it, it waits a bounded while for
+            the answer (then cancels it)."""
+            if turn.cause is not None or turn.rec.closed:
+                await anyio.lowlevel.checkpoint()
+                raise ToolError("the turn was stopped")
+            box: dict[str, Any] = {}
+            done = anyio.Event()
+
+            async def call() -> None:
+                try:
+                    box["result"] = await state.request(method, params)
+                except (RemoteError, ConnectionClosed) as exc:
+                    box["error"] = exc
+                finally:
+                    done.set()
+
+            with anyio.CancelScope(shield=True):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    with turn.awaiting_editor(), anyio.move_on_after(state.tool_timeout):
+                        async with turn.in_flight.track(f"{method}:{call_id}"):
+                            await done.wait()
+                    if not done.is_set():
+                        with anyio.move_on_after(share):
+                            await done.wait()
+                        tg.cancel_scope.cancel()
+            # A Stop is raised by the tool's next editor request: it still
+            # learns what this one did (a terminal to kill and release).
+            if "error" in box:
+                raise box["error"]
+            if "result" not in box:
+                raise ToolError(f"the editor did not answer {method}")
+            return box["result"]
+
+        def update(fields: dict[str, Any]) -> None:
+            turn.show_tool({"sessionUpdate": "tool_call_update", "toolCallId": call_id, **fields})
+
+        return ToolContext(
+            session_id=state.session_id,
+            cwd=state.cwd,
+            roots=state.roots,
+            capabilities=state.capabilities,
+            call_id=call_id,
+            request=request,
+            settle=settle,
+            cleanup=cleanup,
+            update=update,
+            stopped=lambda: turn.cause is not None,
+            hidden_env=state.hidden_env,
+            timeout_s=state.tool_timeout,
+        )

@@ -1,0 +1,148 @@
+"""Built-in search tools over the session's directories: ``find_files`` and ``search_text``.
+
+ACP has no editor method for searching, so these read the local file system,
+only under the session's ``cwd`` and additional directories (hidden
+directories such as ``.git`` and ``node_modules`` are skipped).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, Field
+
+from .base import Tool, ToolContext, ToolError, ToolOutput
+from .paths import truncate
+
+MAX_MATCHES = 200
+_SKIP_DIRS = {"node_modules", "__pycache__"}
+
+
+def _walk(root: str) -> Iterator[str]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
+        for name in sorted(filenames):
+            yield os.path.join(dirpath, name)
+
+
+def _roots(path: str | None, ctx: ToolContext) -> list[str]:
+    return [ctx.resolve(path)] if path else list(ctx.roots)
+
+
+class FindArgs(BaseModel):
+    pattern: str = Field(
+        description="Glob matched against paths relative to the directory, e.g. '**/*.py' or '*.md'"
+    )
+    path: str | None = Field(
+        default=None, description="Directory to search (default: all the session's directories)"
+    )
+
+
+class FindFiles(Tool[FindArgs]):
+    name = "find_files"
+    description = "Find files by name (a glob pattern) in the session's directories."
+    kind = "search"
+    args_model = FindArgs
+    read_only = True
+
+    def title(self, args: FindArgs) -> str:
+        return f"Find {args.pattern}"
+
+    def paths(self, args: FindArgs, ctx: ToolContext) -> list[str]:
+        return _roots(args.path, ctx)
+
+    def locations(self, args: FindArgs, ctx: ToolContext) -> list[dict[str, Any]]:
+        return []
+
+    async def run(self, args: FindArgs, ctx: ToolContext) -> ToolOutput:
+        roots = _roots(args.path, ctx)
+        found = await anyio.to_thread.run_sync(_find, roots, args.pattern, abandon_on_cancel=True)
+        return _listing(found, "files", ctx)
+
+
+def _find(roots: list[str], pattern: str) -> list[str]:
+    out: list[str] = []
+    for root in roots:
+        for path in _walk(root):
+            rel = os.path.relpath(path, root)
+            if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern):
+                out.append(path)
+                if len(out) > MAX_MATCHES:
+                    return out
+    return out
+
+
+class SearchArgs(BaseModel):
+    pattern: str = Field(description="Regular expression (Python syntax) searched line by line")
+    path: str | None = Field(
+        default=None,
+        description="File or directory to search (default: all the session's directories)",
+    )
+    glob: str | None = Field(
+        default=None, description="Only files whose name matches this glob, e.g. '*.py'"
+    )
+
+
+class SearchText(Tool[SearchArgs]):
+    name = "search_text"
+    description = "Search text files in the session's directories for a regular expression."
+    kind = "search"
+    args_model = SearchArgs
+    read_only = True
+
+    def title(self, args: SearchArgs) -> str:
+        return f"Search for {args.pattern!r}"
+
+    def paths(self, args: SearchArgs, ctx: ToolContext) -> list[str]:
+        return _roots(args.path, ctx)
+
+    def locations(self, args: SearchArgs, ctx: ToolContext) -> list[dict[str, Any]]:
+        return []
+
+    async def run(self, args: SearchArgs, ctx: ToolContext) -> ToolOutput:
+        try:
+            regex = re.compile(args.pattern)
+        except re.error as exc:
+            raise ToolError(f"not a valid regular expression: {exc}") from None
+        roots = _roots(args.path, ctx)
+        found = await anyio.to_thread.run_sync(
+            _search, roots, regex, args.glob, abandon_on_cancel=True
+        )
+        return _listing(found, "matching lines", ctx)
+
+
+def _search(roots: list[str], regex: re.Pattern[str], glob: str | None) -> list[str]:
+    out: list[str] = []
+    for root in roots:
+        files = [root] if os.path.isfile(root) else _walk(root)
+        for path in files:
+            if glob and not fnmatch.fnmatch(os.path.basename(path), glob):
+                continue
+            try:
+                with open(path, encoding="utf-8") as f:
+                    for number, line in enumerate(f, 1):
+                        if regex.search(line):
+                            out.append(f"{path}:{number}: {line.rstrip()[:300]}")
+                            if len(out) > MAX_MATCHES:
+                                return out
+            except (OSError, UnicodeDecodeError):
+                continue  # binary or unreadable: not a text match
+    return out
+
+
+def _listing(found: list[str], what: str, ctx: ToolContext) -> ToolOutput:
+    if not found:
+        return ToolOutput(f"No {what} found.", raw_output={"count": 0})
+    more = len(found) > MAX_MATCHES
+    shown = found[:MAX_MATCHES]
+    text = "\n".join(shown)
+    if more:
+        text += f"\n[more than {MAX_MATCHES} {what}; showing the first {MAX_MATCHES}: narrow it]"
+    return ToolOutput(
+        truncate(text, ctx.max_output), raw_output={"count": len(shown), "more": more}
+    )

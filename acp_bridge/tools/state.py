@@ -1,0 +1,77 @@
+"""A session's tool state: its directories, the editor's capabilities, the
+mode, and the remembered permission choices.
+
+Mode switches and remembered choices are session-level log records
+(``session/mode {mode, via}``, ``permission/rule {tool, decision}``), so
+`from_records` rebuilds the state of a session from its log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..log.writer import SessionLog
+from .base import ClientCapabilities, EditorRequest
+from .modes import DEFAULT_MODE, MODES, config_option
+from .registry import TOOLS, ToolRegistry
+
+_KEY_NAME = re.compile(r"(API_KEY|_TOKEN|_SECRET)$")
+
+
+def hidden_env(extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """Variables a command must not see: the provider key variables and any
+    variable of this process whose name looks like a key."""
+    names = {"ANTHROPIC_API_KEY", "OPENAI_API_KEY", *extra}
+    names.update(name for name in os.environ if _KEY_NAME.search(name))
+    return tuple(sorted(names))
+
+
+@dataclass
+class ToolState:
+    session_id: str
+    cwd: str
+    roots: list[str]
+    capabilities: ClientCapabilities
+    request: EditorRequest
+    log: SessionLog
+    # Sends a session/update (for mode switches).
+    emit: Callable[[dict[str, Any]], None]
+    registry: ToolRegistry = field(default_factory=lambda: TOOLS)
+    mode: str = DEFAULT_MODE
+    rules: dict[str, str] = field(default_factory=dict)
+    hidden_env: tuple[str, ...] = ()
+    tool_timeout: float = 300.0
+    cancel_deadline: float = 5.0
+
+    def set_mode(self, mode: str, via: str) -> bool:
+        """Switch the mode (``via``: ``set_mode`` or ``config_option``); False if unchanged."""
+        if mode not in MODES:
+            raise ValueError(mode)
+        if mode == self.mode:
+            return False
+        self.mode = mode
+        self.log.append("session/mode", 0, 0, mode=mode, via=via)
+        self.emit({"sessionUpdate": "current_mode_update", "currentModeId": mode})
+        return True
+
+    def remember(self, tool: str, decision: str) -> None:
+        self.rules[tool] = decision
+        self.log.append("permission/rule", 0, 0, tool=tool, decision=decision)
+
+    def config_option(self) -> dict[str, Any]:
+        return config_option(self.mode)
+
+
+def from_records(records: Iterable[Mapping[str, Any]]) -> tuple[str, dict[str, str]]:
+    """The mode and remembered choices a session's log ends with."""
+    mode, rules = DEFAULT_MODE, {}
+    for record in records:
+        if record.get("type") == "session/mode" and record.get("mode") in MODES:
+            mode = record["mode"]
+        elif record.get("type") == "permission/rule":
+            rules[str(record.get("tool"))] = str(record.get("decision"))
+    return mode, rules

@@ -1,0 +1,166 @@
+"""Unit tests of the tool layer's pure parts: paths, permission decisions,
+the registry's schemas, and the state a log rebuilds."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from acp_bridge.tools import TOOLS, Tool, ToolContext, ToolOutput, ToolRegistry
+from acp_bridge.tools import permissions as perm
+from acp_bridge.tools.base import ClientCapabilities
+from acp_bridge.tools.paths import inside, resolve, truncate
+from acp_bridge.tools.state import from_records, hidden_env
+
+
+def test_resolve_makes_paths_absolute_from_the_cwd() -> None:
+    assert resolve("a/../b.txt", "/w") == "/w/b.txt"
+    assert resolve("/etc/passwd", "/w") == "/etc/passwd"
+
+
+def test_inside_confines_to_the_roots_and_follows_symlinks(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    other = tmp_path / "other"
+    root.mkdir()
+    other.mkdir()
+    assert inside(str(root / "a.txt"), [str(root)])
+    assert inside(str(other / "b"), [str(root), str(other)])
+    assert not inside(str(tmp_path / "rootless.txt"), [str(root)])
+    assert not inside(os.path.normpath(str(root / ".." / "x")), [str(root)])
+    (root / "link").symlink_to(other)
+    assert not inside(str(root / "link" / "secret"), [str(root)])
+
+
+def test_truncate_states_the_cut() -> None:
+    assert truncate("abc", 3) == "abc"
+    assert truncate("abcdef", 3) == "abc\n[output truncated: showing the first 3 of 6 characters]"
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind", "read_only", "outside", "remembered", "expected"),
+    [
+        ("ask", "read", True, False, None, perm.RUN),
+        ("ask", "edit", False, False, None, perm.ASK),
+        ("ask", "execute", False, False, None, perm.ASK),
+        ("accept_edits", "edit", False, False, None, perm.RUN),
+        ("accept_edits", "execute", False, False, None, perm.ASK),
+        ("read_only", "edit", False, False, None, perm.REFUSE_MODE),
+        ("read_only", "execute", False, False, perm.ALLOW_ALWAYS, perm.REFUSE_MODE),
+        ("read_only", "read", True, False, None, perm.RUN),
+        ("ask", "read", True, True, None, perm.ASK),
+        ("ask", "edit", False, True, perm.ALLOW_ALWAYS, perm.ASK),
+        ("ask", "edit", False, False, perm.ALLOW_ALWAYS, perm.RUN),
+        ("accept_edits", "edit", False, False, perm.REJECT_ALWAYS, perm.REFUSE_REMEMBERED),
+    ],
+)
+def test_permission_decisions(
+    mode: str, kind: str, read_only: bool, outside: bool, remembered: str | None, expected: str
+) -> None:
+    assert (
+        perm.decide(
+            mode=mode, kind=kind, read_only=read_only, outside=outside, remembered=remembered
+        )
+        == expected
+    )
+
+
+def test_chosen_reads_only_known_selected_options() -> None:
+    selected = {"outcome": {"outcome": "selected", "optionId": "allow_always"}}
+    assert perm.chosen(selected) == "allow_always"
+    assert perm.chosen({"outcome": {"outcome": "cancelled"}}) is None
+    assert perm.chosen({"outcome": {"outcome": "selected", "optionId": "yes!"}}) is None
+    assert perm.chosen(None) is None
+
+
+def test_builtin_tools_have_exactly_the_specified_arguments() -> None:
+    specs = {spec.name: spec for spec in TOOLS.specs()}
+    assert set(specs) >= {"read_file", "write_file", "edit_file", "run_command"}
+    expected = {
+        "read_file": ({"path", "line", "limit"}, ["path"]),
+        "write_file": ({"path", "content"}, ["path", "content"]),
+        "edit_file": ({"path", "old_text", "new_text"}, ["path", "old_text", "new_text"]),
+        "run_command": ({"command", "cwd", "timeout_s"}, ["command"]),
+    }
+    for name, (properties, required) in expected.items():
+        schema = specs[name].input_schema
+        assert set(schema["properties"]) == properties, name
+        assert schema["required"] == required, name
+
+
+class _EchoArgs(BaseModel):
+    text: str
+
+
+class _Echo(Tool[_EchoArgs]):
+    name = "echo"
+    description = "Echo."
+    kind = "other"
+    args_model = _EchoArgs
+
+    async def run(self, args: _EchoArgs, ctx: ToolContext) -> ToolOutput:
+        return ToolOutput(args.text)
+
+
+def test_a_registered_tool_is_offered_with_its_schema() -> None:
+    registry = ToolRegistry()
+    registry.register(_Echo())
+    (spec,) = registry.specs()
+    assert spec.name == "echo"
+    assert spec.input_schema["properties"]["text"]["type"] == "string"
+    registry.unregister("echo")
+    assert len(registry) == 0
+
+
+def test_state_from_the_log() -> None:
+    records = [
+        {"type": "session/start"},
+        {"type": "session/mode", "mode": "read_only"},
+        {"type": "permission/rule", "tool": "write_file", "decision": "allow_always"},
+        {"type": "session/mode", "mode": "accept_edits"},
+    ]
+    assert from_records(records) == ("accept_edits", {"write_file": "allow_always"})
+
+
+def test_hidden_env_names_key_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "x")
+    names = hidden_env(["MY_KEY_VAR"])
+    assert {"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "DEEPSEEK_API_KEY", "MY_KEY_VAR"} <= set(names)
+
+
+def test_capabilities_from_initialize() -> None:
+    caps = ClientCapabilities.from_initialize(
+        {"fs": {"readTextFile": True, "writeTextFile": False}, "terminal": True}
+    )
+    assert (caps.read_text_file, caps.write_text_file, caps.terminal) == (True, False, True)
+    assert ClientCapabilities.from_initialize(None) == ClientCapabilities()
+
+
+def test_a_loaded_session_gets_its_mode_and_remembered_choices_back() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from acp_bridge.acp.tool_session import tool_state
+    from acp_bridge.loop.turn import TurnConfig
+
+    agent = SimpleNamespace(
+        client_capabilities={"terminal": True},
+        conn=SimpleNamespace(request=None),
+        config=TurnConfig(),
+    )
+    session = SimpleNamespace(
+        provider=object(), id="s", cwd="/w", log=None, outbox=None, frames=None
+    )
+    records = [
+        {"type": "session/mode", "mode": "read_only"},
+        {"type": "permission/rule", "tool": "run_command", "decision": "reject_always"},
+    ]
+    state = tool_state(cast(Any, agent), cast(Any, session), ["/x"], records)
+    assert (state.mode, state.rules, state.roots) == (
+        "read_only",
+        {"run_command": "reject_always"},
+        ["/w", "/x"],
+    )
+    assert state.capabilities.terminal

@@ -63,7 +63,7 @@ async def test_cancel_request_names_one_prompt(tmp_path: Path) -> None:
         await wait_until(update_seen(client, "agent_message_chunk"))
         await client.send(prompt(11, sid, "B"))  # queued behind A
         await client.notify("$/cancel_request", {"requestId": 11})
-        await anyio.sleep(0.3)
+        await anyio.sleep(0.3)  # a negative check: room for a wrong stop of 10 to show
         assert response(client, 10) is None, "cancelling request 11 must not stop request 10"
         await client.notify("$/cancel_request", {"requestId": 10})
         await wait_until(lambda: None not in (response(client, 10), response(client, 11)))
@@ -137,7 +137,6 @@ def test_an_editor_that_stops_reading_cannot_hold_the_exit(tmp_path: Path) -> No
     proc.stdin.flush()
     proc.stdout.readline()  # the stream has started; from now on nobody reads stdout
     time.sleep(0.5)  # the pipe fills up and the bridge's writer blocks
-    started = time.monotonic()
     proc.stdin.close()
     try:
         code = proc.wait(timeout=15)
@@ -146,8 +145,7 @@ def test_an_editor_that_stops_reading_cannot_hold_the_exit(tmp_path: Path) -> No
             proc.kill()
             proc.wait()
         proc.stdout.close()
-    assert code == 0
-    assert time.monotonic() - started < 15
+    assert code == 0  # and within the wait's bound: the exit was not held
     records = read_records(state / "sessions" / f"{sid}.jsonl")
     check_log(records)
     assert records[-1]["type"] == "turn/end"

@@ -28,6 +28,9 @@ Record = Mapping[str, Any]
 _ROLE_BLOCK_TYPES: Final = {"user": USER_BLOCK_TYPES, "assistant": ASSISTANT_BLOCK_TYPES}
 _TEXT_TYPES: Final = frozenset({"text", "reasoning"})
 _FINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
+# How a turn with an interrupted message ends: a user stop, or a crash whose
+# delivered prefix was recovered (acp_bridge.log.reopen).
+_STOP_REASONS: Final = frozenset({"cancelled", "crashed"})
 
 
 class HistoryInvalid(Exception):
@@ -546,7 +549,7 @@ class _LogChecker:
     def _check_expected(self, turn: _Turn, record: Record) -> None:
         kind, key = turn.expect[0]
         forced_end = record["type"] == "turn/end" and record.get("forced") is True
-        if forced_end and record.get("reason") == "cancelled":
+        if forced_end and record.get("reason") in _STOP_REASONS:
             turn.expect = []
             return
         if record["type"] != kind or not _matches_expected(record, key):
@@ -587,8 +590,8 @@ def _matches_expected(record: Record, key: object) -> bool:
     if kind == "stream/end":
         return record.get("attempt") == key and record.get("outcome") == "committed"
     if kind == "step/end":
-        return record["step"] == key and record.get("reason") == "cancelled"
-    return record.get("reason") == "cancelled"
+        return record["step"] == key and record.get("reason") in _STOP_REASONS
+    return record.get("reason") in _STOP_REASONS
 
 
 def _describe(kind: str, key: object) -> str:

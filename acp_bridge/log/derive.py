@@ -21,6 +21,10 @@ a missing ``turn/end``), and `acp_bridge.log.check.check_history` accepts it:
 * a turn whose ``turn/end`` reason is ``refusal`` is left out entirely (ACP:
   the refused prompt and all that came after it in the turn are not sent
   again);
+* a regenerate is a turn whose ``turn/start`` has ``regenerates: N`` (the
+  user turn it answers again) and no user message: the replies of turn N and
+  of every earlier regenerate of N are left out (they stay in the log), so
+  the history holds the user's message and the newest attempt only;
 * a ``tool_call`` block without its ``tool/result`` in the next user message
   is dropped, and so is a result whose call is not in the assistant message
   just before it, or a call whose id was already used earlier;
@@ -46,6 +50,7 @@ __all__ = [
     "delivered_prefix",
     "derive_messages",
     "is_visible_text",
+    "replaced_turns",
 ]
 
 Message = dict[str, Any]
@@ -63,11 +68,37 @@ def derive_messages(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]
     """The model history of a log (see the module docstring for the rules)."""
     records = list(records)
     refused = _refused_turns(records)
+    replaced = replaced_turns(records)
     messages: list[Message] = []
     for record in records:
-        if record.get("type") in SURFACE_TYPES and record.get("turn") not in refused:
+        kind = record.get("type")
+        if kind in SURFACE_TYPES and record.get("turn") not in refused:
+            if kind != "user/message" and record.get("turn") in replaced:
+                continue  # a reply a later regenerate replaced
             messages.append(_surface_message(record))
     return _settle(messages)
+
+
+def replaced_turns(records: Iterable[Mapping[str, Any]]) -> set[int]:
+    """The turns whose replies a later regenerate replaced.
+
+    A regenerate turn's ``turn/start`` names the user turn it answers again
+    (``regenerates``); of that turn and its regenerates, only the last keeps
+    its reply in the history.
+    """
+    attempts: dict[int, list[int]] = {}
+    replaced: set[int] = set()
+    for record in records:
+        if record.get("type") != "turn/start":
+            continue
+        target = record.get("regenerates")
+        turn = record.get("turn")
+        if type(target) is not int or type(turn) is not int:
+            continue
+        group = attempts.setdefault(target, [target])
+        replaced.update(group)
+        group.append(turn)
+    return replaced
 
 
 def delivered_prefix(

@@ -175,7 +175,7 @@ def coalesced_wire(transcript: list[tuple[str, Json]]) -> list[list[Any]]:
 def snapshot_of(runs: list[Run]) -> Json:
     # In order of creation (file names are random ids).
     logs = dict(sorted(runs[-1].logs().items(), key=lambda item: item[1][0]["at"]))
-    return normalize(
+    shot: Json = normalize(
         {
             "wire": [coalesced_wire(run.client.transcript) for run in runs],
             "logs": [coalesce_deltas(records) for records in logs.values()],
@@ -183,6 +183,7 @@ def snapshot_of(runs: list[Run]) -> Json:
         },
         paths={str(runs[-1].state_dir): "<state>", CWD: "<cwd>"},
     )
+    return shot
 
 
 def check_all(runs: list[Run], schema: AcpSchema) -> None:

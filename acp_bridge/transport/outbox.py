@@ -235,6 +235,14 @@ class Outbox:
             hook()
         batch, self._queue = self._queue, []
         self._queued_bytes = 0
+        # The batch's log records go first, in their order, then its frames:
+        # a record of delivered text (the stream/delta the hook above just
+        # queued after its frames) reaches the OS no later than the frames
+        # it describes, so a kill between the two writes loses nothing the
+        # editor got (invariant I4).
+        frames = [item for item in batch if type(item) is bytes]
+        if frames and len(frames) < len(batch):
+            batch = [item for item in batch if type(item) is not bytes] + frames
         return batch, self._queued_gen
 
     def _written(self, gen: int) -> None:

@@ -584,7 +584,8 @@ async def test_cancel_flood_then_two_prompts_at_once(tmp_path: Path) -> None:
         assert all(m.get("method") == "session/update" for m in span), span
         updates = [m["params"]["update"] for m in span]
         # The session's first turn also announces its commands and title.
-        updates = [u for u in updates if u["sessionUpdate"] not in ("available_commands_update", "session_info_update")]
+        session_state = ("available_commands_update", "session_info_update")
+        updates = [u for u in updates if u["sessionUpdate"] not in session_state]
         assert {u["sessionUpdate"] for u in updates} == {"agent_message_chunk"}
         streamed.append((message_ids(updates), "".join(u["content"]["text"] for u in updates)))
     assert received[answers[1] + 1 :] == [], "frames after the last answer"

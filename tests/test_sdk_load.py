@@ -61,8 +61,8 @@ async def test_the_sdk_loads_a_session_from_another_process(tmp_path: Path) -> N
     state = tmp_path / "state"
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
-    args = ("-m", "acp_bridge", "--provider", "fake", "--script", str(script))
-    args += ("--state-dir", str(state))
+    args = ["-m", "acp_bridge", "--provider", "fake", "--script", str(script)]
+    args += ["--state-dir", str(state)]
     live = RecordingClient()
     async with (
         stderr_file(tmp_path) as stderr,

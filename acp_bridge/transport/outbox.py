@@ -240,7 +240,7 @@ class Outbox:
         # queued after its frames) reaches the OS no later than the frames
         # it describes, so a kill between the two writes loses nothing the
         # editor got (invariant I4).
-        frames = [item for item in batch if type(item) is bytes]
+        frames: list[_Item] = [item for item in batch if type(item) is bytes]
         if frames and len(frames) < len(batch):
             batch = [item for item in batch if type(item) is not bytes] + frames
         return batch, self._queued_gen

@@ -7,20 +7,17 @@ import sys
 import orjson
 
 from .log.derive import derive_messages
-from .log.reader import LogCorrupt, read_records, session_path
+from .log.reader import LogCorrupt
+from .log.upcast import load_log
+from .sessions_cli import resolve
 
 
 def print_history(state_dir: str, session_id: str) -> int:
+    path = resolve(state_dir, session_id)  # a wrong id: the nearest ones on stderr
+    if isinstance(path, int):
+        return path
     try:
-        path = session_path(state_dir, session_id)
-    except ValueError as exc:
-        sys.stderr.write(f"acp-bridge: {exc}\n")
-        return 2
-    try:
-        records = read_records(path)
-    except FileNotFoundError:
-        sys.stderr.write(f"acp-bridge: no session {session_id!r} in {state_dir}\n")
-        return 1
+        records = load_log(path).records
     except LogCorrupt as exc:
         sys.stderr.write(f"acp-bridge: {exc}\n")
         return 1

@@ -26,7 +26,7 @@ from ..log.lock import SessionLock, SessionLocked
 from ..log.reader import LogCorrupt, session_path
 from ..log.reopen import reopen
 from ..log.replay import commands_update, replay_updates, title_from_prompt, title_update
-from ..log.upcast import load_log
+from ..log.upcast import gc_paused, load_log
 from ..loop.session import Session
 from ..loop.turn import Turn
 from ..loop.updates import UpdateFrames
@@ -178,10 +178,13 @@ class SessionMethods:
         session, records, _ = await self._open(params)
         send = self.agent.outbox.send
         replayed = False
-        for item in replay_updates(records):
-            update = item["update"]
-            replayed = replayed or update.get("sessionUpdate") == "available_commands_update"
-            send(session.frames.update(update))
+        frame = session.frames.update
+        with gc_paused():
+            for item in replay_updates(records):
+                update = item["update"]
+                if update["sessionUpdate"] == "available_commands_update":
+                    replayed = True
+                send(frame(update))
         if not replayed:
             send(session.frames.update(commands_update()))
         self.announced.add(session.id)

@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from ..transport.outbox import Outbox
 from .derive import is_visible_text
-from .upcast import load_log
+from .upcast import gc_paused, load_log
 from .writer import MODEL_TYPES, SessionLog
 
 __all__ = ["CRASHED", "Closing", "Reopened", "closing_records", "history_records", "reopen"]
@@ -76,8 +76,12 @@ class _State:
 
 
 def _scan(records: list[Record]) -> _State:
+    """The state of the log's last turn (only that turn can be open)."""
     state = _State()
-    for record in records:
+    start = len(records)
+    while start > 0 and records[start - 1].get("type") != "turn/start":
+        start -= 1
+    for record in records[max(start - 1, 0) :]:
         kind = record.get("type")
         if kind == "turn/start":
             state = _State(turn=record.get("turn", 0), ended=False)
@@ -221,12 +225,13 @@ def reopen(path: str, outbox: Outbox) -> Reopened:
     if loaded.torn:
         os.truncate(path, loaded.valid_size)
     slog = SessionLog(path, outbox, next_seq=loaded.next_seq)
-    slog.records = history_records(loaded.records)
-    records = list(loaded.records)
+    records = loaded.records
     closed: list[Record] = []
-    for kind, turn, step, fields in closing_records(records):
-        record = slog.append(kind, turn, step, **fields)
-        closed.append(record)
+    with gc_paused():
+        slog.records = history_records(records)
+        for kind, turn, step, fields in closing_records(records):
+            record = slog.append(kind, turn, step, **fields)
+            closed.append(record)
     records.extend(closed)
     if closed:
         slog.sync()

@@ -120,20 +120,29 @@ def replay_updates(records: Iterable[Record]) -> list[dict[str, Any]]:
     replaced = replaced_turns(records)
     message_ids: dict[str, str] = {}
     updates: list[dict[str, Any]] = []
+    append = updates.append
     first_turn = True
     for record in records:
+        kind = record.get("type")
+        if kind == "stream/delta":
+            # The hot path: most records of a long session are deltas.
+            chunks = _chunks(record, message_ids, markers)
+            if record.get("turn") in replaced:
+                for update in chunks:
+                    meta = update.setdefault("_meta", {"acpBridge": {}})
+                    meta["acpBridge"]["replaced"] = True
+            for update in chunks:
+                append({"sessionId": session_id, "update": update})
+            continue
         produced = _updates_of(record, message_ids, markers)
-        if first_turn and record.get("type") == "user/message":
+        if first_turn and kind == "user/message":
             first_turn = False
             produced.append(commands_update())
             title = title_from_prompt(record.get("prompt", record.get("content")) or ())
             if title is not None:
                 produced.append(title_update(title))
         for update in produced:
-            if record.get("turn") in replaced and record.get("type") == "stream/delta":
-                meta = update.setdefault("_meta", {"acpBridge": {}})
-                meta["acpBridge"]["replaced"] = True
-            updates.append({"sessionId": session_id, "update": update})
+            append({"sessionId": session_id, "update": update})
     return updates
 
 
@@ -222,10 +231,14 @@ def _chunks(
         update_kind = CHUNK_UPDATES.get(part_kind)
         if update_kind is None:
             continue
-        update: dict[str, Any] = {"sessionUpdate": update_kind}
         if message_id is not None:
-            update["messageId"] = message_id
-        update["content"] = {"type": "text", "text": text}
+            update = {
+                "sessionUpdate": update_kind,
+                "messageId": message_id,
+                "content": {"type": "text", "text": text},
+            }
+        else:
+            update = {"sessionUpdate": update_kind, "content": {"type": "text", "text": text}}
         if marker is not None:
             update["_meta"] = {"acpBridge": dict(marker)}
         out.append(update)

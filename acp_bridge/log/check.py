@@ -208,7 +208,8 @@ def check_log(records: Sequence[Mapping[str, Any]]) -> None:
       and reasoning of its ``stream`` (invariant I2), the attempt's deltas
       are prefixes of that stream, and the records of the turn after it are
       exactly: its ``stream/end`` (committed), ``step/end`` (cancelled) and
-      ``turn/end`` (cancelled).
+      ``turn/end`` (cancelled), or ``crashed`` for both when the message was
+      recovered after the process died.
     """
     checker = _LogChecker()
     for index, record in enumerate(records):

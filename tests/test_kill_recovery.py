@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 import pytest
 from harness import cwd_for_tests
 
@@ -32,6 +33,8 @@ SESSIONS = 20
 KILLS_PER_SESSION = 10
 CWD = cwd_for_tests()
 CHUNK_KINDS = ("agent_message_chunk", "agent_thought_chunk")
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "event-log.schema.json"
+VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
 
 Json = dict[str, Any]
 
@@ -135,11 +138,13 @@ async def one_session(index: int, tmp: Path, failures: list[str]) -> None:
     assert session_id is not None
     records = load_log(session_path(state, session_id)).records
     check_log(records)
+    for record in records:
+        assert VALIDATOR.is_valid(record), record
 
 
 async def test_sigkill_at_200_moments_loses_nothing_delivered(tmp_path: Path) -> None:
     failures: list[str] = []
-    limiter = anyio.CapacityLimiter(6)
+    limiter = anyio.CapacityLimiter(8)
 
     async def guarded(index: int) -> None:
         async with limiter:

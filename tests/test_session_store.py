@@ -11,10 +11,12 @@ logs, normalized like `tests/test_sessions.py`.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from acp_schema import AcpSchema, load_acp_schema
 from harness import (
@@ -31,7 +33,7 @@ from harness import (
 )
 from syrupy.assertion import SnapshotAssertion
 
-from acp_bridge.client import AcpClient
+from acp_bridge.client import AcpClient, bridge_command
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.replay import replay_updates
@@ -570,3 +572,61 @@ async def test_regenerate_after_a_stop(
     assert "".join(u["content"]["text"] for u in marked) == seen[0]
     check_all([run], schema)
     assert snapshot_of([run]) == snapshot.use_extension(SessionSnapshot)
+
+
+# -- after a crash ---------------------------------------------------------------------------
+
+
+async def test_load_after_sigkill_mid_stream_keeps_what_was_shown(
+    tmp_path: Path, schema: AcpSchema, snapshot: SnapshotAssertion
+) -> None:
+    """Killed mid-stream: the next process closes the turn as ``crashed``, replays
+    the shown text marked so, and the model's next request holds it."""
+    script = tmp_path / "one.json"
+    script.write_text(json.dumps(story_then(REPORT)))
+    state = tmp_path / "state"
+    command = bridge_command(
+        "--provider", "fake", "--script", str(script), "--state-dir", str(state)
+    )
+    process = await anyio.open_process(command, stderr=subprocess.DEVNULL)
+    killed = AcpClient(process)
+    async with process, anyio.create_task_group() as tg:
+        tg.start_soon(killed.read_loop)
+        with anyio.fail_after(30):
+            await killed.initialize()
+            sid = await killed.new_session(CWD)
+            await killed.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": killed.next_id(),
+                    "method": "session/prompt",
+                    "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "Story?"}]},
+                }
+            )
+            await wait_until(chunks_seen(killed, 4))
+        process.kill()
+        await process.wait()
+        tg.cancel_scope.cancel()
+    shown = "".join(
+        u["content"]["text"] for u in killed.updates if u["sessionUpdate"] == "agent_message_chunk"
+    )
+    assert shown == STORY
+    report: list[str] = []
+
+    async def second(client: AcpClient) -> None:
+        await client.initialize()
+        response = await load(client, sid)
+        assert response["result"]["_meta"]["acpBridge"]["turns"] == [
+            {"turn": 1, "reason": "crashed"}
+        ]
+        report.append((await client.prompt(sid, "Go on")).text())
+
+    two = await bridge(tmp_path, "two", {"responses": [REPORT]}, second)
+    replayed = updates_before_response(two.client, last_request_id(two.client, "session/load"))
+    chunks = [u for u in replayed if u["sessionUpdate"] == "agent_message_chunk"]
+    assert "".join(u["content"]["text"] for u in chunks) == shown
+    assert all(u["_meta"] == {"acpBridge": {"interrupted": True, "crashed": True}} for u in chunks)
+    assert f"last_assistant_text: {json.dumps(shown)}" in report[0]
+    assert "last_assistant_interrupted: true" in report[0]
+    check_all([two], schema)
+    assert snapshot_of([two]) == snapshot.use_extension(SessionSnapshot)

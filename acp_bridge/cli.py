@@ -3,6 +3,8 @@
     acp-bridge [serve]        serve ACP v1 on stdin/stdout (what an editor runs)
     acp-bridge demo           play an editor session in the terminal
     acp-bridge history ID     print the model history of a stored session
+    acp-bridge sessions       list stored sessions
+    acp-bridge show ID        print a stored session as a timeline
 
 Options common to every subcommand may be given before or after its name.
 """
@@ -261,6 +263,19 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument(
         "session_id", metavar="SESSION_ID", help="the id that session/new answered (sess_...)"
     )
+    sub.add_parser(
+        "sessions",
+        parents=[_common(False)],
+        help="list stored sessions: id, last update, turns, size, how the last turn ended, "
+        "cwd, title",
+    )
+    show = sub.add_parser(
+        "show",
+        parents=[_common(False)],
+        help="print a stored session as a timeline: turns, steps, attempts, errors, "
+        "interruptions, timings",
+    )
+    show.add_argument("session_id", metavar="SESSION_ID", help="the session's id (sess_...)")
     return parser
 
 
@@ -275,6 +290,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .history import print_history
 
         return print_history(state_dir, args.session_id)
+    if command == "sessions":
+        from .sessions_cli import print_sessions
+
+        return print_sessions(state_dir)
+    if command == "show":
+        from .sessions_cli import print_show
+
+        return print_show(state_dir, args.session_id)
     if command == "demo":
         from .demo import run_demo
 

@@ -2,7 +2,7 @@
 
 A damaged log is reported as ``file:line: field: reason`` with status 1,
 never with a traceback: the records are validated against their models
-(`acp_bridge.log.reader.read_valid_records`) before the history is derived.
+(`acp_bridge.log.reader.validate_records`) before the history is derived.
 """
 
 from __future__ import annotations
@@ -13,22 +13,21 @@ import sys
 import orjson
 
 from .log.derive import derive_messages
-from .log.reader import LogCorrupt, read_valid_records, session_path
+from .log.reader import LogCorrupt, validate_records
+from .log.upcast import load_log
+from .sessions_cli import resolve
 
 log = logging.getLogger("acp_bridge.history")
 
 
 def print_history(state_dir: str, session_id: str) -> int:
+    path = resolve(state_dir, session_id)  # a wrong id: the nearest ones on stderr
+    if isinstance(path, int):
+        return path
     try:
-        path = session_path(state_dir, session_id)
-    except ValueError as exc:
-        sys.stderr.write(f"acp-bridge: {_short(str(exc))}\n")
-        return 2
-    try:
-        records = read_valid_records(path, warn=_warn)
-    except FileNotFoundError:
-        sys.stderr.write(f"acp-bridge: no session {session_id!r} in {state_dir}\n")
-        return 1
+        # Upcast to today's format (a torn last line is cut), then check
+        # every record's shape before deriving from it.
+        records = validate_records(load_log(path).records, path, warn=_warn)
     except LogCorrupt as exc:
         sys.stderr.write(f"acp-bridge: corrupt session log: {_short(str(exc), 2000)}\n")
         return 1

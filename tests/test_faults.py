@@ -491,7 +491,11 @@ async def test_provider_error_before_the_first_token(tmp_path: Path) -> None:
         "retryable": True,
         "status": 529,
     }
-    assert failed.updates == []
+    # The first turn announces the session's commands and title, nothing more.
+    assert [u["sessionUpdate"] for u in failed.updates] == [
+        "available_commands_update",
+        "session_info_update",
+    ]
     assert failed.late == []
     assert again.stop_reason == "end_turn"
     assert again.text() == "Recovered."
@@ -579,6 +583,9 @@ async def test_cancel_flood_then_two_prompts_at_once(tmp_path: Path) -> None:
     for span in spans:
         assert all(m.get("method") == "session/update" for m in span), span
         updates = [m["params"]["update"] for m in span]
+        # The session's first turn also announces its commands and title.
+        session_state = ("available_commands_update", "session_info_update")
+        updates = [u for u in updates if u["sessionUpdate"] not in session_state]
         assert {u["sessionUpdate"] for u in updates} == {"agent_message_chunk"}
         streamed.append((message_ids(updates), "".join(u["content"]["text"] for u in updates)))
     assert received[answers[1] + 1 :] == [], "frames after the last answer"

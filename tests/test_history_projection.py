@@ -96,6 +96,11 @@ def surface_logs(draw: st.DrawFn) -> list[Record]:
     for _ in range(draw(st.integers(0, 40))):
         if draw(st.integers(0, 5)) == 0:
             turn += 1
+            if draw(st.integers(0, 3)) == 0:
+                # A regenerate: this turn answers an earlier user turn again.
+                target = draw(st.integers(1, turn - 1)) if turn > 1 else 1
+                start = {"type": "turn/start", "turn": turn, "step": 0, "regenerates": target}
+                records.append(start)
         records.append(draw(surface_record(turn)))
     return records
 

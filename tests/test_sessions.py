@@ -68,6 +68,15 @@ def acp_schema() -> AcpSchema:
     return schema
 
 
+# The updates a session's first turn starts with (the commands it offers, its
+# title): about the session, not the conversation.
+SESSION_STATE_UPDATES = ("available_commands_update", "session_info_update")
+
+
+def conversation(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [u for u in updates if u["sessionUpdate"] not in SESSION_STATE_UPDATES]
+
+
 # -- playing a session ------------------------------------------------------------
 
 
@@ -391,7 +400,7 @@ async def test_cancel_before_first_token(
     played = await play_session(tmp_path, script, turns)
     first, second = played.results
     assert_cancelled(first)
-    assert first.updates == []
+    assert conversation(first.updates) == []
     assert played.of_type("assistant/message", turn=1) == []
     (attempt,) = played.of_type("assistant/attempt", turn=1)
     assert (attempt["outcome"], attempt["content"]) == ("empty", [])
@@ -429,7 +438,7 @@ async def test_cancel_mid_tool_call(
     played = await play_session(tmp_path, script, turns)
     (result,) = played.results
     assert_cancelled(result)
-    kinds = [u["sessionUpdate"] for u in result.updates]
+    kinds = [u["sessionUpdate"] for u in conversation(result.updates)]
     assert kinds == ["agent_message_chunk"] * 3 + ["tool_call", "tool_call_update"]
     final = result.updates[-1]
     assert (final["toolCallId"], final["status"]) == ("call_1", "failed")
@@ -616,14 +625,14 @@ async def test_tool_call_without_tools(
     played = await play_session(tmp_path, script, turns)
     (result,) = played.results
     assert result.stop_reason == "end_turn"
-    kinds = [u["sessionUpdate"] for u in result.updates]
+    kinds = [u["sessionUpdate"] for u in conversation(result.updates)]
     assert (
         kinds
         == ["agent_message_chunk"] * 3
         + ["tool_call", "tool_call_update"]
         + ["agent_message_chunk"] * 2
     )
-    failed = result.updates[4]
+    failed = conversation(result.updates)[4]
     assert (failed["toolCallId"], failed["status"]) == ("call_1", "failed")
     error_text = unavailable_tool_text("lookup")
     (tool_result,) = played.of_type("tool/result")

@@ -23,6 +23,7 @@ from ..providers.base import Provider
 from ..transport.outbox import Outbox
 from . import config_options, tool_session
 from . import params as P
+from .sessions import SESSION_CAPABILITIES, SessionMethods
 
 log = logging.getLogger("acp_bridge.agent")
 
@@ -69,6 +70,8 @@ class Agent:
         conn.requests["session/cancel"] = _cancel_is_a_notification
         conn.cancel_hooks["session/prompt"] = self._cancel_request
         conn.arrival_hooks["session/prompt"] = self._prompt_arrived
+        # load, resume, list, close, delete, fork, regenerate, and the locks.
+        self.stored = SessionMethods(self)
 
     def set_provider_factory(self, factory: Callable[[], Provider]) -> None:
         self._provider_factory = factory
@@ -90,9 +93,10 @@ class Agent:
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
-                "loadSession": False,
+                "loadSession": True,
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
+                "sessionCapabilities": SESSION_CAPABILITIES,
             },
             "authMethods": [],
             "agentInfo": {"name": "acp-bridge", "title": "acp-bridge", "version": __version__},
@@ -121,6 +125,7 @@ class Agent:
             raise RpcError(
                 -32603, f"Cannot create the session log: {exc.strerror or exc}", {"path": path}
             ) from exc
+        self.stored.lock(session_id, path)
         slog = SessionLog(path, self.outbox)
         frames = UpdateFrames(session_id)
         session = Session(session_id, cwd, slog, provider, self.outbox, frames)
@@ -187,13 +192,15 @@ class Agent:
         except RpcError:
             session.prompts.withdraw(reply.id)
             raise
+        if self.stored.is_regenerate(blocks):
+            return await self.stored.run_regenerate(reply, session, params["prompt"])
 
         def before_start() -> bool:
             if self.closing:
                 # The editor is gone or we were told to stop: start nothing.
                 return False
             self._check_log_writable(session)
-            return True
+            return self.stored.before_turn(session, blocks)
 
         try:
             turn = await session.prompts.run(

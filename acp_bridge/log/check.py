@@ -28,6 +28,9 @@ Record = Mapping[str, Any]
 _ROLE_BLOCK_TYPES: Final = {"user": USER_BLOCK_TYPES, "assistant": ASSISTANT_BLOCK_TYPES}
 _TEXT_TYPES: Final = frozenset({"text", "reasoning"})
 _FINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
+# How a turn with an interrupted message ends: a user stop, or a crash whose
+# delivered prefix was recovered (acp_bridge.log.reopen).
+_STOP_REASONS: Final = frozenset({"cancelled", "crashed"})
 
 
 class HistoryInvalid(Exception):
@@ -205,7 +208,8 @@ def check_log(records: Sequence[Mapping[str, Any]]) -> None:
       and reasoning of its ``stream`` (invariant I2), the attempt's deltas
       are prefixes of that stream, and the records of the turn after it are
       exactly: its ``stream/end`` (committed), ``step/end`` (cancelled) and
-      ``turn/end`` (cancelled).
+      ``turn/end`` (cancelled), or ``crashed`` for both when the message was
+      recovered after the process died.
     """
     checker = _LogChecker()
     for index, record in enumerate(records):
@@ -550,7 +554,7 @@ class _LogChecker:
     def _check_expected(self, turn: _Turn, record: Record) -> None:
         kind, key = turn.expect[0]
         forced_end = record["type"] == "turn/end" and record.get("forced") is True
-        if forced_end and record.get("reason") == "cancelled":
+        if forced_end and record.get("reason") in _STOP_REASONS:
             turn.expect = []
             return
         if record["type"] != kind or not _matches_expected(record, key):
@@ -591,8 +595,8 @@ def _matches_expected(record: Record, key: object) -> bool:
     if kind == "stream/end":
         return record.get("attempt") == key and record.get("outcome") == "committed"
     if kind == "step/end":
-        return record["step"] == key and record.get("reason") == "cancelled"
-    return record.get("reason") == "cancelled"
+        return record["step"] == key and record.get("reason") in _STOP_REASONS
+    return record.get("reason") in _STOP_REASONS
 
 
 def _describe(kind: str, key: object) -> str:

@@ -21,6 +21,10 @@ a missing ``turn/end``), and `acp_bridge.log.check.check_history` accepts it:
 * a turn whose ``turn/end`` reason is ``refusal`` is left out entirely (ACP:
   the refused prompt and all that came after it in the turn are not sent
   again);
+* a regenerate is a turn whose ``turn/start`` has ``regenerates: N`` (the
+  user turn it answers again) and no user message: the replies of turn N and
+  of every earlier regenerate of N are left out (they stay in the log), so
+  the history holds the user's message and the newest attempt only;
 * a ``tool_call`` block without its ``tool/result`` in the next user message
   is dropped, and so is a result whose call is not in the assistant message
   just before it, or a call whose id was already used earlier;
@@ -51,6 +55,7 @@ __all__ = [
     "delivered_prefix",
     "derive_messages",
     "is_visible_text",
+    "replaced_turns",
 ]
 
 Message = dict[str, Any]
@@ -68,11 +73,37 @@ def derive_messages(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]
     """The model history of a log (see the module docstring for the rules)."""
     records = list(records)
     refused = _refused_turns(records)
+    replaced = replaced_turns(records)
     messages: list[Message] = []
     for record in records:
-        if record.get("type") in SURFACE_TYPES and record.get("turn") not in refused:
+        kind = record.get("type")
+        if kind in SURFACE_TYPES and record.get("turn") not in refused:
+            if kind != "user/message" and record.get("turn") in replaced:
+                continue  # a reply a later regenerate replaced
             messages.append(_surface_message(record))
     return _settle(messages)[0]
+
+
+def replaced_turns(records: Iterable[Mapping[str, Any]]) -> set[int]:
+    """The turns whose replies a later regenerate replaced.
+
+    A regenerate turn's ``turn/start`` names the user turn it answers again
+    (``regenerates``); of that turn and its regenerates, only the last keeps
+    its reply in the history.
+    """
+    attempts: dict[int, list[int]] = {}
+    replaced: set[int] = set()
+    for record in records:
+        if record.get("type") != "turn/start":
+            continue
+        target = record.get("regenerates")
+        turn = record.get("turn")
+        if type(target) is not int or type(turn) is not int:
+            continue
+        group = attempts.setdefault(target, [target])
+        replaced.update(group)
+        group.append(turn)
+    return replaced
 
 
 def delivered_prefix(
@@ -315,9 +346,11 @@ class HistoryProjection:
     """
 
     __slots__ = (
+        "_attempts",
         "_cache",
         "_dropped",
         "_refused",
+        "_replaced",
         "_seen",
         "_stable",
         "_stable_raw_role",
@@ -330,6 +363,10 @@ class HistoryProjection:
     def __init__(self, records: list[dict[str, Any]] | None = None) -> None:
         self.records: list[dict[str, Any]] = [] if records is None else records
         self._refused: set[Any] = set()
+        # Regenerates: the attempts at each user turn, and the turns whose
+        # replies a later attempt replaced (as `replaced_turns` computes them).
+        self._attempts: dict[int, list[int]] = {}
+        self._replaced: set[Any] = set()
         self._seen = 0
         self._reset()
         self._catch_up()
@@ -367,6 +404,17 @@ class HistoryProjection:
 
     def _see(self, index: int, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
+        if kind == "turn/start":
+            target, turn = record.get("regenerates"), record.get("turn")
+            if type(target) is int and type(turn) is int:
+                # A regenerate: earlier replies to that turn, usually in the
+                # stable part, leave the history.  Rare (a user's request):
+                # start again from the whole log.
+                group = self._attempts.setdefault(target, [target])
+                self._replaced.update(group)
+                group.append(turn)
+                self._reset()
+            return
         if kind == "turn/end":
             if record.get("reason") == "refusal":
                 self._refused.add(record.get("turn"))
@@ -375,6 +423,8 @@ class HistoryProjection:
                     self._reset()
             return
         if kind not in SURFACE_TYPES:
+            return
+        if kind != "user/message" and record.get("turn") in self._replaced:
             return
         if kind == "tool/result" and record.get("tool_call_id") in self._dropped:
             self._reset()
@@ -425,11 +475,13 @@ class HistoryProjection:
         return messages, first_used, raw
 
     def _raw(self, end: int) -> list[Message]:
-        refused = self._refused
+        refused, replaced = self._refused, self._replaced
         return [
             _surface_message(record)
             for record in self.records[self._start : end]
-            if record.get("type") in SURFACE_TYPES and record.get("turn") not in refused
+            if record.get("type") in SURFACE_TYPES
+            and record.get("turn") not in refused
+            and (record.get("type") == "user/message" or record.get("turn") not in replaced)
         ]
 
 

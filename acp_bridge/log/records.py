@@ -21,7 +21,8 @@ Session level (turn 0, step 0)
                      when given, ``client_info`` and ``client_capabilities``
                      from ``initialize`` as sent, ``title`` null until set
                      (``created_at`` is allowed for readers of older files;
-                     ``at`` says when)
+                     ``at`` says when); a fork has ``parent: {session_id,
+                     turn}``, the session and the last turn it copied
 
   ``session/mode``   ``{mode, via}``: the mode was switched (``ask``,
                      ``accept_edits``, ``read_only``; via ``set_mode`` or
@@ -32,22 +33,28 @@ Session level (turn 0, step 0)
                      may come at any point after ``session/start``
 
 Turn lifecycle
-  ``turn/start``     ``{}``
+  ``turn/start``     ``{regenerates?, prompt?}``  a regenerate names the user
+                     turn it answers again and has no ``user/message``; the
+                     ``/regenerate`` command keeps its blocks in ``prompt``
   ``user/message``   ``{content: [HistoryBlock], prompt}``       SURFACE
                      ``prompt``: the ACP content blocks exactly as received
                      (what a replay shows); ``content``: their history blocks
   ``turn/end``       ``{reason, forced}``  reason is an ACP stop reason
                      (``end_turn``, ``max_tokens``, ``max_turn_requests``,
                      ``refusal``, ``cancelled``) or ``disconnected``,
-                     ``error`` (the provider failed) or ``internal`` (a bug
-                     in the agent); ``forced`` is true when the cancel deadline
-                     expired and the turn was abandoned rather than unwound.
+                     ``error`` (the provider failed), ``internal`` (a bug
+                     in the agent) or ``crashed`` (closed when the log was
+                     reopened after the process died, see
+                     `acp_bridge.log.reopen`); ``forced`` is true when the
+                     cancel deadline expired and the turn was abandoned
+                     rather than unwound, and for a crashed turn.
 
 Step lifecycle (one model call and the tools it asked for)
   ``step/start``     ``{}``
   ``step/end``       ``{reason}``  (``tool_use``, ``end_turn``, ``max_tokens``,
                      ``refusal``, ``cancelled``, ``disconnected``,
-                     ``provider_error``, ``timed_out``, ``internal``)
+                     ``provider_error``, ``timed_out``, ``internal``,
+                     ``crashed``)
 
 Stream frames (the live model stream of one attempt)
   ``stream/start``   ``{attempt, provider, message_id}``  attempt: str id, unique
@@ -74,13 +81,15 @@ Surface records (the only ones that enter model history)
                          when the stream did not finish (interrupted);
                          ``usage`` is ``{input_tokens, output_tokens,
                          context_window?}`` or null if none was reported.
+                         ``recovered: "crashed"``: an interrupted message
+                         rebuilt from the deltas after the process died.
   ``tool/result``    ``{tool_call_id, content: [HistoryBlock], is_error}``
 
 Attempts and errors (never enter model history)
   ``assistant/attempt``  ``{attempt, message_id, outcome, content: [HistoryBlock]}``
                          outcome: ``empty`` (a user stop with nothing but
                          whitespace delivered), ``provider_error``,
-                         ``timed_out``, ``disconnected``, ``internal``.
+                         ``timed_out``, ``disconnected``, ``internal``, ``crashed``.
   ``agent/request-error`` ``{attempt, error: {kind, message, retryable,
                           status, request_id}, retrying?, retry_attempt?,
                           retry_delay?}``  attempt is null when the

@@ -24,8 +24,22 @@ the editor saw the stop happen):
   (its ``assistant/message`` has ``interrupted: true``);
 * ``{"abandoned": outcome}`` on every chunk of an attempt that left no
   message (``assistant/attempt``: ``empty``, ``provider_error``,
-  ``timed_out``, ``disconnected``, ``internal``); that text was shown but is
-  not in the model's history.
+  ``timed_out``, ``disconnected``, ``internal``, ``crashed``); that text was
+  shown but is not in the model's history;
+* ``{"interrupted": true, "crashed": true}`` on every chunk of a message
+  recovered after the agent process died mid-stream (`acp_bridge.log.reopen`);
+* ``"replaced": true`` added on every chunk of a reply a later regenerate
+  replaced (still shown, no longer in the model's history).
+
+After the user message of the session's first turn come the two updates the
+agent sent live when that turn started: ``available_commands_update``
+(`AVAILABLE_COMMANDS`) and ``session_info_update`` with the session's title
+(the start of that first prompt, `acp_bridge.sessions.info.title_from_prompt`
+rules), when it has one.
+
+A regenerate turn started by the ``/regenerate`` command keeps the command
+the editor sent in its ``turn/start`` (``prompt``), replayed as the user's
+message of that turn.
 """
 
 from __future__ import annotations
@@ -33,12 +47,69 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-__all__ = ["CHUNK_UPDATES", "replay_updates", "retry_notice"]
+from .derive import replaced_turns
+
+__all__ = [
+    "AVAILABLE_COMMANDS",
+    "CHUNK_UPDATES",
+    "commands_update",
+    "replay_updates",
+    "retry_notice",
+    "title_update",
+]
 
 Record = Mapping[str, Any]
 
 # stream/delta part kind -> the session update that showed it.
 CHUNK_UPDATES: Final = {"text": "agent_message_chunk", "reasoning": "agent_thought_chunk"}
+
+# The slash commands the agent offers (``available_commands_update``).
+AVAILABLE_COMMANDS: Final = (
+    {
+        "name": "regenerate",
+        "description": "Answer your last message again (the previous reply stays in the log)",
+    },
+)
+TITLE_LENGTH: Final = 60
+
+
+def commands_update() -> dict[str, Any]:
+    return {
+        "sessionUpdate": "available_commands_update",
+        "availableCommands": [dict(command) for command in AVAILABLE_COMMANDS],
+    }
+
+
+def title_update(title: str) -> dict[str, Any]:
+    return {"sessionUpdate": "session_info_update", "title": title}
+
+
+def title_from_prompt(blocks: Iterable[Mapping[str, Any]]) -> str | None:
+    """A session's title: the start of its first prompt's text, on one line.
+
+    Falls back to the name (or URI) of the first resource; None when the
+    prompt has neither.
+    """
+    fallback: str | None = None
+    for block in blocks:
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            text = " ".join(block["text"].split())
+            if text:
+                if len(text) > TITLE_LENGTH:
+                    text = text[: TITLE_LENGTH - 1].rstrip() + "\u2026"
+                return text
+        elif fallback is None:
+            for key in ("name", "uri"):
+                if isinstance(block.get(key), str) and block[key]:
+                    fallback = block[key]
+                    break
+            else:
+                resource = block.get("resource")
+                if isinstance(resource, Mapping) and isinstance(resource.get("uri"), str):
+                    fallback = resource["uri"]
+    return fallback
 
 
 def replay_updates(records: Iterable[Record]) -> list[dict[str, Any]]:
@@ -46,11 +117,32 @@ def replay_updates(records: Iterable[Record]) -> list[dict[str, Any]]:
     records = list(records)
     session_id = _session_id(records)
     markers = _markers(records)
+    replaced = replaced_turns(records)
     message_ids: dict[str, str] = {}
     updates: list[dict[str, Any]] = []
+    append = updates.append
+    first_turn = True
     for record in records:
-        for update in _updates_of(record, message_ids, markers):
-            updates.append({"sessionId": session_id, "update": update})
+        kind = record.get("type")
+        if kind == "stream/delta":
+            # The hot path: most records of a long session are deltas.
+            chunks = _chunks(record, message_ids, markers)
+            if record.get("turn") in replaced:
+                for update in chunks:
+                    meta = update.setdefault("_meta", {"acpBridge": {}})
+                    meta["acpBridge"]["replaced"] = True
+            for update in chunks:
+                append({"sessionId": session_id, "update": update})
+            continue
+        produced = _updates_of(record, message_ids, markers)
+        if first_turn and kind == "user/message":
+            first_turn = False
+            produced.append(commands_update())
+            title = title_from_prompt(record.get("prompt", record.get("content")) or ())
+            if title is not None:
+                produced.append(title_update(title))
+        for update in produced:
+            append({"sessionId": session_id, "update": update})
     return updates
 
 
@@ -92,6 +184,8 @@ def _markers(records: list[Record]) -> dict[str, dict[str, Any]]:
             continue
         if kind == "assistant/message" and record.get("interrupted") is True:
             markers[attempt] = {"interrupted": True}
+            if record.get("recovered") == "crashed":
+                markers[attempt]["crashed"] = True
         elif kind == "assistant/attempt":
             markers[attempt] = {"abandoned": record.get("outcome")}
     return markers
@@ -101,7 +195,7 @@ def _updates_of(
     record: Record, message_ids: dict[str, str], markers: dict[str, dict[str, Any]]
 ) -> list[dict[str, Any]]:
     kind = record.get("type")
-    if kind == "user/message":
+    if kind == "user/message" or (kind == "turn/start" and "prompt" in record):
         blocks = record.get("prompt", record.get("content"))
         return [
             {"sessionUpdate": "user_message_chunk", "content": dict(block)}
@@ -137,10 +231,14 @@ def _chunks(
         update_kind = CHUNK_UPDATES.get(part_kind)
         if update_kind is None:
             continue
-        update: dict[str, Any] = {"sessionUpdate": update_kind}
         if message_id is not None:
-            update["messageId"] = message_id
-        update["content"] = {"type": "text", "text": text}
+            update = {
+                "sessionUpdate": update_kind,
+                "messageId": message_id,
+                "content": {"type": "text", "text": text},
+            }
+        else:
+            update = {"sessionUpdate": update_kind, "content": {"type": "text", "text": text}}
         if marker is not None:
             update["_meta"] = {"acpBridge": dict(marker)}
         out.append(update)

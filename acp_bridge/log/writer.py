@@ -90,6 +90,11 @@ class SessionLog:
         # granularity of the writes to the editor.
         self._timed: list[bytes] = []
 
+    def restore(self, records: list[dict[str, Any]]) -> None:
+        """Start the in-memory history from the model records of a log read back."""
+        self.history = HistoryProjection(records)
+        self.records = self.history.records
+
     def append(self, type: str, turn: int, step: int, **fields: Any) -> dict[str, Any]:
         if self._parts:
             self._flush_delta()

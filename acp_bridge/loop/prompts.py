@@ -79,6 +79,7 @@ class PromptQueue:
         answer: Answer,
         before_start: Callable[[], bool],
         run_turn: Callable[[Turn], Any],
+        prepare: Callable[[Turn], None] | None = None,
     ) -> Turn | None:
         """Run one prompt's turn when its time comes; None when it started none.
 
@@ -102,6 +103,8 @@ class PromptQueue:
                 answer=answer,
             )
             turn.request_id = request_id
+            if prepare is not None:
+                prepare(turn)  # e.g. a regenerate turn's own recorder
             self.active = turn
             if cancelled_early:
                 # A cancel arrived before this turn could start: it still

@@ -1,0 +1,168 @@
+"""Reading a log written by any version of acp-bridge.
+
+Every record carries its format version ``v``.  `UPCASTERS` maps a version n
+to the function that turns a record of version n into one of version n + 1;
+`upcast` applies them in turn until the record is of the current version
+(`acp_bridge.log.records.FORMAT_VERSION`).  A record of a version newer than
+this program, or of an older one that no upcaster covers, makes the log
+unreadable (`LogCorrupt`): guessing would change what the model sees.
+
+`load_log` reads a file like `acp_bridge.log.reader.read_log` (a torn final
+line is cut off, any other bad line is an error, ``seq`` must be contiguous)
+and also upcasts every record and skips records of a type this version does
+not know, with a warning on stderr: a log written by a newer version that
+only added record types still loads, and the ``seq`` of the skipped records
+still counts when the log is continued.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from .reader import LogCorrupt
+from .records import FORMAT_VERSION, RECORD_TYPES
+
+__all__ = ["UPCASTERS", "LoadedLog", "gc_paused", "load_log", "upcast"]
+
+log = logging.getLogger("acp_bridge.log")
+
+Record = dict[str, Any]
+
+# version n -> a function from a record of version n to one of version n + 1.
+# Format version 1 is the first: nothing to upcast yet.  When version 2 comes,
+# add ``1: _v1_to_v2`` here; tests/fixtures/log-v1.jsonl (a log of version 1
+# as this program writes it) must keep loading to the same history.
+UPCASTERS: dict[int, Callable[[Record], Record]] = {}
+
+
+def upcast(record: Record, current: int | None = None) -> Record:
+    """``record`` raised to the current format version; `ValueError` if it cannot be."""
+    target = FORMAT_VERSION if current is None else current
+    version = record.get("v")
+    if type(version) is not int:
+        raise ValueError(f"unknown format version {version!r}")
+    if version > target:
+        raise ValueError(f"format version {version} is newer than this acp-bridge ({target})")
+    while version < target:
+        step = UPCASTERS.get(version)
+        if step is None:
+            raise ValueError(f"no upcaster for format version {version}")
+        record = step(record)
+        new_version = record.get("v")
+        if type(new_version) is not int or new_version != version + 1:
+            raise ValueError(f"the upcaster of version {version} returned version {new_version!r}")
+        version = new_version
+    return record
+
+
+@dataclass(slots=True)
+class LoadedLog:
+    """A log as this version understands it.
+
+    ``records``: the known records, upcast, in order (``seq`` may have gaps
+    where unknown records were skipped); ``next_seq``: the ``seq`` the next
+    appended record must have; ``valid_size``: the byte length of the complete
+    lines (a torn tail beyond it must be cut before appending); ``torn``:
+    whether there was such a tail; ``skipped``: the types of skipped records.
+    """
+
+    records: list[Record]
+    next_seq: int
+    valid_size: int
+    torn: bool
+    skipped: list[str] = field(default_factory=list)
+
+
+def _checked(values: list[Any], current: int, size: int) -> LoadedLog | None:
+    """The records of a whole file of today's records, or None if any needs more
+    than a glance (an upcast, an unknown type, a bad ``seq``): the slow path
+    then handles it and names the line."""
+    for seq, value in enumerate(values):
+        if (
+            type(value) is not dict
+            or value.get("v") != current
+            or type(value.get("v")) is not int
+            or value.get("seq") != seq
+            or type(value.get("seq")) is not int
+            or type(value.get("type")) is not str
+            or value["type"] not in RECORD_TYPES
+        ):
+            return None
+    return LoadedLog(values, len(values), size, False, [])
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: reading a long log creates hundreds
+    of thousands of containers, and the collections they trigger would cost
+    more than the parsing (JSON data holds no reference cycles)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def load_log(path: str | os.PathLike[str], *, current: int | None = None) -> LoadedLog:
+    """Read, validate and upcast a session log (see the module docstring)."""
+    with gc_paused():
+        return _load_log(path, FORMAT_VERSION if current is None else current)
+
+
+def _load_log(path: str | os.PathLike[str], current: int) -> LoadedLog:
+    with open(path, "rb") as file:
+        data = file.read()
+    lines = data.split(b"\n")
+    tail = lines.pop()
+    if not tail and lines:
+        # The usual case, a file of complete lines: parse them in one call,
+        # then check each record; any problem takes the line-by-line path.
+        try:
+            values = orjson.loads(b"[" + b",".join(lines) + b"]")
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            fast = _checked(values, current, len(data))
+            if fast is not None:
+                return fast
+    records: list[Record] = []
+    skipped: list[str] = []
+    seq = 0
+    valid_size = 0
+    for line_no, line in enumerate(lines, start=1):
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            if line_no == len(lines) and not tail:
+                return LoadedLog(records, seq, valid_size, True, skipped)
+            raise LogCorrupt(path, line_no, f"not valid JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise LogCorrupt(path, line_no, "a record must be a JSON object")
+        if value.get("v") != current or type(value.get("v")) is not int:
+            try:
+                value = upcast(value, current)
+            except ValueError as exc:
+                raise LogCorrupt(path, line_no, str(exc)) from None
+        if type(value.get("seq")) is not int or value["seq"] != seq:
+            raise LogCorrupt(path, line_no, f"seq is {value.get('seq')!r}, expected {seq}")
+        kind = value.get("type")
+        if not isinstance(kind, str):
+            raise LogCorrupt(path, line_no, "the record has no string 'type'")
+        seq += 1
+        valid_size += len(line) + 1
+        if kind not in RECORD_TYPES:
+            log.warning("%s:%d: skipping a record of unknown type %r", path, line_no, kind)
+            skipped.append(kind)
+            continue
+        records.append(value)
+    return LoadedLog(records, seq, valid_size, bool(tail), skipped)

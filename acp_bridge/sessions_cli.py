@@ -1,0 +1,264 @@
+"""``acp-bridge sessions`` and ``acp-bridge show SESSION_ID``: stored sessions, readable.
+
+Both read the logs only (they never take a session's lock, never write).
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from .log.reader import LogCorrupt, iter_session_files, session_path
+from .log.upcast import load_log
+from .sessions.info import title_of
+
+Record = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    session_id: str
+    title: str | None
+    cwd: str
+    updated: float
+    turns: int
+    size: int
+    last_ending: str | None
+
+
+def summarize(path: str) -> Summary:
+    """One row of ``acp-bridge sessions``; raises `LogCorrupt` or `OSError`."""
+    records = load_log(path).records
+    start = records[0] if records else {}
+    ends = [r for r in records if r.get("type") == "turn/end"]
+    starts = [r for r in records if r.get("type") == "turn/start"]
+    last: str | None = None
+    if starts:
+        last = ends[-1].get("reason") if ends and ends[-1]["turn"] == starts[-1]["turn"] else "open"
+    stat = os.stat(path)
+    return Summary(
+        session_id=os.path.basename(path)[: -len(".jsonl")],
+        title=title_of(records),
+        cwd=str(start.get("cwd", "")),
+        updated=stat.st_mtime,
+        turns=len(starts),
+        size=stat.st_size,
+        last_ending=last,
+    )
+
+
+def print_sessions(state_dir: str, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    rows: list[Summary] = []
+    for path in iter_session_files(state_dir):
+        try:
+            rows.append(summarize(path))
+        except (LogCorrupt, OSError) as exc:
+            sys.stderr.write(f"acp-bridge: skipping {path}: {exc}\n")
+    rows.sort(key=lambda row: row.updated, reverse=True)
+    if not rows:
+        out.write(f"no sessions in {state_dir}\n")
+        return 0
+    header = ("SESSION", "UPDATED", "TURNS", "SIZE", "LAST TURN", "CWD", "TITLE")
+    table = [header] + [
+        (
+            row.session_id,
+            _local_time(row.updated),
+            str(row.turns),
+            _size(row.size),
+            row.last_ending or "-",
+            row.cwd,
+            row.title or "",
+        )
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
+    for line in table:
+        cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
+        out.write("  ".join([*cells, line[-1]]).rstrip() + "\n")
+    return 0
+
+
+def print_show(state_dir: str, session_id: str, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    path = resolve(state_dir, session_id)
+    if isinstance(path, int):
+        return path
+    try:
+        records = load_log(path).records
+    except LogCorrupt as exc:
+        sys.stderr.write(f"acp-bridge: {exc}\n")
+        return 1
+    for line in timeline(records):
+        out.write(line + "\n")
+    return 0
+
+
+def resolve(state_dir: str, session_id: str) -> str | int:
+    """The log of ``session_id``; else an exit status, once stderr says why
+    (2: not a valid id; 1: no such session, and the nearest stored ids)."""
+    try:
+        path = session_path(state_dir, session_id)
+    except ValueError as exc:
+        sys.stderr.write(f"acp-bridge: {exc}\n")
+        return 2
+    if os.path.isfile(path):
+        return path
+    sys.stderr.write(f"acp-bridge: no session {session_id!r} in {state_dir}\n")
+    near = nearest(state_dir, session_id)
+    if near:
+        sys.stderr.write("did you mean:\n" + "".join(f"  {sid}\n" for sid in near))
+    return 1
+
+
+def nearest(state_dir: str, session_id: str, limit: int = 5) -> list[str]:
+    """Stored session ids that start with ``session_id``, else the most similar."""
+    ids = [os.path.basename(p)[: -len(".jsonl")] for p in iter_session_files(state_dir)]
+    prefixed = [sid for sid in ids if sid.startswith(session_id)]
+    if prefixed:
+        return prefixed[:limit]
+    return difflib.get_close_matches(session_id, ids, n=limit, cutoff=0.5)
+
+
+# -- the timeline ---------------------------------------------------------------------
+
+
+def timeline(records: Iterable[Record]) -> list[str]:
+    """A readable account of a log: turns, steps, attempts, errors, interruptions, timings."""
+    lines: list[str] = []
+    turn_at = step_at = 0.0
+    texts: dict[str, dict[str, int]] = {}
+    for record in records:
+        kind = record.get("type")
+        at = float(record.get("at") or 0.0)
+        if kind == "session/start":
+            lines.append(f"session {record.get('session_id')}  ({_local_time(at)})")
+            lines.append(f"  cwd {record.get('cwd')}  provider {record.get('provider')}")
+            parent = record.get("parent")
+            if isinstance(parent, Mapping):
+                lines.append(
+                    f"  forked from {parent.get('session_id')} at turn {parent.get('turn')}"
+                )
+        elif kind == "turn/start":
+            turn_at = at
+            again = record.get("regenerates")
+            what = f"  (regenerates turn {again})" if again is not None else ""
+            lines.append(f"turn {record.get('turn')}  {_local_time(at)}{what}")
+        elif kind == "user/message":
+            lines.append(
+                f"  user: {_quote(_blocks_text(record.get('prompt') or record.get('content')))}"
+            )
+        elif kind == "step/start":
+            step_at = at
+            lines.append(f"  step {record.get('step')}")
+        elif kind == "stream/start":
+            texts[str(record.get("attempt"))] = {}
+        elif kind == "stream/delta":
+            counts = texts.setdefault(str(record.get("attempt")), {})
+            for _, part_kind, text in record.get("parts", ()):
+                counts[part_kind] = counts.get(part_kind, 0) + len(text)
+        elif kind == "assistant/message":
+            lines.append("    " + _message_line(record))
+        elif kind == "assistant/attempt":
+            counts = texts.get(str(record.get("attempt")), {})
+            shown = ", ".join(f"{n} {k} chars" for k, n in counts.items()) or "nothing"
+            lines.append(
+                f"    attempt {record.get('attempt')}: {record.get('outcome')} ({shown} shown)"
+            )
+        elif kind in _DETAILS:
+            lines.append("    " + _DETAILS[kind](record))
+        elif kind == "step/end":
+            lines.append(f"    step ends: {record.get('reason')} after {at - step_at:.2f}s")
+        elif kind == "turn/end":
+            forced = " (forced)" if record.get("forced") else ""
+            lines.append(f"  turn ends: {record.get('reason')}{forced} after {at - turn_at:.2f}s")
+    return lines
+
+
+def _request_error(record: Record) -> str:
+    error = record.get("error") or {}
+    retry = ""
+    if record.get("retrying"):
+        retry = f", retry {record.get('retry_attempt')} in {record.get('retry_delay')}s"
+    status = f" {error['status']}" if error.get("status") else ""
+    return f"request error: {error.get('kind')}{status} {_quote(str(error.get('message')))}{retry}"
+
+
+def _internal_error(record: Record) -> str:
+    error = record.get("error") or {}
+    return f"internal error: {error.get('exception')}: {error.get('message')}"
+
+
+def _tool_call(record: Record) -> str:
+    return f"tool {record.get('tool_call_id')} {record.get('name')}: {record.get('status')}"
+
+
+def _tool_result(record: Record) -> str:
+    state = "error" if record.get("is_error") else "ok"
+    text = _quote(_blocks_text(record.get("content")))
+    return f"result {record.get('tool_call_id')}: {state} {text}"
+
+
+_DETAILS: dict[str, Callable[[Record], str]] = {
+    "agent/request-error": _request_error,
+    "agent/internal-error": _internal_error,
+    "tool/call": _tool_call,
+    "tool/result": _tool_result,
+}
+
+
+def _message_line(record: Record) -> str:
+    parts = []
+    for block in record.get("content") or ():
+        if block.get("type") in ("text", "reasoning"):
+            parts.append(f"{block['type']} {_quote(block.get('text', ''))}")
+        elif block.get("type") == "tool_call":
+            parts.append(f"tool call {block.get('id')} {block.get('name')}")
+    if record.get("recovered"):
+        label = f"message, interrupted: the agent {record['recovered']}"
+    elif record.get("interrupted"):
+        label = "message, interrupted by Stop"
+    else:
+        label = f"message ({record.get('finish')})"
+    return f"{label}: " + "; ".join(parts)
+
+
+def _blocks_text(blocks: object) -> str:
+    if not isinstance(blocks, list):
+        return ""
+    out = []
+    for block in blocks:
+        if isinstance(block, Mapping):
+            out.append(
+                str(
+                    block.get("text")
+                    or block.get("uri")
+                    or block.get("name")
+                    or f"[{block.get('type')}]"
+                )
+            )
+    return " ".join(out)
+
+
+def _quote(text: str, limit: int = 72) -> str:
+    flat = " ".join(text.split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    return f'"{flat}"'
+
+
+def _local_time(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _size(size: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024 or unit == "MiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024  # type: ignore[assignment]
+    return f"{size} B"

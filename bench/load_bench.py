@@ -1,0 +1,200 @@
+"""How long ``session/load`` takes for logs of 1k, 10k and 100k records.
+
+    python -m bench.load_bench [--sizes 1000,10000,100000] [--runs 5]
+
+For each size it writes a synthetic session log (turns of a user message, a
+streamed reply of twenty deltas with reasoning and text, every fifth turn
+stopped mid-stream, every seventh a refused tool call), spawns
+``acp-bridge`` on it, and times ``session/load`` from the request to its
+response, replay included (every update read by the client).  Prints the
+median per size, the time per record, and the updates replayed.  Not part of
+CI: timings on a shared machine are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+
+from acp_bridge.client import bridge_command
+
+CWD = "/home/user/project"
+DELTAS = 20
+
+
+def synthetic_log(session_id: str, records_wanted: int) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    at = 1_700_000_000.0
+
+    def add(type: str, turn: int, step: int, **fields: Any) -> None:
+        nonlocal at
+        at += 0.001
+        records.append(
+            {"v": 1, "seq": len(records), "at": at, "type": type, "turn": turn, "step": step}
+            | fields
+        )
+
+    add("session/start", 0, 0, session_id=session_id, cwd=CWD, provider="fake", title=None)
+    turn = 0
+    while len(records) < records_wanted:
+        turn += 1
+        text = f"Question number {turn}: what about it?"
+        add("turn/start", turn, 0)
+        block = {"type": "text", "text": text}
+        add("user/message", turn, 0, content=[block], prompt=[block])
+        add("step/start", turn, 1)
+        attempt, message = f"att_{turn:016x}", f"msg_{turn:016x}"
+        add("stream/start", turn, 1, attempt=attempt, provider="fake", message_id=message)
+        stopped = turn % 5 == 0
+        reasoning, answer, stream = "", "", []
+        for i in range(DELTAS):
+            kind, index = ("reasoning", 0) if i < 4 else ("text", 1)
+            piece = f"piece {i} of reply {turn}. "
+            add("stream/delta", turn, 1, attempt=attempt, parts=[[index, kind, piece]])
+            stream.append([i * 5.0, index, kind, piece])
+            if kind == "reasoning":
+                reasoning += piece
+            else:
+                answer += piece
+        content = [{"type": "reasoning", "text": reasoning}, {"type": "text", "text": answer}]
+        fields: dict[str, Any] = {"attempt": attempt, "message_id": message, "content": content}
+        if stopped:
+            add(
+                "assistant/message",
+                turn,
+                1,
+                **fields,
+                interrupted=True,
+                finish=None,
+                usage=None,
+                stream=stream,
+            )
+            add("stream/end", turn, 1, attempt=attempt, outcome="committed")
+            add("step/end", turn, 1, reason="cancelled")
+            add("turn/end", turn, 0, reason="cancelled", forced=False)
+        else:
+            add(
+                "assistant/message",
+                turn,
+                1,
+                **fields,
+                interrupted=False,
+                finish="end_turn",
+                usage=None,
+            )
+            add("stream/end", turn, 1, attempt=attempt, outcome="committed")
+            add("step/end", turn, 1, reason="end_turn")
+            add("turn/end", turn, 0, reason="end_turn", forced=False)
+    return records
+
+
+UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update"'
+
+
+async def time_load(state: Path, session_id: str) -> tuple[float, int]:
+    """Spawn the bridge, load the session, and time the request to its response.
+
+    The client reads raw lines and parses only the responses, so the figure
+    is the agent's (reading the log, replaying it, writing every update), not
+    a client's JSON parsing.
+    """
+    command = bridge_command("--provider", "fake", "--state-dir", str(state))
+    process = await anyio.open_process(command, stderr=subprocess.DEVNULL)
+    assert process.stdin is not None
+    assert process.stdout is not None
+    buffer = b""
+    updates = 0
+
+    async def response() -> dict[str, Any]:
+        nonlocal buffer, updates
+        assert process.stdout is not None
+        while True:
+            *lines, buffer = buffer.split(b"\n")
+            for i, line in enumerate(lines):
+                if line.startswith(UPDATE_PREFIX):
+                    updates += 1
+                    continue
+                buffer = b"\n".join([*lines[i + 1 :], buffer])
+                message: dict[str, Any] = orjson.loads(line)
+                return message
+            buffer += await process.stdout.receive(1 << 20)
+
+    async def request(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert process.stdin is not None
+        frame = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        await process.stdin.send(orjson.dumps(frame) + b"\n")
+        return await response()
+
+    async with process:
+        await request(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        params = {"sessionId": session_id, "cwd": CWD, "mcpServers": []}
+        start = time.perf_counter()
+        answer = await request(2, "session/load", params)
+        elapsed = time.perf_counter() - start
+        assert "result" in answer, answer
+        await process.stdin.aclose()
+        await process.wait()
+    return elapsed, updates
+
+
+async def main_async(sizes: list[int], runs: int) -> list[dict[str, Any]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        state = Path(tmp)
+        (state / "sessions").mkdir()
+        for size in sizes:
+            session_id = f"sess_bench_{size}"
+            records = synthetic_log(session_id, size)
+            path = state / "sessions" / f"{session_id}.jsonl"
+            path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+            times = []
+            updates = 0
+            for _ in range(runs):
+                elapsed, updates = await time_load(state, session_id)
+                times.append(elapsed)
+            median = statistics.median(times)
+            rows.append(
+                {
+                    "records": len(records),
+                    "bytes": path.stat().st_size,
+                    "updates": updates,
+                    "median_s": median,
+                    "us_per_record": median / len(records) * 1e6,
+                }
+            )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = anyio.run(main_async, sizes, args.runs)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"session/load, request to response, median of {args.runs} (replay included)")
+    print(f"{'records':>9} {'log size':>10} {'updates':>9} {'load':>10} {'per record':>11}")
+    for row in rows:
+        print(
+            f"{row['records']:>9,} {row['bytes'] / 1e6:>8.1f}MB {row['updates']:>9,} "
+            f"{row['median_s'] * 1000:>8.1f}ms {row['us_per_record']:>9.2f}µs"
+        )
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -149,21 +149,6 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
                    help="write what the provider streams as a script for --provider fake")
 
 
-_FLAG_SETTINGS = (
-    "provider",
-    "model",
-    "base_url",
-    "api_key_env",
-    "max_tokens",
-    "system",
-    "thinking_budget",
-    "reasoning_effort",
-    "max_retries",
-)
-
-
-
-
 def _seconds(maximum: float) -> Callable[[str], float]:
     """An option that is a number of seconds from 0 to ``maximum``."""
     expected = f"expected a number of seconds from 0 to {maximum:g}"
@@ -317,12 +302,12 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
 def _http_loader(args: argparse.Namespace) -> Callable[[], Callable[[], Provider]]:
     def load() -> Callable[[], Provider]:
         from .providers.build import http_provider_factory, provider_config
-        from .providers.config import ConfigError, load_profile
+        from .providers.config import FLAG_KEYS, ConfigError, load_profile
         from .server import StartupError
 
         try:
             settings = load_profile(args.config, args.profile) if args.config else {}
-            for name in _FLAG_SETTINGS:
+            for name in FLAG_KEYS:
                 value = getattr(args, name, None)
                 if value is not None:
                     settings[name] = value

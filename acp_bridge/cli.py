@@ -165,12 +165,12 @@ def _seconds(maximum: float) -> Callable[[str], float]:
     return parse
 
 
-def _count(maximum: int | None) -> Callable[[str], int]:
-    """An option that is a whole number from 1 to ``maximum`` (no upper bound if None)."""
+def _count(maximum: int | None, minimum: int = 1) -> Callable[[str], int]:
+    """An option that is a whole number from ``minimum`` to ``maximum`` (no upper bound if None)."""
     expected = (
-        f"expected a whole number from 1 to {maximum}"
+        f"expected a whole number from {minimum} to {maximum}"
         if maximum is not None
-        else "expected a whole number of at least 1"
+        else f"expected a whole number of at least {minimum}"
     )
 
     def parse(text: str) -> int:
@@ -178,7 +178,7 @@ def _count(maximum: int | None) -> Callable[[str], int]:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
-        if value < 1 or (maximum is not None and value > maximum):
+        if value < minimum or (maximum is not None and value > maximum):
             raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
         return value
 
@@ -189,17 +189,7 @@ def _count(maximum: int | None) -> Callable[[str], int]:
 _positive_int = _count(None)
 
 MAX_RETRIES = 20
-
-
-def _retries(text: str) -> int:
-    expected = f"expected a whole number from 0 to {MAX_RETRIES}"
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
-    if not 0 <= value <= MAX_RETRIES:
-        raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
-    return value
+_retries = _count(MAX_RETRIES, minimum=0)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -55,9 +55,7 @@ class AnthropicWire(VendorWire):
     name = "anthropic"
     vendor = "Anthropic"
     request_id_header = "request-id"
-
-    def endpoint(self, base_url: str) -> str:
-        return base_url.rstrip("/") + "/v1/messages"
+    path = "/v1/messages"
 
     def headers(self, key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}

@@ -57,9 +57,7 @@ class OpenAIWire(VendorWire):
     name = "openai"
     vendor = "the OpenAI-compatible server"
     request_id_header = "x-request-id"
-
-    def endpoint(self, base_url: str) -> str:
-        return base_url.rstrip("/") + "/chat/completions"
+    path = "/chat/completions"
 
     def headers(self, key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {key}"} if key else {}

@@ -151,21 +151,6 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
                    help="write what the provider streams as a script for --provider fake")
 
 
-_FLAG_SETTINGS = (
-    "provider",
-    "model",
-    "base_url",
-    "api_key_env",
-    "max_tokens",
-    "system",
-    "thinking_budget",
-    "reasoning_effort",
-    "max_retries",
-)
-
-
-
-
 def _seconds(maximum: float) -> Callable[[str], float]:
     """An option that is a number of seconds from 0 to ``maximum``."""
     expected = f"expected a number of seconds from 0 to {maximum:g}"
@@ -182,12 +167,12 @@ def _seconds(maximum: float) -> Callable[[str], float]:
     return parse
 
 
-def _count(maximum: int | None) -> Callable[[str], int]:
-    """An option that is a whole number from 1 to ``maximum`` (no upper bound if None)."""
+def _count(maximum: int | None, minimum: int = 1) -> Callable[[str], int]:
+    """An option that is a whole number from ``minimum`` to ``maximum`` (no upper bound if None)."""
     expected = (
-        f"expected a whole number from 1 to {maximum}"
+        f"expected a whole number from {minimum} to {maximum}"
         if maximum is not None
-        else "expected a whole number of at least 1"
+        else f"expected a whole number of at least {minimum}"
     )
 
     def parse(text: str) -> int:
@@ -195,7 +180,7 @@ def _count(maximum: int | None) -> Callable[[str], int]:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
-        if value < 1 or (maximum is not None and value > maximum):
+        if value < minimum or (maximum is not None and value > maximum):
             raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
         return value
 
@@ -206,17 +191,7 @@ def _count(maximum: int | None) -> Callable[[str], int]:
 _positive_int = _count(None)
 
 MAX_RETRIES = 20
-
-
-def _retries(text: str) -> int:
-    expected = f"expected a whole number from 0 to {MAX_RETRIES}"
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
-    if not 0 <= value <= MAX_RETRIES:
-        raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
-    return value
+_retries = _count(MAX_RETRIES, minimum=0)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -340,12 +315,12 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
 def _http_loader(args: argparse.Namespace) -> Callable[[], Callable[[], Provider]]:
     def load() -> Callable[[], Provider]:
         from .providers.build import http_provider_factory, provider_config
-        from .providers.config import ConfigError, load_profile
+        from .providers.config import FLAG_KEYS, ConfigError, load_profile
         from .server import StartupError
 
         try:
             settings = load_profile(args.config, args.profile) if args.config else {}
-            for name in _FLAG_SETTINGS:
+            for name in FLAG_KEYS:
                 value = getattr(args, name, None)
                 if value is not None:
                     settings[name] = value

@@ -17,14 +17,11 @@ from typing import Any
 import acp
 import openai
 from acp import (
-    PROTOCOL_VERSION,
-    InitializeResponse,
     NewSessionResponse,
     PromptResponse,
     text_block,
     update_agent_message,
 )
-from acp.schema import AgentCapabilities, Implementation
 
 from bench.ref_sdk_agent import RefSdkAgent
 
@@ -32,16 +29,11 @@ from bench.ref_sdk_agent import RefSdkAgent
 class RefOpenAIAgent(RefSdkAgent):
     """The SDK reference agent's refusals of unsupported methods, with a real prompt."""
 
+    agent_name = "ref-openai-agent"
+
     def __init__(self, base_url: str) -> None:
         super().__init__()
         self._client = openai.AsyncOpenAI(base_url=base_url, api_key="bench-key")
-
-    async def initialize(self, protocol_version: int, *args: Any, **kwargs: Any) -> Any:
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(),
-            agent_info=Implementation(name="ref-openai-agent", version="0.1.0"),
-        )
 
     async def new_session(self, cwd: str, *args: Any, **kwargs: Any) -> Any:
         return NewSessionResponse(session_id=f"sess_{uuid.uuid4().hex}")

@@ -47,6 +47,8 @@ ONE_LINE_TEXT = "Done."
 class RefSdkAgent(acp.Agent):
     """Endless streaming agent: one active turn per session, cancellable."""
 
+    agent_name = AGENT_NAME  # what ``initialize`` answers in agentInfo
+
     def __init__(self, one_line: bool = False) -> None:
         self._one_line = one_line
         self._conn: acp.Client | None = None
@@ -67,7 +69,7 @@ class RefSdkAgent(acp.Agent):
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(),
-            agent_info=Implementation(name=AGENT_NAME, version=AGENT_VERSION),
+            agent_info=Implementation(name=self.agent_name, version=AGENT_VERSION),
         )
 
     async def new_session(

@@ -9,12 +9,13 @@ and checked), so the client keeps up with the fastest agent.  See bench/README.m
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 Message = dict[str, Any]
 MAX_PROBLEMS = 8
+_UNPARSABLE: Final = object()  # what `LineStats._parse` returns for a line that is not JSON
 
 
 class LineStats:
@@ -80,9 +81,7 @@ class LineStats:
             self.updates += n
             self.chunks += chunks
             if chunks:
-                self.t_last_chunk = t
-                if self.t_first_chunk is None:
-                    self.t_first_chunk = t
+                self._chunk_read(t)
             first_end = block.index(b"\n")
             self._sample(block[:first_end])
             if n > 1:
@@ -91,14 +90,27 @@ class LineStats:
         for line in block.split(b"\n")[:-1]:
             self._line(line, t)
 
-    def _sample(self, line: bytes) -> None:
+    def _chunk_read(self, t: float) -> None:
+        self.t_last_chunk = t
+        if self.t_first_chunk is None:
+            self.t_first_chunk = t
+
+    def _malformed(self, text: str) -> None:
+        self.malformed += 1
+        self.problem(text)
+
+    def _parse(self, line: bytes) -> Any:
+        """The line's JSON value, or `_UNPARSABLE` (counted as malformed)."""
         try:
-            msg = orjson.loads(line)
+            return orjson.loads(line)
         except orjson.JSONDecodeError:
-            self.malformed += 1
-            self.problem(f"unparsable line: {line[:120]!r}")
-            return
-        self._check_update(msg)
+            self._malformed(f"unparsable line: {line[:120]!r}")
+            return _UNPARSABLE
+
+    def _sample(self, line: bytes) -> None:
+        msg = self._parse(line)
+        if msg is not _UNPARSABLE:
+            self._check_update(msg)
 
     def _check_update(self, msg: Any) -> None:
         self.sampled += 1
@@ -111,15 +123,11 @@ class LineStats:
         if not line.strip():
             self.problem("blank line on stdout")
             return
-        try:
-            msg = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            self.malformed += 1
-            self.problem(f"unparsable line: {line[:120]!r}")
+        msg = self._parse(line)
+        if msg is _UNPARSABLE:
             return
         if not isinstance(msg, dict):
-            self.malformed += 1
-            self.problem(f"not a JSON object: {line[:120]!r}")
+            self._malformed(f"not a JSON object: {line[:120]!r}")
             return
         method = msg.get("method")
         if method == "session/update":
@@ -137,9 +145,7 @@ class LineStats:
             update = params.get("update")
             if isinstance(update, dict) and update.get("sessionUpdate") == "agent_message_chunk":
                 self.chunks += 1
-                self.t_last_chunk = t
-                if self.t_first_chunk is None:
-                    self.t_first_chunk = t
+                self._chunk_read(t)
             self._check_update(msg)
         elif isinstance(method, str):
             if "id" in msg:
@@ -148,8 +154,7 @@ class LineStats:
             self.responses[msg["id"]] = msg
             self.response_time[msg["id"]] = t
         else:
-            self.malformed += 1
-            self.problem(f"neither request, notification nor response: {line[:120]!r}")
+            self._malformed(f"neither request, notification nor response: {line[:120]!r}")
 
 
 def check_update(msg: Any, session_id: str | None) -> str | None:

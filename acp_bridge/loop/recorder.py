@@ -100,42 +100,37 @@ class TurnRecorder:
         usage: Usage | None,
     ) -> None:
         """The open stream becomes a surface ``assistant/message`` (committed)."""
-        stream = self.stream
-        assert stream is not None
         fields: dict[str, Any] = {}
         if interrupted:
             fields["stream"] = self.log.delivered_stream()
-        self._append(
+        self._end_stream(
             "assistant/message",
-            self.step,
-            attempt=stream.attempt,
-            message_id=stream.message_id,
+            "committed",
             content=content,
             interrupted=interrupted,
             finish=finish,
             usage=usage_record(usage),
             **fields,
         )
-        self._close_stream("committed")
 
     def attempt(self, outcome: str, content: list[dict[str, Any]]) -> None:
         """The open stream leaves no surface message: an ``assistant/attempt`` (abandoned)."""
+        self._end_stream("assistant/attempt", "abandoned", outcome=outcome, content=content)
+
+    def _end_stream(self, record_type: str, stream_outcome: str, /, **fields: Any) -> None:
+        """The record that ends the open stream (its attempt and message id), then its close."""
         stream = self.stream
         assert stream is not None
         self._append(
-            "assistant/attempt",
+            record_type,
             self.step,
             attempt=stream.attempt,
             message_id=stream.message_id,
-            outcome=outcome,
-            content=content,
+            **fields,
         )
-        self._close_stream("abandoned")
-
-    def _close_stream(self, outcome: str) -> None:
         self.stream = None
         if not self.closed:
-            self.log.close_stream(outcome)
+            self.log.close_stream(stream_outcome)
 
     def request_error(
         self,

@@ -11,7 +11,6 @@ that ends without ``message_stop`` is a cut stream.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Final
 
 import orjson
@@ -32,7 +31,8 @@ from .base import (
 )
 from .config import ProviderConfig
 from .convert_anthropic import anthropic_messages
-from .errors import http_error, stream_error
+from .errors import stream_error
+from .vendor_wire import VendorWire
 
 __all__ = ["API_VERSION", "AnthropicParser", "AnthropicWire"]
 
@@ -51,15 +51,11 @@ STOP_REASONS: Final[dict[str, FinishReason]] = {
 _EMPTY: Final[list[StreamEvent]] = []
 
 
-class AnthropicWire:
+class AnthropicWire(VendorWire):
     name = "anthropic"
+    vendor = "Anthropic"
     request_id_header = "request-id"
-
-    def __init__(self, key_env: str) -> None:
-        self.key_env = key_env
-
-    def endpoint(self, base_url: str) -> str:
-        return base_url.rstrip("/") + "/v1/messages"
+    path = "/v1/messages"
 
     def headers(self, key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}
@@ -92,19 +88,6 @@ class AnthropicWire:
 
     def parser(self) -> AnthropicParser:
         return AnthropicParser()
-
-    def http_error(
-        self, status: int, raw: bytes, headers: Mapping[str, str], has_key: bool
-    ) -> ProviderError:
-        return http_error(
-            "Anthropic",
-            status,
-            raw,
-            headers,
-            key_env=self.key_env,
-            has_key=has_key,
-            request_id_header=self.request_id_header,
-        )
 
 
 class AnthropicParser:
@@ -157,7 +140,7 @@ class AnthropicParser:
             reason = STOP_REASONS.get(self._stop or "end_turn", "end_turn")
             return [Usage(self._input, self._output), Finish(reason)]
         if kind == "error":
-            raise stream_error("Anthropic", obj.get("error") or {})
+            raise stream_error(AnthropicWire.vendor, obj.get("error") or {})
         return _EMPTY  # ping and event types added later
 
     def _start(self, index: int, block: dict[str, Any]) -> list[StreamEvent]:

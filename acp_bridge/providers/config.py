@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_BASE_URLS",
     "DEFAULT_KEY_ENVS",
     "DEFAULT_MODELS",
+    "FLAG_KEYS",
     "ConfigError",
     "ProviderConfig",
     "load_profile",
@@ -45,21 +46,19 @@ DEFAULT_BASE_URLS: Final = {
 }
 DEFAULT_KEY_ENVS: Final = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 DEFAULT_MODELS: Final = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}
-PROFILE_KEYS: Final = frozenset(
-    {
-        "provider",
-        "model",
-        "base_url",
-        "api_key_env",
-        "max_tokens",
-        "system",
-        "thinking_budget",
-        "reasoning_effort",
-        "max_retries",
-        "retry_base_delay",
-        "images",
-    }
+# The keys a command-line flag can also set (the flag wins over the profile).
+FLAG_KEYS: Final = (
+    "provider",
+    "model",
+    "base_url",
+    "api_key_env",
+    "max_tokens",
+    "system",
+    "thinking_budget",
+    "reasoning_effort",
+    "max_retries",
 )
+PROFILE_KEYS: Final = frozenset({*FLAG_KEYS, "retry_base_delay", "images"})
 
 
 class ConfigError(Exception):

@@ -19,7 +19,6 @@ Each kind of content gets its own block index, in order of arrival.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from typing import Any, Final
 
 import orjson
@@ -39,7 +38,8 @@ from .base import (
 )
 from .config import ProviderConfig
 from .convert_openai import openai_messages
-from .errors import http_error, stream_error
+from .errors import stream_error
+from .vendor_wire import VendorWire
 
 __all__ = ["OpenAIParser", "OpenAIWire"]
 
@@ -53,15 +53,11 @@ FINISH_REASONS: Final[dict[str, FinishReason]] = {
 _EMPTY: Final[list[StreamEvent]] = []
 
 
-class OpenAIWire:
+class OpenAIWire(VendorWire):
     name = "openai"
+    vendor = "the OpenAI-compatible server"
     request_id_header = "x-request-id"
-
-    def __init__(self, key_env: str) -> None:
-        self.key_env = key_env
-
-    def endpoint(self, base_url: str) -> str:
-        return base_url.rstrip("/") + "/chat/completions"
+    path = "/chat/completions"
 
     def headers(self, key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {key}"} if key else {}
@@ -98,19 +94,6 @@ class OpenAIWire:
     def parser(self) -> OpenAIParser:
         return OpenAIParser()
 
-    def http_error(
-        self, status: int, raw: bytes, headers: Mapping[str, str], has_key: bool
-    ) -> ProviderError:
-        return http_error(
-            "the OpenAI-compatible server",
-            status,
-            raw,
-            headers,
-            key_env=self.key_env,
-            has_key=has_key,
-            request_id_header=self.request_id_header,
-        )
-
 
 class OpenAIParser:
     __slots__ = ("_calls", "_finish", "_kind", "_next", "_open", "_usage", "done")
@@ -134,7 +117,7 @@ class OpenAIParser:
         if obj.get("error") is not None:
             error = obj["error"]
             raise stream_error(
-                "the OpenAI-compatible server",
+                OpenAIWire.vendor,
                 error if isinstance(error, dict) else {"message": str(error)},
             )
         usage = obj.get("usage")
@@ -162,7 +145,7 @@ class OpenAIParser:
         if finish:
             if finish == "error":
                 raise stream_error(
-                    "the OpenAI-compatible server",
+                    OpenAIWire.vendor,
                     {"type": "error", "message": "finish_reason error"},
                 )
             self._finish = finish

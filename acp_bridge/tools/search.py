@@ -11,7 +11,7 @@ import fnmatch
 import os
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from pydantic import BaseModel, Field
@@ -30,10 +30,6 @@ def _walk(root: str) -> Iterator[str]:
             yield os.path.join(dirpath, name)
 
 
-def _roots(path: str | None, ctx: ToolContext) -> list[str]:
-    return [ctx.resolve(path)] if path else list(ctx.roots)
-
-
 class FindArgs(BaseModel):
     pattern: str = Field(
         description="Glob matched against paths relative to the directory, e.g. '**/*.py' or '*.md'"
@@ -43,24 +39,45 @@ class FindArgs(BaseModel):
     )
 
 
-class FindFiles(Tool[FindArgs]):
+class SearchArgs(BaseModel):
+    pattern: str = Field(description="Regular expression (Python syntax) searched line by line")
+    path: str | None = Field(
+        default=None,
+        description="File or directory to search (default: all the session's directories)",
+    )
+    glob: str | None = Field(
+        default=None, description="Only files whose name matches this glob, e.g. '*.py'"
+    )
+
+
+# The arguments of a search: each names in ``path`` the directory (or file) to search.
+S = TypeVar("S", FindArgs, SearchArgs)
+
+
+class _SearchTool(Tool[S]):
+    """A read-only search of ``path`` or, by default, of all the session's directories
+    (which are no locations for the editor to follow)."""
+
+    kind = "search"
+    read_only = True
+
+    def paths(self, args: S, ctx: ToolContext) -> list[str]:
+        return [ctx.resolve(args.path)] if args.path else list(ctx.roots)
+
+    def locations(self, args: S, ctx: ToolContext) -> list[dict[str, Any]]:
+        return []
+
+
+class FindFiles(_SearchTool[FindArgs]):
     name = "find_files"
     description = "Find files by name (a glob pattern) in the session's directories."
-    kind = "search"
     args_model = FindArgs
-    read_only = True
 
     def title(self, args: FindArgs) -> str:
         return f"Find {args.pattern}"
 
-    def paths(self, args: FindArgs, ctx: ToolContext) -> list[str]:
-        return _roots(args.path, ctx)
-
-    def locations(self, args: FindArgs, ctx: ToolContext) -> list[dict[str, Any]]:
-        return []
-
     async def run(self, args: FindArgs, ctx: ToolContext) -> ToolOutput:
-        roots = _roots(args.path, ctx)
+        roots = self.paths(args, ctx)
         found = await anyio.to_thread.run_sync(_find, roots, args.pattern, abandon_on_cancel=True)
         return _listing(found, "files", ctx)
 
@@ -77,39 +94,20 @@ def _find(roots: list[str], pattern: str) -> list[str]:
     return out
 
 
-class SearchArgs(BaseModel):
-    pattern: str = Field(description="Regular expression (Python syntax) searched line by line")
-    path: str | None = Field(
-        default=None,
-        description="File or directory to search (default: all the session's directories)",
-    )
-    glob: str | None = Field(
-        default=None, description="Only files whose name matches this glob, e.g. '*.py'"
-    )
-
-
-class SearchText(Tool[SearchArgs]):
+class SearchText(_SearchTool[SearchArgs]):
     name = "search_text"
     description = "Search text files in the session's directories for a regular expression."
-    kind = "search"
     args_model = SearchArgs
-    read_only = True
 
     def title(self, args: SearchArgs) -> str:
         return f"Search for {args.pattern!r}"
-
-    def paths(self, args: SearchArgs, ctx: ToolContext) -> list[str]:
-        return _roots(args.path, ctx)
-
-    def locations(self, args: SearchArgs, ctx: ToolContext) -> list[dict[str, Any]]:
-        return []
 
     async def run(self, args: SearchArgs, ctx: ToolContext) -> ToolOutput:
         try:
             regex = re.compile(args.pattern)
         except re.error as exc:
             raise ToolError(f"not a valid regular expression: {exc}") from None
-        roots = _roots(args.path, ctx)
+        roots = self.paths(args, ctx)
         found = await anyio.to_thread.run_sync(
             _search, roots, regex, args.glob, abandon_on_cancel=True
         )

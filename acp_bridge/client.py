@@ -37,6 +37,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, S
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from itertools import count
+from pathlib import Path
 from typing import IO, Any, Protocol
 
 import anyio
@@ -593,7 +594,7 @@ async def spawn(
     command: Sequence[str],
     *,
     env: dict[str, str] | None = None,
-    stderr: int | IO[Any] | None = None,
+    stderr: int | IO[Any] | Path | None = None,
     umask: int = -1,
     paused: bool = False,
     keep: bool = True,
@@ -602,8 +603,9 @@ async def spawn(
 
     The pipes are raw descriptors (`FdSink`, `FdSource`): nothing buffers
     the agent's output ahead of the client, so ``client.process.stdout.pause()``
-    really stops reading it.  ``stderr`` is passed to the process as it is:
-    a file, ``subprocess.DEVNULL``, or a descriptor such as the write end of an
+    really stops reading it.  ``stderr`` is a `Path` (the file is created or
+    truncated), or is passed to the process as it is: an open file,
+    ``subprocess.DEVNULL``, a descriptor such as the write end of an
     ``os.pipe()`` that nobody reads (close your copy after the call); ``None``
     inherits ours.  ``umask`` is set in the child before it runs (``-1``:
     unchanged).  With ``paused``, stdout is not read until
@@ -612,12 +614,17 @@ async def spawn(
     """
     to_agent_r, to_agent_w = os.pipe()
     from_agent_r, from_agent_w = os.pipe()
+    err = (
+        os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if isinstance(stderr, Path)
+        else stderr
+    )
     try:
         process = await anyio.open_process(
             list(command),
             stdin=to_agent_r,
             stdout=from_agent_w,
-            stderr=stderr,
+            stderr=err,
             env=env,
             umask=umask,
         )
@@ -626,8 +633,8 @@ async def spawn(
             os.close(fd)
         raise
     finally:
-        os.close(to_agent_r)
-        os.close(from_agent_w)
+        for fd in (to_agent_r, from_agent_w, *((err,) if isinstance(stderr, Path) else ())):
+            os.close(fd)
     agent = AgentProcess(process, FdSink(to_agent_w), FdSource(from_agent_r, paused=paused))
     return AcpClient(agent, keep=keep)
 
@@ -637,7 +644,7 @@ async def running(
     command: Sequence[str],
     *,
     env: dict[str, str] | None = None,
-    stderr: int | IO[Any] | None = None,
+    stderr: int | IO[Any] | Path | None = None,
     umask: int = -1,
     paused: bool = False,
     keep: bool = True,

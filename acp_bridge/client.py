@@ -680,6 +680,7 @@ __all__ = [
     "Pipes",
     "PromptResult",
     "RemoteError",
+    "RequestId",
     "bridge_command",
     "id_key",
     "is_response",

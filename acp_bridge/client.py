@@ -139,6 +139,9 @@ class AcpClient:
         self.on_message: Callable[[Json], None] | None = None
         self.eof = anyio.Event()
         self.stdin_closed = False
+        # A write the agent does not take within this many seconds raises
+        # `TimeoutError`: an agent that stopped reading fails the test, never hangs it.
+        self.write_within = 60.0
         self._on_update: Callable[[Json], None] | None = None
         self._framer = LineFramer()
         self._ids = count(1)
@@ -176,8 +179,9 @@ class AcpClient:
         await self._write(b"".join(orjson.dumps(m) + b"\n" for m in messages))
 
     async def _write(self, data: bytes) -> None:
-        async with self._write_lock:
-            await self.process.stdin.send(data)
+        with anyio.fail_after(self.write_within):
+            async with self._write_lock:
+                await self.process.stdin.send(data)
 
     def next_id(self) -> int:
         return next(self._ids)

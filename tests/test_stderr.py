@@ -1,8 +1,10 @@
 """stderr never blocks the bridge, even when the editor never reads it.
 
 The subprocess test is the one that matters: an editor that never reads
-stderr floods the bridge with junk lines and ``session/new`` requests that
-each log a warning, and streaming, Stop and new requests keep working.  The
+stderr floods the bridge with junk lines, responses to requests never made
+(whose warnings echo a long id: far more than the pipe holds) and
+``session/new`` requests that each log a warning, and streaming, Stop and
+new requests keep working.  The
 in-process tests pin the two mechanisms: the bounded buffer that drops (and
 counts) what stderr does not take, and the rate limit of repeated warnings.
 """
@@ -98,9 +100,13 @@ async def test_an_editor_that_never_reads_stderr_cannot_freeze_the_bridge(tmp_pa
             write_end = -1
             await client.initialize()
             session_id = await client.new_session("/")
-            # 3,000 junk lines: each is answered -32700 and logs a warning
-            # (about 300 KB of warnings, several times what the pipe holds).
+            # 3,000 junk lines: each is answered -32700 and logs a warning.
             await client.send_raw(b"".join(b"this is not json %d\n" % i for i in range(3_000)))
+            # Responses to requests never made: each warning echoes the id, so
+            # the ones before the rate limit are several times what the pipe holds.
+            long_id = "x" * 20_000
+            unasked = [{"jsonrpc": "2.0", "id": f"{i}{long_id}", "result": {}} for i in range(20)]
+            await client.send(*unasked)
             # Many session/new with an MCP server: each logs "not supported".
             server = {"name": "files", "command": "/bin/true", "args": [], "env": []}
             params = {"cwd": "/", "mcpServers": [server]}
@@ -123,5 +129,6 @@ async def test_an_editor_that_never_reads_stderr_cannot_freeze_the_bridge(tmp_pa
             if fd >= 0:
                 os.close(fd)
     assert "rejected frame" in stderr
+    assert "response to unknown request id" in stderr
     assert "(repeated; now at most one every 1s)" in stderr
     assert stderr.count("rejected frame") < 100

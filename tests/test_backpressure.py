@@ -90,7 +90,6 @@ async def test_few_bytes_wait_ahead_of_the_answer_to_a_stop(tmp_path: Path) -> N
         answer = await client.wait_response(prompt)
         assert answer["result"]["stopReason"] == "cancelled"
         ahead = client.messages.index(answer, seen) - seen
-        print(f"{ahead} chunks ahead of the answer to the Stop")
         if hasattr(fcntl, "F_GETPIPE_SZ"):
             pipe_size = fcntl.fcntl(client.agent.stdout.fd, fcntl.F_GETPIPE_SZ)
             assert pipe_size == STDOUT_PIPE_SIZE

@@ -19,7 +19,7 @@ Typical use::
 
     async with running(bridge_command("--provider", "fake", "--script", path)) as client:
         await client.initialize()
-        session_id = await client.new_session("/work")
+        session_id = await client.new_session(str(project))
         result = await client.prompt(session_id, "hi", cancel_after=3)
         assert await client.finish() == 0
 

@@ -17,23 +17,28 @@ file descriptors, in-memory streams), and:
 
 Typical use::
 
-    client = await spawn(bridge_command("--provider", "fake", "--script", path))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(client.read_loop)
+    async with running(bridge_command("--provider", "fake", "--script", path)) as client:
         await client.initialize()
-        session_id = await client.new_session("/work")
+        session_id = await client.new_session(str(project))
         result = await client.prompt(session_id, "hi", cancel_after=3)
-        await client.close_stdin()
+        assert await client.finish() == 0
+
+`spawn` runs the agent on raw pipes: a test can stop reading its stdout
+(``client.process.stdout.pause()``), send it signals, give it a umask, an
+environment, or a stderr nobody reads; every wait is bounded (``within``).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
-from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any, Protocol
+from pathlib import Path
+from typing import IO, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -134,6 +139,9 @@ class AcpClient:
         self.on_message: Callable[[Json], None] | None = None
         self.eof = anyio.Event()
         self.stdin_closed = False
+        # A write the agent does not take within this many seconds raises
+        # `TimeoutError`: an agent that stopped reading fails the test, never hangs it.
+        self.write_within = 60.0
         self._on_update: Callable[[Json], None] | None = None
         self._framer = LineFramer()
         self._ids = count(1)
@@ -147,6 +155,14 @@ class AcpClient:
     def over(cls, stdin: ByteSink, stdout: AsyncIterable[bytes], *, keep: bool = True) -> AcpClient:
         """A client on any pair of streams (raw descriptors, in-memory streams)."""
         return cls(Pipes(stdin, stdout), keep=keep)
+
+    @property
+    def agent(self) -> AgentProcess:
+        """The agent started by `spawn` or `running`: ``pid``, ``send_signal``,
+        ``wait``, and its stdout, which ``agent.stdout.pause()`` stops reading."""
+        if not isinstance(self.process, AgentProcess):
+            raise TypeError("this client was not built by spawn() or running()")
+        return self.process
 
     # -- writing -------------------------------------------------------------------
 
@@ -163,8 +179,9 @@ class AcpClient:
         await self._write(b"".join(orjson.dumps(m) + b"\n" for m in messages))
 
     async def _write(self, data: bytes) -> None:
-        async with self._write_lock:
-            await self.process.stdin.send(data)
+        with anyio.fail_after(self.write_within):
+            async with self._write_lock:
+                await self.process.stdin.send(data)
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -179,8 +196,16 @@ class AcpClient:
         """
         rid = self.next_id() if rid is None else rid
         nth = len(self.responses.get(id_key(rid), ())) + 1
-        await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        await self.send_request(method, params, rid=rid)
         return await self.wait_response(rid, nth=nth, within=within)
+
+    async def send_request(
+        self, method: str, params: Json, *, rid: RequestId | None = None
+    ) -> RequestId:
+        """Send a request without waiting; its id, for `wait_response`."""
+        rid = self.next_id() if rid is None else rid
+        await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        return rid
 
     async def notify(self, method: str, params: Json) -> None:
         await self.send({"jsonrpc": "2.0", "method": method, "params": params})
@@ -281,6 +306,27 @@ class AcpClient:
                 if self.eof.is_set():
                     raise AgentExited("the agent closed its stdout while we waited")
                 await self._changed.wait()
+
+    async def wait_until(self, condition: Callable[[], bool], *, within: float = 30) -> None:
+        """Until ``condition()`` holds, checked after every message received.
+
+        Raises `AgentExited` if the agent closes its stdout first and
+        `TimeoutError` after ``within`` seconds (a hang fails, never freezes).
+        """
+        with anyio.fail_after(within):
+            while not condition():
+                if self.eof.is_set():
+                    raise AgentExited("the agent closed its stdout while we waited")
+                await self._changed.wait()
+
+    async def finish(self, *, within: float = 60) -> int:
+        """End the agent as an editor does: close its stdin, read its stdout
+        to EOF and return its exit status (an agent started by `spawn`)."""
+        await self.close_stdin()
+        with anyio.fail_after(within):
+            status = await self.agent.wait()
+            await self.eof.wait()
+        return status
 
     async def exchange(self, frame: bytes, *, within: float = 10) -> list[Json]:
         """Send raw ``frame`` and then a ping (``initialize``); return what came
@@ -435,29 +481,213 @@ def bridge_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "acp_bridge", *args]
 
 
+# -- a subprocess on raw pipes ---------------------------------------------------------
+
+
+class FdSink:
+    """A `ByteSink` on a raw descriptor (the agent's stdin): non-blocking writes,
+    no buffer of its own, so a write waits exactly as long as the pipe is full.
+
+    ``written`` counts the bytes the pipe has taken (a write cancelled while
+    it waits has taken only part of its data).
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.written = 0
+        self.closed = False
+        os.set_blocking(fd, False)
+
+    async def send(self, data: bytes, /) -> None:
+        view = memoryview(data)
+        while view:
+            await anyio.wait_writable(self.fd)
+            try:
+                n = os.write(self.fd, view)
+            except BlockingIOError:
+                continue
+            self.written += n
+            view = view[n:]
+
+    async def aclose(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(self.fd)
+
+
+class FdSource:
+    """The agent's stdout as an async iterable of bytes from a raw descriptor,
+    one read at a time and nothing read ahead: while `pause` holds (until
+    `resume`), nothing is read, so the agent meets a full pipe, as it does
+    with an editor that is busy elsewhere.
+    """
+
+    def __init__(self, fd: int, *, paused: bool = False) -> None:
+        self.fd = fd
+        self.closed = False
+        self._go = anyio.Event()
+        if not paused:
+            self._go.set()
+        os.set_blocking(fd, False)
+
+    def pause(self) -> None:
+        """Read nothing more (a read already under way still completes)."""
+        if self._go.is_set():
+            self._go = anyio.Event()
+
+    def resume(self) -> None:
+        self._go.set()
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._chunks()
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        while not self.closed:
+            await self._go.wait()
+            await anyio.wait_readable(self.fd)
+            try:
+                data = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not data:
+                return
+            yield data
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(self.fd)
+
+
+@dataclass
+class AgentProcess:
+    """A spawned agent: its process, and our ends of its stdin and stdout pipes."""
+
+    process: anyio.abc.Process
+    stdin: FdSink
+    stdout: FdSource
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    def send_signal(self, signum: signal.Signals) -> None:
+        self.process.send_signal(signum)
+
+    async def wait(self, *, within: float = 60) -> int:
+        """The exit status; `TimeoutError` after ``within`` seconds."""
+        with anyio.fail_after(within):
+            return await self.process.wait()
+
+    async def aclose(self) -> None:
+        """Kill the agent if it still runs and close our pipe ends."""
+        if self.process.returncode is None:
+            self.process.kill()
+            with anyio.CancelScope(shield=True):
+                await self.process.wait()
+        await self.stdin.aclose()
+        self.stdout.close()
+        await self.process.aclose()
+
+
 async def spawn(
     command: Sequence[str],
     *,
     env: dict[str, str] | None = None,
-    stderr: Any = None,
+    stderr: int | IO[Any] | Path | None = None,
+    umask: int = -1,
+    paused: bool = False,
     keep: bool = True,
 ) -> AcpClient:
-    """Start ``command`` and return a client on its stdin and stdout."""
-    process = await anyio.open_process(list(command), env=env, stderr=stderr)
-    return AcpClient(process, keep=keep)
+    """Start ``command`` and return a client on its stdin and stdout.
+
+    The pipes are raw descriptors (`FdSink`, `FdSource`): nothing buffers
+    the agent's output ahead of the client, so ``client.process.stdout.pause()``
+    really stops reading it.  ``stderr`` is a `Path` (the file is created or
+    truncated), or is passed to the process as it is: an open file,
+    ``subprocess.DEVNULL``, a descriptor such as the write end of an
+    ``os.pipe()`` that nobody reads (close your copy after the call); ``None``
+    inherits ours.  ``umask`` is set in the child before it runs (``-1``:
+    unchanged).  With ``paused``, stdout is not read until
+    ``client.process.stdout.resume()``.  `AcpClient.process` is the
+    `AgentProcess` (``pid``, ``send_signal``, ``wait``).
+    """
+    to_agent_r, to_agent_w = os.pipe()
+    from_agent_r, from_agent_w = os.pipe()
+    err = (
+        os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if isinstance(stderr, Path)
+        else stderr
+    )
+    try:
+        process = await anyio.open_process(
+            list(command),
+            stdin=to_agent_r,
+            stdout=from_agent_w,
+            stderr=err,
+            env=env,
+            umask=umask,
+        )
+    except BaseException:
+        for fd in (to_agent_w, from_agent_r):
+            os.close(fd)
+        raise
+    finally:
+        for fd in (to_agent_r, from_agent_w, *((err,) if isinstance(stderr, Path) else ())):
+            os.close(fd)
+    agent = AgentProcess(process, FdSink(to_agent_w), FdSource(from_agent_r, paused=paused))
+    return AcpClient(agent, keep=keep)
+
+
+@asynccontextmanager
+async def running(
+    command: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    stderr: int | IO[Any] | Path | None = None,
+    umask: int = -1,
+    paused: bool = False,
+    keep: bool = True,
+) -> AsyncIterator[AcpClient]:
+    """`spawn` the agent and run the client's `read_loop` for the body.
+
+    On the way out (the body ended or failed) the agent is killed if it still
+    runs and the pipes are closed; use `AcpClient.finish` in the body to end
+    it as an editor does and get its exit status.
+    """
+    client = await spawn(command, env=env, stderr=stderr, umask=umask, paused=paused, keep=keep)
+    agent = client.process
+    assert isinstance(agent, AgentProcess)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.read_loop)
+            yield client
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await agent.aclose()
 
 
 __all__ = [
     "AcpClient",
     "AgentExited",
     "AgentPipes",
+    "AgentProcess",
     "ByteSink",
     "EditorHandler",
+    "FdSink",
+    "FdSource",
     "Pipes",
     "PromptResult",
     "RemoteError",
+    "RequestId",
     "bridge_command",
     "id_key",
     "is_response",
+    "running",
     "spawn",
 ]

@@ -32,7 +32,7 @@ from typing import IO, Any
 import anyio
 import anyio.abc
 
-from acp_bridge.client import AcpClient, bridge_command, id_key, is_response
+from acp_bridge.client import AcpClient, FdSink, FdSource, bridge_command, id_key, is_response
 from acp_bridge.loop.turn import TurnConfig
 from acp_bridge.providers.base import Provider
 from acp_bridge.providers.script_format import parse_script
@@ -175,43 +175,14 @@ def prompt_frame(prompt: Prompt) -> Json:
 # -- running the bridge -----------------------------------------------------------------
 
 
-class PipeSend:
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        os.set_blocking(fd, False)
-
-    async def send(self, data: bytes, /) -> None:
-        view = memoryview(data)
-        while view:
-            await anyio.wait_writable(self.fd)
-            try:
-                n = os.write(self.fd, view)
-            except BlockingIOError:
-                continue
-            view = view[n:]
+class PipeSend(FdSink):
+    """`FdSink` whose owner closes the descriptor."""
 
     async def aclose(self) -> None:
-        pass  # the owner closes the descriptor
+        pass
 
 
-class PipeReceive:
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        os.set_blocking(fd, False)
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._chunks()
-
-    async def _chunks(self) -> AsyncIterator[bytes]:
-        while True:
-            await anyio.wait_readable(self.fd)
-            try:
-                data = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                continue
-            if not data:
-                return
-            yield data
+PipeReceive = FdSource
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,7 +19,7 @@ import anyio
 import pytest
 from anyio.streams.memory import MemoryObjectSendStream
 
-from acp_bridge.client import AcpClient
+from acp_bridge.client import AcpClient, running
 from acp_bridge.jsonrpc import Connection, ConnectionClosed, RemoteError
 
 pytestmark = pytest.mark.anyio
@@ -246,3 +247,30 @@ async def test_raw_bytes_are_sent_as_they_are_and_recorded() -> None:
     ]
     raw = [entry for entry in client.transcript if entry[0] == "send-raw"]
     assert raw[0][1]["bytes"].startswith("{not json\n")
+
+
+# -- a spawned agent ------------------------------------------------------------------
+
+
+async def test_finish_closes_stdin_and_returns_the_exit_status() -> None:
+    agent = "import sys; sys.stdout.write(sys.stdin.read()); sys.exit(3)"
+    async with running([sys.executable, "-c", agent]) as client:
+        await client.send({"jsonrpc": "2.0", "method": "echo", "params": {}})
+        assert await client.finish() == 3
+        assert client.agent.returncode == 3
+    assert client.messages == [{"jsonrpc": "2.0", "method": "echo", "params": {}}]
+
+
+async def test_a_write_the_agent_never_takes_fails_instead_of_hanging() -> None:
+    agent = "import time; time.sleep(600)"  # never reads its stdin
+    async with running([sys.executable, "-c", agent]) as client:
+        client.write_within = 0.5
+        with pytest.raises(TimeoutError):
+            await client.send_raw(b"x" * (4 << 20))
+        assert 0 < client.agent.stdin.written < 4 << 20
+
+
+async def test_only_a_spawned_agent_has_a_process_handle() -> None:
+    async with agent_and_client() as (_conn, client):
+        with pytest.raises(TypeError):
+            _ = client.agent

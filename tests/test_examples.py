@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from raw_bridge import RawBridge
 
 from acp_bridge.cli import build_parser
+from acp_bridge.client import AcpClient, RequestId, bridge_command, running
 from acp_bridge.log.check import check_history, check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_valid_records, session_path
@@ -49,73 +51,102 @@ def _outcome(answer: dict[str, Any]) -> str:
     return reason
 
 
-def _check_session(bridge: RawBridge, session_id: str) -> None:
-    records = read_valid_records(session_path(str(bridge.state_dir), session_id))
+@asynccontextmanager
+async def bridge(tmp_path: Path, script: Path) -> AsyncIterator[AcpClient]:
+    """The bridge on ``script``, initialized, its state in ``tmp_path/state``."""
+    state = str(tmp_path / "state")
+    command = bridge_command("--script", str(script), "--state-dir", state)
+    async with running(command, stderr=tmp_path / "stderr.txt") as client:
+        await client.initialize()
+        yield client
+
+
+def chunks(client: AcpClient, session_id: str, since: int = 0) -> list[str]:
+    """The text of the message chunks of a session received from ``messages[since]`` on."""
+    return [
+        m["params"]["update"]["content"]["text"]
+        for m in client.messages[since:]
+        if m.get("method") == "session/update"
+        and m["params"]["sessionId"] == session_id
+        and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    ]
+
+
+async def prompt(client: AcpClient, session_id: str, text: str) -> RequestId:
+    params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+    return await client.send_request("session/prompt", params)
+
+
+async def stop_after(client: AcpClient, session_id: str, count: int, since: int = 0) -> None:
+    """Press Stop once ``count`` chunks arrived (from ``messages[since]`` on)."""
+    await client.wait_until(lambda: len(chunks(client, session_id, since)) >= count)
+    await client.notify("session/cancel", {"sessionId": session_id})
+
+
+def _check_session(tmp_path: Path, session_id: str) -> None:
+    records = read_valid_records(session_path(str(tmp_path / "state"), session_id))
     check_log(records)
     check_history(derive_messages(records))
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_an_example_serves_three_prompts(tmp_path: Path, name: str) -> None:
-    with RawBridge(tmp_path, "--script", str(EXAMPLES / name)) as bridge:
-        bridge.initialize()
-        session_id = bridge.new_session()
+async def test_an_example_serves_three_prompts(tmp_path: Path, name: str) -> None:
+    async with bridge(tmp_path, EXAMPLES / name) as client:
+        session_id = await client.new_session("/")
         outcomes = []
         for turn, expected in enumerate(EXPECTED[name], start=1):
-            since = len(bridge.seen)
-            prompt = bridge.prompt(session_id, f"message {turn}")
+            since = len(client.messages)
+            rid = await prompt(client, session_id, f"message {turn}")
             if expected == "cancelled":
-                while len(bridge.chunks(session_id, since)) < 5:
-                    bridge.next_message()
-                bridge.notify("session/cancel", {"sessionId": session_id})
-            outcomes.append(_outcome(bridge.response(prompt)))
+                await stop_after(client, session_id, 5, since)
+            outcomes.append(_outcome(await client.wait_response(rid)))
             if not expected.startswith("error"):
-                assert bridge.chunks(session_id, since), f"turn {turn} streamed nothing"
+                assert chunks(client, session_id, since), f"turn {turn} streamed nothing"
         assert outcomes == EXPECTED[name]
-        assert bridge.close() == 0
-        _check_session(bridge, session_id)
+        assert await client.finish() == 0
+    _check_session(tmp_path, session_id)
 
 
-def _report(bridge: RawBridge, session_id: str, since: int) -> dict[str, Any]:
-    text = "".join(bridge.chunks(session_id, since))
+def _report(client: AcpClient, session_id: str, since: int) -> dict[str, Any]:
+    text = "".join(chunks(client, session_id, since))
     facts = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
     return {key: json.loads(value) for key, value in facts.items()}
 
 
-def test_the_zed_example_ends_on_its_own_and_reports_the_whole_story(tmp_path: Path) -> None:
-    with RawBridge(tmp_path, "--script", str(STORY)) as bridge:
-        bridge.initialize()
-        session_id = bridge.new_session()
-        first = bridge.prompt(session_id, "Tell me a story.")
-        assert bridge.response(first)["result"] == {"stopReason": "end_turn"}
-        story = "".join(bridge.chunks(session_id))
+@pytest.mark.anyio
+async def test_the_zed_example_ends_on_its_own_and_reports_the_whole_story(tmp_path: Path) -> None:
+    async with bridge(tmp_path, STORY) as client:
+        session_id = await client.new_session("/")
+        first = await prompt(client, session_id, "Tell me a story.")
+        assert (await client.wait_response(first))["result"] == {"stopReason": "end_turn"}
+        story = "".join(chunks(client, session_id))
         assert story.endswith("The end.")
-        since = len(bridge.seen)
-        second = bridge.prompt(session_id, "What did you say?")
-        assert bridge.response(second)["result"] == {"stopReason": "end_turn"}
-        report = _report(bridge, session_id, since)
+        since = len(client.messages)
+        second = await prompt(client, session_id, "What did you say?")
+        assert (await client.wait_response(second))["result"] == {"stopReason": "end_turn"}
+        report = _report(client, session_id, since)
         assert report["last_assistant_text"] == story
         assert report["last_assistant_interrupted"] is False
-        assert bridge.close() == 0
+        assert await client.finish() == 0
 
 
-def test_the_zed_example_still_shows_stop(tmp_path: Path) -> None:
-    with RawBridge(tmp_path, "--script", str(STORY)) as bridge:
-        bridge.initialize()
-        session_id = bridge.new_session()
-        first = bridge.prompt(session_id, "Tell me a story.")
-        bridge.wait_for_chunks(session_id, 14)
-        bridge.notify("session/cancel", {"sessionId": session_id})
-        assert bridge.response(first)["result"] == {"stopReason": "cancelled"}
-        shown = "".join(bridge.chunks(session_id))
+@pytest.mark.anyio
+async def test_the_zed_example_still_shows_stop(tmp_path: Path) -> None:
+    async with bridge(tmp_path, STORY) as client:
+        session_id = await client.new_session("/")
+        first = await prompt(client, session_id, "Tell me a story.")
+        await stop_after(client, session_id, 14)
+        assert (await client.wait_response(first))["result"] == {"stopReason": "cancelled"}
+        shown = "".join(chunks(client, session_id))
         assert not shown.endswith("The end.")
-        since = len(bridge.seen)
-        second = bridge.prompt(session_id, "Go on")
-        assert bridge.response(second)["result"] == {"stopReason": "end_turn"}
-        report = _report(bridge, session_id, since)
+        since = len(client.messages)
+        second = await prompt(client, session_id, "Go on")
+        assert (await client.wait_response(second))["result"] == {"stopReason": "end_turn"}
+        report = _report(client, session_id, since)
         assert report["last_assistant_text"] == shown
         assert report["last_assistant_interrupted"] is True
-        assert bridge.close() == 0
+        assert await client.finish() == 0
 
 
 def test_the_zed_example_is_paced_for_a_person_to_press_stop() -> None:

@@ -19,7 +19,6 @@ Through the real subprocess:
 from __future__ import annotations
 
 import os
-import queue
 import re
 import resource
 import shutil
@@ -28,10 +27,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from harness import write_script
-from sync_bridge import Bridge
 
+from acp_bridge.client import AcpClient, RequestId, bridge_command, running
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 from acp_bridge.log.writer import SessionLog
@@ -66,6 +66,20 @@ def log_error(answer: dict[str, Any]) -> str | None:
     return error if isinstance(error, str) else None
 
 
+async def start_session(client: AcpClient, cwd: Path) -> str:
+    await client.initialize()
+    return await client.new_session(str(cwd))
+
+
+async def send_prompt(client: AcpClient, session: str, text: str) -> RequestId:
+    params = {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
+    return await client.send_request("session/prompt", params)
+
+
+async def prompt(client: AcpClient, session: str, text: str) -> dict[str, Any]:
+    return await client.wait_response(await send_prompt(client, session, text))
+
+
 def unwritten_report(stderr: str) -> re.Match[str]:
     found = re.search(
         r"(\d+) record\(s\) \((\d+) bytes\) of session (\S+) could not be written to (\S+):",
@@ -75,30 +89,41 @@ def unwritten_report(stderr: str) -> re.Match[str]:
     return found
 
 
-def test_the_first_failing_turn_says_so_and_exit_saves_what_was_lost(tmp_path: Path) -> None:
+def test_the_first_failing_turn_says_so_and_exit_saves_what_was_lost(
+    tmp_path: Path,
+) -> None:
     script = write_script(tmp_path, SCRIPT)
     state = tmp_path / "state"
     err = tmp_path / "stderr.txt"
-    bridge = Bridge("--script", str(script), "--state-dir", str(state), stderr=err)
-    resource.prlimit(bridge.proc.pid, resource.RLIMIT_FSIZE, (LIMIT, resource.RLIM_INFINITY))
-    session = bridge.start_session(str(tmp_path))
-    first = bridge.prompt(session, "Hi")
-    assert first["result"]["stopReason"] == "end_turn"
-    assert log_error(first) is None
-    second = bridge.prompt(session, "Tell me more")
-    assert second["result"]["stopReason"] == "end_turn"
-    assert log_error(second) is not None, f"the failing turn's answer hides the failure: {second}"
-    third = bridge.prompt(session, "And then?")
-    assert third["error"]["code"] == -32603
-    # The editor leaves while the disk is still full.
-    assert bridge.finish() == EXIT_RECORDS_LOST
+    command = bridge_command("--script", str(script), "--state-dir", str(state))
+
+    async def drive() -> tuple[str, int]:
+        async with running(command, stderr=err) as client:
+            pid = client.agent.pid
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (LIMIT, resource.RLIM_INFINITY))
+            session = await start_session(client, tmp_path)
+            first = await prompt(client, session, "Hi")
+            assert first["result"]["stopReason"] == "end_turn"
+            assert log_error(first) is None
+            second = await prompt(client, session, "Tell me more")
+            assert second["result"]["stopReason"] == "end_turn"
+            assert log_error(second) is not None, (
+                f"the failing turn's answer hides the failure: {second}"
+            )
+            third = await prompt(client, session, "And then?")
+            assert third["error"]["code"] == -32603
+            # The editor leaves while the disk is still full.
+            assert await client.finish() == EXIT_RECORDS_LOST
+            return session, pid
+
+    session, pid = anyio.run(drive)
 
     stderr = err.read_text()
     found = unwritten_report(stderr)
     path = state / "sessions" / f"{session}.jsonl"
     assert found.group(3) == session
     assert found.group(4) == str(path)
-    copy = Path(f"{path}.unwritten-{bridge.proc.pid}")
+    copy = Path(f"{path}.unwritten-{pid}")
     assert f"a copy of them is in {copy}" in stderr
     assert stat.S_IMODE(copy.stat().st_mode) == 0o600
     kept = copy.read_bytes()
@@ -119,40 +144,47 @@ def test_a_deleted_log_is_a_failure_and_a_streaming_turn_pauses_at_a_bound(
     script = write_script(tmp_path, ENDLESS_BIG)
     state = tmp_path / "state"
     err = tmp_path / "stderr.txt"
-    bridge = Bridge("--script", str(script), "--state-dir", str(state), stderr=err)
-    session = bridge.start_session(str(tmp_path))
-    assert bridge.prompt(session, "Hi")["result"]["stopReason"] == "end_turn"
-    path = state / "sessions" / f"{session}.jsonl"
-    prompt = bridge.prompt_nowait(session, "Stream")
-    for _ in range(50):
-        bridge.wait_for_update()
-    path.unlink()  # while the file is open and being written
-    # Every chunk from here on can only be kept in memory: the turn must
-    # pause once the log holds its limit, not stream on without bound.
-    bound = 2 * LOG_HOLD_LIMIT // len(BIG_CHUNK) + 500
-    after = 0
-    while after < 10 * bound:
-        try:
-            frame = bridge.frames.get(timeout=1.5)
-        except queue.Empty:
-            break  # the stream paused
-        assert frame is not None
-        bridge.received.append(frame)
-        after += 1
-    assert after < bound, f"{after} chunks streamed into a deleted log"
-    bridge.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}})
-    answer = bridge.wait_for(prompt)
-    assert answer["result"]["stopReason"] == "cancelled"
-    assert "deleted" in (log_error(answer) or ""), answer
-    refused = bridge.prompt(session, "Again")
-    assert refused["error"]["code"] == -32603
-    assert bridge.finish() == EXIT_RECORDS_LOST
+    command = bridge_command("--script", str(script), "--state-dir", str(state))
 
+    async def drive() -> tuple[str, int]:
+        async with running(command, stderr=err) as client:
+            pid = client.agent.pid
+            session = await start_session(client, tmp_path)
+            assert (await prompt(client, session, "Hi"))["result"]["stopReason"] == "end_turn"
+            path = state / "sessions" / f"{session}.jsonl"
+            streaming = await send_prompt(client, session, "Stream")
+            start = len(client.updates)
+            await client.wait_until(lambda: len(client.updates) >= start + 50)
+            path.unlink()  # while the file is open and being written
+            # Every chunk from here on can only be kept in memory: the turn must
+            # pause once the log holds its limit, not stream on without bound.
+            bound = 2 * LOG_HOLD_LIMIT // len(BIG_CHUNK) + 500
+            unlinked = len(client.updates)
+            while len(client.updates) - unlinked < 10 * bound:
+                seen = len(client.updates)
+                with anyio.move_on_after(1.5) as quiet:
+                    await client.wait_until(lambda: len(client.updates) > seen)  # noqa: B023
+                if quiet.cancelled_caught:
+                    break  # the stream paused
+            after = len(client.updates) - unlinked
+            assert after < bound, f"{after} chunks streamed into a deleted log"
+            await client.notify("session/cancel", {"sessionId": session})
+            answer = await client.wait_response(streaming)
+            assert answer["result"]["stopReason"] == "cancelled"
+            assert "deleted" in (log_error(answer) or ""), answer
+            refused = await prompt(client, session, "Again")
+            assert refused["error"]["code"] == -32603
+            assert await client.finish() == EXIT_RECORDS_LOST
+            return session, pid
+
+    session, pid = anyio.run(drive)
+
+    path = state / "sessions" / f"{session}.jsonl"
     assert not path.exists(), "a new log file was started in the middle of the session"
     stderr = err.read_text()
     assert stderr.count("cannot write") == 1, stderr
     found = unwritten_report(stderr)
-    copy = Path(f"{path}.unwritten-{bridge.proc.pid}")
+    copy = Path(f"{path}.unwritten-{pid}")
     assert copy.stat().st_size == int(found.group(2))
     # The limit, then what the Stop recorded: the interrupted message holds
     # the delivered text twice (its content and its timed stream).
@@ -163,15 +195,21 @@ def test_a_removed_state_folder_leaves_the_records_on_stderr(tmp_path: Path) -> 
     script = write_script(tmp_path, SCRIPT)
     state = tmp_path / "state"
     err = tmp_path / "stderr.txt"
-    bridge = Bridge("--script", str(script), "--state-dir", str(state), stderr=err)
-    session = bridge.start_session(str(tmp_path))
-    assert bridge.prompt(session, "Hi")["result"]["stopReason"] == "end_turn"
-    shutil.rmtree(state)
-    second = bridge.prompt(session, "Tell me more")
-    assert second["result"]["stopReason"] == "end_turn"
-    assert log_error(second) is not None, second
-    assert bridge.prompt(session, "And then?")["error"]["code"] == -32603
-    assert bridge.finish() == EXIT_RECORDS_LOST
+    command = bridge_command("--script", str(script), "--state-dir", str(state))
+
+    async def drive() -> str:
+        async with running(command, stderr=err) as client:
+            session = await start_session(client, tmp_path)
+            assert (await prompt(client, session, "Hi"))["result"]["stopReason"] == "end_turn"
+            shutil.rmtree(state)
+            second = await prompt(client, session, "Tell me more")
+            assert second["result"]["stopReason"] == "end_turn"
+            assert log_error(second) is not None, second
+            assert (await prompt(client, session, "And then?"))["error"]["code"] == -32603
+            assert await client.finish() == EXIT_RECORDS_LOST
+            return session
+
+    session = anyio.run(drive)
 
     assert not state.exists(), "the state folder was created again"
     stderr = err.read_text()

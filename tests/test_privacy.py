@@ -13,20 +13,25 @@ import stat
 from pathlib import Path
 
 import pytest
-from sync_bridge import Bridge
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+from acp_bridge.client import bridge_command, running
+
+pytestmark = [
+    pytest.mark.skipif(os.name != "posix", reason="POSIX file modes"),
+    pytest.mark.anyio,
+]
 
 
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def run_one_turn(tmp_path: Path, env: dict[str, str], umask: int, *args: str) -> None:
-    bridge = Bridge(*args, env=env, umask=umask)
-    session = bridge.start_session(str(tmp_path))
-    assert bridge.prompt(session, "Hi")["result"]["stopReason"] == "end_turn"
-    assert bridge.finish() == 0
+async def run_one_turn(tmp_path: Path, env: dict[str, str], umask: int, *args: str) -> None:
+    async with running(bridge_command(*args), env=env, umask=umask) as client:
+        await client.initialize()
+        session = await client.new_session(str(tmp_path))
+        assert (await client.prompt(session, "Hi", settle=0)).stop_reason == "end_turn"
+        assert await client.finish() == 0
 
 
 def base_env(tmp_path: Path) -> dict[str, str]:
@@ -38,11 +43,13 @@ def base_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o000])
-def test_the_default_state_folder_and_its_logs_are_private(tmp_path: Path, umask: int) -> None:
+async def test_the_default_state_folder_and_its_logs_are_private(
+    tmp_path: Path, umask: int
+) -> None:
     home = tmp_path / "home"
     home.mkdir(mode=0o755)
     os.chmod(home, 0o755)
-    run_one_turn(tmp_path, base_env(tmp_path), umask)
+    await run_one_turn(tmp_path, base_env(tmp_path), umask)
     for folder in (
         ".local",
         ".local/state",
@@ -58,28 +65,28 @@ def test_the_default_state_folder_and_its_logs_are_private(tmp_path: Path, umask
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o000])
-def test_xdg_and_explicit_state_folders_are_private(tmp_path: Path, umask: int) -> None:
+async def test_xdg_and_explicit_state_folders_are_private(tmp_path: Path, umask: int) -> None:
     env = base_env(tmp_path)
     env["XDG_STATE_HOME"] = str(tmp_path / "xdg" / "state")
-    run_one_turn(tmp_path, env, umask)
+    await run_one_turn(tmp_path, env, umask)
     for folder in ("xdg", "xdg/state", "xdg/state/acp-bridge", "xdg/state/acp-bridge/sessions"):
         assert mode(tmp_path / folder) == 0o700, folder
     (log,) = (tmp_path / "xdg/state/acp-bridge/sessions").glob("*.jsonl")
     assert mode(log) == 0o600
 
-    run_one_turn(tmp_path, env, umask, "--state-dir", str(tmp_path / "explicit" / "state"))
+    await run_one_turn(tmp_path, env, umask, "--state-dir", str(tmp_path / "explicit" / "state"))
     for folder in ("explicit", "explicit/state", "explicit/state/sessions"):
         assert mode(tmp_path / folder) == 0o700, folder
     (log,) = (tmp_path / "explicit/state/sessions").glob("*.jsonl")
     assert mode(log) == 0o600
 
 
-def test_an_existing_state_folder_is_never_loosened(tmp_path: Path) -> None:
+async def test_an_existing_state_folder_is_never_loosened(tmp_path: Path) -> None:
     state = tmp_path / "state"
     (state / "sessions").mkdir(parents=True)
     os.chmod(state, 0o711)
     os.chmod(state / "sessions", 0o750)
-    run_one_turn(tmp_path, base_env(tmp_path), 0o000, "--state-dir", str(state))
+    await run_one_turn(tmp_path, base_env(tmp_path), 0o000, "--state-dir", str(state))
     assert mode(state) == 0o711
     assert mode(state / "sessions") == 0o750
     (log,) = (state / "sessions").glob("*.jsonl")

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import orjson
-from raw_bridge import RawBridge
+import pytest
 
 from acp_bridge.acp.params import ECHO_LIMIT, echo
+from acp_bridge.client import AcpClient, bridge_command, running
+
+pytestmark = pytest.mark.anyio
 
 HUGE = "x" * 100_000
+
+
+@asynccontextmanager
+async def bridge(tmp_path: Path, *args: str) -> AsyncIterator[AcpClient]:
+    """The bridge with its state in ``tmp_path/state`` and stderr in ``tmp_path/stderr.txt``."""
+    state = str(tmp_path / "state")
+    stderr = tmp_path / "stderr.txt"
+    async with running(bridge_command("--state-dir", state, *args), stderr=stderr) as client:
+        yield client
 
 
 def test_echo_cuts_long_values() -> None:
@@ -20,14 +34,14 @@ def test_echo_cuts_long_values() -> None:
     assert cut.endswith("…")
 
 
-def test_error_messages_do_not_echo_a_huge_value(tmp_path: Path) -> None:
-    with RawBridge(tmp_path) as bridge:
-        bridge.initialize()
-        session_id = bridge.new_session()
-        unknown = bridge.call(
+async def test_error_messages_do_not_echo_a_huge_value(tmp_path: Path) -> None:
+    async with bridge(tmp_path) as client:
+        await client.initialize()
+        session_id = await client.new_session("/")
+        unknown = await client.request(
             "session/prompt", {"sessionId": HUGE, "prompt": [{"type": "text", "text": "hi"}]}
         )
-        bad_type = bridge.call(
+        bad_type = await client.request(
             "session/prompt", {"sessionId": session_id, "prompt": [{"type": HUGE}]}
         )
         for answer, field in ((unknown, "sessionId"), (bad_type, "prompt[0].type")):
@@ -37,40 +51,40 @@ def test_error_messages_do_not_echo_a_huge_value(tmp_path: Path) -> None:
             assert len(orjson.dumps(error)) < 600, len(orjson.dumps(error))
             assert "xxx…" in error["message"]
         # Still serving.
-        assert bridge.new_session().startswith("sess_")
-        assert bridge.close() == 0
+        assert (await client.new_session("/")).startswith("sess_")
+        assert await client.finish() == 0
 
 
-def test_a_cwd_with_nul_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
-    with RawBridge(tmp_path) as bridge:
-        bridge.initialize()
-        answer = bridge.call("session/new", {"cwd": "/tmp/a\x00b", "mcpServers": []})
+async def test_a_cwd_with_nul_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
+    async with bridge(tmp_path) as client:
+        await client.initialize()
+        answer = await client.request("session/new", {"cwd": "/tmp/a\x00b", "mcpServers": []})
         error = answer["error"]
         assert error["code"] == -32602
         assert error["data"]["field"] == "cwd"
         assert "NUL" in error["message"]
-        sessions = bridge.state_dir / "sessions"
+        sessions = tmp_path / "state" / "sessions"
         assert not sessions.exists() or list(sessions.iterdir()) == []
-        assert bridge.new_session("/tmp").startswith("sess_")
-        assert bridge.close() == 0
+        assert (await client.new_session("/tmp")).startswith("sess_")
+        assert await client.finish() == 0
 
 
-def test_a_bad_script_is_the_error_of_session_new(tmp_path: Path) -> None:
+async def test_a_bad_script_is_the_error_of_session_new(tmp_path: Path) -> None:
     script = tmp_path / "bad.json"
     script.write_text('{"responses": [{"events": [{"tetx": "hi"}]}]}')
-    with RawBridge(tmp_path, "--script", str(script)) as bridge:
-        init = bridge.initialize()
+    async with bridge(tmp_path, "--script", str(script)) as client:
+        init = await client.initialize()
         assert init["result"]["protocolVersion"] == 1
         for _ in range(2):  # the first session/new and every later one
-            answer = bridge.call("session/new", {"cwd": "/", "mcpServers": []})
+            answer = await client.request("session/new", {"cwd": "/", "mcpServers": []})
             error = answer["error"]
             assert error["code"] == -32603
             assert f"{script}: responses[0].events[0]" in error["message"]
             assert error["data"]["kind"] == "startup"
-        assert bridge.proc.poll() is None  # still serving, not a silent exit
-        sessions = bridge.state_dir / "sessions"
+        assert client.agent.returncode is None  # still serving, not a silent exit
+        sessions = tmp_path / "state" / "sessions"
         assert not sessions.exists() or list(sessions.iterdir()) == []
-        assert bridge.close() == 2
-        stderr = bridge.stderr_text()
-        assert stderr.count(f"{script}: responses[0].events[0]") == 1
-        assert "Traceback" not in stderr
+        assert await client.finish() == 2
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert stderr.count(f"{script}: responses[0].events[0]") == 1
+    assert "Traceback" not in stderr

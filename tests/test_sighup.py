@@ -10,25 +10,30 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import pytest
 from harness import EXAMPLES
-from sync_bridge import Bridge
 
+from acp_bridge.client import bridge_command, running
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 
+pytestmark = pytest.mark.anyio
 
-def test_sighup_mid_stream_is_recorded_as_disconnected(tmp_path: Path) -> None:
+
+async def test_sighup_mid_stream_is_recorded_as_disconnected(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    bridge = Bridge("--script", str(EXAMPLES / "endless.json"), "--state-dir", str(state))
-    session = bridge.start_session(str(tmp_path))
-    prompt = bridge.prompt_nowait(session, "go on forever")
-    for _ in range(20):
-        bridge.wait_for_update()
-    bridge.proc.send_signal(signal.SIGHUP)
-    answer = bridge.wait_for(prompt)
-    assert answer["result"] == {"stopReason": "cancelled"}
-    assert bridge.wait() == 0
-    assert bridge.received[-1] == answer, "frames after the prompt response"
+    command = bridge_command("--script", str(EXAMPLES / "endless.json"), "--state-dir", str(state))
+    async with running(command) as client:
+        await client.initialize()
+        session = await client.new_session(str(tmp_path))
+        params = {"sessionId": session, "prompt": [{"type": "text", "text": "go on forever"}]}
+        prompt = await client.send_request("session/prompt", params)
+        await client.wait_until(lambda: len(client.updates) >= 20)
+        client.agent.send_signal(signal.SIGHUP)
+        answer = await client.wait_response(prompt)
+        assert answer["result"] == {"stopReason": "cancelled"}
+        assert await client.finish() == 0
+        assert client.messages[-1] == answer, "frames after the prompt response"
     records = read_records(state / "sessions" / f"{session}.jsonl")
     check_log(records)
     last = records[-1]

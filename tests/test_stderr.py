@@ -1,8 +1,10 @@
 """stderr never blocks the bridge, even when the editor never reads it.
 
 The subprocess test is the one that matters: an editor that never reads
-stderr floods the bridge with junk lines and ``session/new`` requests that
-each log a warning, and streaming, Stop and new requests keep working.  The
+stderr floods the bridge with junk lines, responses to requests never made
+(whose warnings echo a long id: far more than the pipe holds) and
+``session/new`` requests that each log a warning, and streaming, Stop and
+new requests keep working.  The
 in-process tests pin the two mechanisms: the bounded buffer that drops (and
 counts) what stderr does not take, and the rate limit of repeated warnings.
 """
@@ -15,8 +17,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from raw_bridge import RawBridge
 
+from acp_bridge.client import bridge_command, running
 from acp_bridge.stderr_log import RepeatFilter, StderrHandler
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,33 +89,46 @@ def test_repeated_warnings_are_rate_limited() -> None:
     assert not limit.filter(_record("rejected frame: %s", 101))
 
 
-def test_an_editor_that_never_reads_stderr_cannot_freeze_the_bridge(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_an_editor_that_never_reads_stderr_cannot_freeze_the_bridge(tmp_path: Path) -> None:
     script = str(ROOT / "examples" / "endless.json")
-    with RawBridge(tmp_path, "--script", script, stderr="unread") as bridge:
-        bridge.initialize()
-        session_id = bridge.new_session()
-        # 3,000 junk lines: each is answered -32700 and logs a warning
-        # (about 300 KB of warnings, several times what the pipe holds).
-        bridge.write(b"".join(b"this is not json %d\n" % i for i in range(3_000)))
-        # Many session/new with an MCP server: each logs "not supported".
-        server = {"name": "files", "command": "/bin/true", "args": [], "env": []}
-        ids = [
-            bridge.request("session/new", {"cwd": "/", "mcpServers": [server]}) for _ in range(300)
-        ]
-        for request_id in ids:
-            assert "result" in bridge.response(request_id)
-        # Streaming, Stop and a new request still work.
-        prompt = bridge.prompt(session_id, "go")
-        bridge.wait_for_chunks(session_id, 20)
-        bridge.notify("session/cancel", {"sessionId": session_id})
-        assert bridge.response(prompt)["result"] == {"stopReason": "cancelled"}
-        assert bridge.new_session().startswith("sess_")
-        parse_errors = [m for m in bridge.seen if m.get("error", {}).get("code") == -32700]
-        assert len(parse_errors) == 3_000
-        assert bridge.close() == 0
+    command = bridge_command("--script", script, "--state-dir", str(tmp_path / "state"))
+    read_end, write_end = os.pipe()  # the bridge's stderr: nobody reads it until the end
+    try:
+        async with running(command, stderr=write_end) as client:
+            os.close(write_end)
+            write_end = -1
+            await client.initialize()
+            session_id = await client.new_session("/")
+            # 3,000 junk lines: each is answered -32700 and logs a warning.
+            await client.send_raw(b"".join(b"this is not json %d\n" % i for i in range(3_000)))
+            # Responses to requests never made: each warning echoes the id, so
+            # the ones before the rate limit are several times what the pipe holds.
+            long_id = "x" * 20_000
+            unasked = [{"jsonrpc": "2.0", "id": f"{i}{long_id}", "result": {}} for i in range(20)]
+            await client.send(*unasked)
+            # Many session/new with an MCP server: each logs "not supported".
+            server = {"name": "files", "command": "/bin/true", "args": [], "env": []}
+            params = {"cwd": "/", "mcpServers": [server]}
+            ids = [await client.send_request("session/new", params) for _ in range(300)]
+            for request_id in ids:
+                assert "result" in await client.wait_response(request_id, within=HANG)
+            # Streaming, Stop and a new request still work.
+            result = await client.prompt(session_id, "go", cancel_after=20, settle=0)
+            assert result.response["result"] == {"stopReason": "cancelled"}
+            assert (await client.new_session("/")).startswith("sess_")
+            parse_errors = [m for m in client.messages if m.get("error", {}).get("code") == -32700]
+            assert len(parse_errors) == 3_000
+            assert await client.finish() == 0
         # Only now read what reached stderr: the repeats were summarized.
-        assert bridge.proc.stderr is not None
-        stderr = bridge.proc.stderr.read().decode()
-        assert "rejected frame" in stderr
-        assert "(repeated; now at most one every 1s)" in stderr
-        assert stderr.count("rejected frame") < 100
+        with os.fdopen(read_end, "rb") as pipe:
+            read_end = -1
+            stderr = pipe.read().decode()
+    finally:
+        for fd in (read_end, write_end):
+            if fd >= 0:
+                os.close(fd)
+    assert "rejected frame" in stderr
+    assert "response to unknown request id" in stderr
+    assert "(repeated; now at most one every 1s)" in stderr
+    assert stderr.count("rejected frame") < 100

@@ -24,6 +24,9 @@ AnyTool = Tool[Any]
 class ToolRegistry:
     def __init__(self, tools: list[AnyTool] | None = None) -> None:
         self._tools: dict[str, AnyTool] = {}
+        # What `specs` returns, built once per change of the registry: every
+        # model request carries it, and building JSON Schemas is not free.
+        self._specs: tuple[ToolSpec, ...] | None = None
         for tool in tools or []:
             self.register(tool)
 
@@ -37,9 +40,11 @@ class ToolRegistry:
         if not isinstance(name, str) or not name:
             raise ValueError("a tool needs a non-empty name")
         self._tools[name] = tool
+        self._specs = None
 
     def unregister(self, name: str) -> None:
         self._tools.pop(name, None)
+        self._specs = None
 
     def get(self, name: str) -> AnyTool | None:
         return self._tools.get(name)
@@ -50,12 +55,14 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
-    def specs(self) -> list[ToolSpec]:
+    def specs(self) -> tuple[ToolSpec, ...]:
         """What the model is told: names, descriptions and argument schemas."""
-        return [
-            ToolSpec(tool.name, tool.description, tool.args_model.model_json_schema())
-            for tool in self._tools.values()
-        ]
+        if self._specs is None:
+            self._specs = tuple(
+                ToolSpec(tool.name, tool.description, tool.args_model.model_json_schema())
+                for tool in self._tools.values()
+            )
+        return self._specs
 
 
 TOOLS = ToolRegistry.with_builtins()

@@ -212,13 +212,17 @@ class AgentProcess:
         ``pace_s`` > 0 and a small ``read_size``: a client that reads at its own pace,
         at most ``read_size`` bytes every ``pace_s`` seconds (an editor busy rendering).
         """
+        # The agent may have resized the pipe since it started (acp-bridge makes
+        # its stdout pipe smaller): the pause's cap must use the size it has now.
+        self.pipe_size = pipe_size(self.rfd)
+        small = min(COALESCE_BELOW, self.pipe_size // 2)
         while not stop(stats):
             if pace_s:
                 time.sleep(pace_s)
             data = self._read(deadline, timeout_ok, read_size)
             if data is None:
                 return
-            if coalesce_s and len(data) < COALESCE_BELOW:
+            if coalesce_s and len(data) < small:
                 time.sleep(self._pause(stats, coalesce_s))
             t = now()
             stats.t_last_read = t

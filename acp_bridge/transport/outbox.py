@@ -60,11 +60,11 @@ HIGH_WATER: Final = 8 * 1024
 # The size the stdout pipe is set to (Linux F_SETPIPE_SZ; rounded up to a
 # page).  What the pipe holds is read by the editor before the answer to a
 # Stop; a default 64 KiB pipe holds about 300 chunk frames, which a client
-# that reads at its own pace takes milliseconds to get through.  Eight pages
-# keep the full stream rate for a client that reads in bursts (one that
-# pauses a couple of milliseconds after a small read, as the benchmark's
-# client does): with two pages such a client got a tenth of the rate.
-STDOUT_PIPE_SIZE: Final = 32 * 1024
+# that reads at its own pace takes milliseconds to get through.  Two pages
+# cost no throughput to a client that reads as data comes (the benchmark's
+# client, which pauses after a small read, keeps the full rate as long as its
+# pause is sized to the pipe it reads).
+STDOUT_PIPE_SIZE: Final = 8 * 1024
 # Records a failing log may hold in memory before the turns writing to it
 # wait (`wait_writable`) for the file to accept them again.
 LOG_HOLD_LIMIT: Final = 1024 * 1024

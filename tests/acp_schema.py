@@ -45,7 +45,7 @@ from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.exceptions import best_match
 from referencing import Registry, Resource
 
-__all__ = ["AcpSchema", "load_acp_schema"]
+__all__ = ["AcpSchema", "load_acp_schema", "load_acp_unstable_schema"]
 
 _BASE: Final = "urn:acp:schema"
 _ENVELOPE: Final = {
@@ -186,6 +186,19 @@ def _explain(error: ValidationError) -> str:
     if len(summary) > 120:
         summary = summary[:120] + "..."
     return f"{summary} (closest: {best_match(error.context).message})"
+
+
+def load_acp_unstable_schema() -> AcpSchema:
+    """The unstable schema beside the official one (methods such as ``session/fork``).
+
+    Never None: the test skips (or, in CI, fails) saying why."""
+    path = official_schema_path().parent / "schema.unstable.json"
+    loaded = _load(path)
+    if loaded is None:
+        from test_ts_sdk_client import unavailable
+
+        unavailable(f"the official ACP unstable schema is missing ({path.name})")
+    return loaded
 
 
 def load_acp_schema(path: Path | None = None) -> AcpSchema | None:

@@ -31,10 +31,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..transport.outbox import Outbox
 from .derive import is_visible_text
 from .upcast import gc_paused, load_log
-from .writer import MODEL_TYPES, SessionLog
+from .writer import MODEL_TYPES, RecordWriter, SessionLog
 
 __all__ = ["CRASHED", "Closing", "Reopened", "closing_records", "history_records", "reopen"]
 
@@ -219,7 +218,7 @@ class Reopened:
     torn: bool
 
 
-def reopen(path: str, outbox: Outbox) -> Reopened:
+def reopen(path: str, outbox: RecordWriter) -> Reopened:
     """Open an existing log for appending (the caller holds its `SessionLock`)."""
     loaded = load_log(path)
     if loaded.torn:

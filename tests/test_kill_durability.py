@@ -13,7 +13,10 @@ every ``agent_message_chunk`` and ``agent_thought_chunk`` in its
 The kills run a few processes at a time, each killed after a short random
 delay; the bridges are forked from a process that imported the bridge once
 (`bridge_zygote.py`), each one running the command's own entry point on its
-own pipes, so the test does not pay the interpreter's start-up 200 times.
+own pipes (two FIFOs), so the test does not pay the interpreter's start-up
+200 times.  Each bridge is driven by the package's client
+(`AcpClient.over(FdSink, FdSource)` on the FIFOs), all of them from one event
+loop.
 The seed is printed on failure (``ACP_BRIDGE_KILL_SEED`` replays it).
 """
 

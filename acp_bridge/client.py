@@ -30,9 +30,11 @@ environment, or a stderr nobody reads; every wait is bounded (``within``).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import sys
+import termios
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -537,6 +539,16 @@ class FdSource:
 
     def resume(self) -> None:
         self._go.set()
+
+    def unread(self) -> int:
+        """How many bytes the agent has written that wait in the pipe, unread.
+
+        With `pause`, a test can wait until the pipe is full (compare with
+        the pipe's size) instead of sleeping and hoping it is.
+        """
+        buf = bytearray(4)
+        fcntl.ioctl(self.fd, termios.FIONREAD, buf)
+        return int.from_bytes(buf, sys.byteorder)
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._chunks()

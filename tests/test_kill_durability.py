@@ -13,7 +13,10 @@ every ``agent_message_chunk`` and ``agent_thought_chunk`` in its
 The kills run a few processes at a time, each killed after a short random
 delay; the bridges are forked from a process that imported the bridge once
 (`bridge_zygote.py`), each one running the command's own entry point on its
-own pipes, so the test does not pay the interpreter's start-up 200 times.
+own pipes (two FIFOs), so the test does not pay the interpreter's start-up
+200 times.  Each bridge is driven by the package's client
+(`AcpClient.over(FdSink, FdSource)` on the FIFOs), all of them from one event
+loop.
 The seed is printed on failure (``ACP_BRIDGE_KILL_SEED`` replays it).
 """
 
@@ -23,23 +26,30 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
+import anyio
+import anyio.abc
+import anyio.to_thread
 import orjson
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 from harness import EXAMPLES
 
+from acp_bridge.client import CHUNK_KINDS, AcpClient, FdSink, FdSource, Pipes, id_key
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 
+pytestmark = pytest.mark.anyio
+
 KILLS = int(os.environ.get("ACP_BRIDGE_KILLS", "200"))
 PARALLEL = 3
+PROMPT_IDS = 10  # the first prompt's request id
 
 PACED: dict[str, Any] = {
     "responses": [
@@ -77,135 +87,106 @@ class Delivered:
     answered: int
 
 
-def _frames(*messages: dict[str, Any]) -> bytes:
-    return b"".join(orjson.dumps(m) + b"\n" for m in messages)
-
-
-def _prompt(rid: int, text: str) -> dict[str, Any]:
-    # The session id is not known in advance: prompts are sent after session/new.
-    return {
-        "jsonrpc": "2.0",
-        "id": rid,
-        "method": "session/prompt",
-        "params": {"sessionId": "", "prompt": [{"type": "text", "text": text}]},
-    }
+def _prompt(sid: str, text: str) -> dict[str, Any]:
+    return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
 
 
 class Zygote:
     """The forking parent of the bridges (see `bridge_zygote.py`)."""
 
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("bridge_zygote.py"))],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        self.lock = threading.Lock()
+    def __init__(self, process: anyio.abc.Process) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self.process = process
+        self.stdin = process.stdin
+        self.pids = BufferedByteReceiveStream(process.stdout)
+        self.lock = anyio.Lock()
 
-    def spawn(self, folder: Path, *args: str) -> tuple[int, BinaryIO, BinaryIO]:
+    async def spawn(self, folder: Path, *args: str) -> tuple[int, AcpClient]:
+        """Fork a bridge on two FIFOs in ``folder``; a client on its stdin and stdout."""
         stdin_fifo, stdout_fifo = folder / "stdin", folder / "stdout"
         os.mkfifo(stdin_fifo)
         os.mkfifo(stdout_fifo)
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        with self.lock:
-            self.proc.stdin.write(orjson.dumps([str(stdin_fifo), str(stdout_fifo), *args]) + b"\n")
-            self.proc.stdin.flush()
-            pid = int(self.proc.stdout.readline())
-        # Opened in the child's order (its stdin, then its stdout).
-        stdin = open(stdin_fifo, "wb")  # noqa: SIM115
-        stdout = open(stdout_fifo, "rb", buffering=0)  # noqa: SIM115
-        return pid, stdin, stdout
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.proc.stdin.close()
-        self.proc.wait(30)
-        self.proc.stdout.close()
+        async with self.lock:
+            await self.stdin.send(orjson.dumps([str(stdin_fifo), str(stdout_fifo), *args]) + b"\n")
+            pid = int(await self.pids.receive_until(b"\n", 32))
+        # Opened in the child's order (its stdin, then its stdout); each open
+        # waits for the child's, so it runs in a worker thread.
+        stdin = await anyio.to_thread.run_sync(os.open, stdin_fifo, os.O_WRONLY)
+        stdout = await anyio.to_thread.run_sync(os.open, stdout_fifo, os.O_RDONLY)
+        return pid, AcpClient.over(FdSink(stdin), FdSource(stdout))
 
 
-def kill_once(
+@asynccontextmanager
+async def zygote() -> AsyncIterator[Zygote]:
+    script = str(Path(__file__).with_name("bridge_zygote.py"))
+    async with await anyio.open_process([sys.executable, script]) as process:
+        try:
+            yield Zygote(process)
+        finally:
+            assert process.stdin is not None
+            await process.stdin.aclose()  # the zygote ends at EOF
+            with anyio.fail_after(30):
+                await process.wait()
+
+
+def chunk_seen(client: AcpClient) -> bool:
+    return any(u.get("sessionUpdate") in CHUNK_KINDS for u in client.updates)
+
+
+async def kill_once(
     zygote: Zygote, scenario: Scenario, folder: Path, rng: random.Random
 ) -> tuple[Delivered, Path]:
     """Run the bridge, kill it at a random moment; return what the client received."""
-    folder.mkdir()
+    os.mkdir(folder)
     state = folder / "state"
-    pid, stdin, stdout = zygote.spawn(
+    pid, client = await zygote.spawn(
         folder, "--script", str(scenario.script), "--state-dir", str(state)
     )
-    received = bytearray()
-    first_chunk = threading.Event()
-    session: list[str] = []
-    lock = threading.Lock()
+    assert isinstance(client.process, Pipes)
+    stdin, stdout = client.process.stdin, client.process.stdout
+    assert isinstance(stdin, FdSink)
+    assert isinstance(stdout, FdSource)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.read_loop)
+            await client.initialize()
+            sid = await client.new_session(str(state))
+            # Queued in one write: the turns run back to back.
+            await client.send(
+                *(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": PROMPT_IDS + n,
+                        "method": "session/prompt",
+                        "params": _prompt(sid, f"Prompt {n}"),
+                    }
+                    for n in range(scenario.prompts)
+                )
+            )
+            await client.wait_until(lambda: chunk_seen(client), within=60)
+            await anyio.sleep(rng.uniform(0, scenario.max_delay))
+            os.kill(pid, signal.SIGKILL)
+            # What the bridge wrote before it died is still in the pipe: read to EOF.
+            with anyio.fail_after(30):
+                await client.eof.wait()
+    finally:
+        await stdin.aclose()
+        stdout.close()
 
-    def read() -> None:
-        fd = stdout.fileno()
-        while True:
-            data = os.read(fd, 1 << 16)
-            if not data:
-                return
-            with lock:
-                received.extend(data)
-                if not session and b'"sessionId"' in received:
-                    for line in bytes(received).split(b"\n")[:-1]:
-                        msg = orjson.loads(line)
-                        if msg.get("id") == 2 and "result" in msg:
-                            session.append(msg["result"]["sessionId"])
-                            break
-                if b"_chunk" in data:
-                    first_chunk.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    stdin.write(
-        _frames(
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
-            {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "session/new",
-                "params": {"cwd": str(state), "mcpServers": []},
-            },
-        )
-    )
-    stdin.flush()
-    deadline = time.monotonic() + 60
-    while not session and time.monotonic() < deadline:
-        time.sleep(0.002)
-    assert session, "no session/new answer"
-    sid = session[0]
-    prompts = []
-    for n in range(scenario.prompts):
-        p = _prompt(10 + n, f"Prompt {n}")
-        p["params"]["sessionId"] = sid
-        prompts.append(p)
-    stdin.write(_frames(*prompts))  # queued: the turns run back to back
-    stdin.flush()
-    assert first_chunk.wait(60), "no chunk arrived"
-    time.sleep(rng.uniform(0, scenario.max_delay))
-    os.kill(pid, signal.SIGKILL)
-    reader.join(30)  # what the bridge wrote before it died is still in the pipe
-    assert not reader.is_alive()
-    stdin.close()
-    stdout.close()
-
-    delivered = {"text": "", "reasoning": ""}
+    # A torn last frame was not received (the client keeps it out of `updates`).
     kinds = {"agent_message_chunk": "text", "agent_thought_chunk": "reasoning"}
     parts: dict[str, list[str]] = {"text": [], "reasoning": []}
-    answered = 0
-    for line in bytes(received).split(b"\n")[:-1]:  # a torn last frame was not received
-        msg = orjson.loads(line)
-        if isinstance(msg.get("id"), int) and msg["id"] >= 10 and "result" in msg:
-            answered += 1
-        if msg.get("method") != "session/update":
-            continue
-        update = msg["params"]["update"]
+    for update in client.updates:
         kind = kinds.get(update["sessionUpdate"])
         if kind is not None:
             parts[kind].append(update["content"]["text"])
-    for kind, texts in parts.items():
-        delivered[kind] = "".join(texts)
+    answered = sum(
+        1
+        for n in range(scenario.prompts)
+        if any("result" in r for r in client.responses.get(id_key(PROMPT_IDS + n), ()))
+    )
+    delivered = {kind: "".join(texts) for kind, texts in parts.items()}
     return Delivered(delivered, answered), state / "sessions" / f"{sid}.jsonl"
 
 
@@ -219,7 +200,7 @@ def logged_text(records: list[dict[str, Any]]) -> dict[str, str]:
     return {kind: "".join(texts) for kind, texts in out.items()}
 
 
-def test_a_kill_at_any_moment_loses_no_delivered_text(tmp_path: Path) -> None:
+async def test_a_kill_at_any_moment_loses_no_delivered_text(tmp_path: Path) -> None:
     seed = int(os.environ.get("ACP_BRIDGE_KILL_SEED", random.randrange(1 << 32)))
     paced = tmp_path / "paced.json"
     paced.write_text(json.dumps(PACED))
@@ -227,11 +208,11 @@ def test_a_kill_at_any_moment_loses_no_delivered_text(tmp_path: Path) -> None:
         Scenario("endless", EXAMPLES / "endless.json", prompts=1, max_delay=0.02),
         Scenario("paced", paced, prompts=4, max_delay=0.15),
     ]
-    jobs = [(i, scenarios[i % len(scenarios)]) for i in range(KILLS)]
+    results: list[tuple[str, str | None, int]] = []
 
-    def job(i: int, scenario: Scenario) -> tuple[str, str | None, int]:
+    async def job(zygote: Zygote, i: int, scenario: Scenario) -> tuple[str, str | None, int]:
         rng = random.Random(seed * 1000 + i)
-        delivered, path = kill_once(zygote, scenario, tmp_path / f"k{i}", rng)
+        delivered, path = await kill_once(zygote, scenario, tmp_path / f"k{i}", rng)
         records = read_records(path)
         check_log(records)
         logged = logged_text(records)
@@ -255,12 +236,15 @@ def test_a_kill_at_any_moment_loses_no_delivered_text(tmp_path: Path) -> None:
                 )
         return scenario.name, None, received
 
-    zygote = Zygote()
-    try:
-        with ThreadPoolExecutor(PARALLEL) as pool:
-            results = list(pool.map(lambda a: job(*a), jobs))
-    finally:
-        zygote.close()
+    jobs = iter(range(KILLS))
+
+    async def worker(zygote: Zygote) -> None:
+        for i in jobs:  # shared: each kill is taken by one worker
+            results.append(await job(zygote, i, scenarios[i % len(scenarios)]))
+
+    async with zygote() as z, anyio.create_task_group() as tg:
+        for _ in range(PARALLEL):
+            tg.start_soon(worker, z)
     failures = [why for _, why, _ in results if why is not None]
     assert not failures, f"seed {seed}: {len(failures)} of {KILLS} kills lost text: {failures[:5]}"
     # The kills did land mid-stream: most runs had delivered text when they died.

@@ -9,25 +9,27 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import mmap
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import anyio
-import orjson
 import pytest
 from harness import run_bridge, update_seen, wait_until, write_script
 
-from acp_bridge.client import AcpClient, bridge_command
+from acp_bridge.client import AcpClient, bridge_command, running
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 from acp_bridge.transport.outbox import LogFile
 
 pytestmark = pytest.mark.anyio
+
+PAGE = mmap.PAGESIZE
 
 
 def prompt(rid: int, sid: str, text: str) -> dict[str, Any]:
@@ -35,8 +37,12 @@ def prompt(rid: int, sid: str, text: str) -> dict[str, Any]:
         "jsonrpc": "2.0",
         "id": rid,
         "method": "session/prompt",
-        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+        "params": prompt_params(sid, text),
     }
+
+
+def prompt_params(sid: str, text: str) -> dict[str, Any]:
+    return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
 
 
 def response(client: AcpClient, rid: int) -> dict[str, Any] | None:
@@ -103,48 +109,35 @@ async def test_queued_prompts_start_no_turn_once_the_editor_is_gone(tmp_path: Pa
     assert not any(r["turn"] == 2 for r in records), "a turn started after the editor left"
 
 
-def test_an_editor_that_stops_reading_cannot_hold_the_exit(tmp_path: Path) -> None:
+async def wait_for_a_full_pipe(client: AcpClient) -> None:
+    """Until the agent's stdout pipe is full: the bridge's next frame cannot be written.
+
+    A pipe takes a write into the last page's slack or a free page: it is full
+    once less than a page is left.  The client must not be reading
+    (``client.agent.stdout.pause()``).
+    """
+    stdout = client.agent.stdout
+    room = fcntl.fcntl(stdout.fd, fcntl.F_GETPIPE_SZ) - PAGE
+    # Polling: a pipe has no event for "full".
+    with anyio.fail_after(30):
+        while stdout.unread() < room:  # noqa: ASYNC110
+            await anyio.sleep(0.002)
+
+
+async def test_an_editor_that_stops_reading_cannot_hold_the_exit(tmp_path: Path) -> None:
     script = tmp_path / "endless.json"
     script.write_text(json.dumps({"responses": [{"events": [{"endless": {"text": "tok "}}]}]}))
     state = tmp_path / "state"
-    proc = subprocess.Popen(
-        bridge_command("--script", str(script), "--state-dir", str(state)),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    assert proc.stdin is not None
-    assert proc.stdout is not None
-
-    def call(message: dict[str, Any]) -> dict[str, Any]:
-        assert proc.stdin is not None
-        assert proc.stdout is not None
-        proc.stdin.write(orjson.dumps(message) + b"\n")
-        proc.stdin.flush()
-        return dict(orjson.loads(proc.stdout.readline()))
-
-    call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
-    new = call(
-        {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "session/new",
-            "params": {"cwd": str(tmp_path), "mcpServers": []},
-        }
-    )
-    sid = new["result"]["sessionId"]
-    proc.stdin.write(orjson.dumps(prompt(3, sid, "go")) + b"\n")
-    proc.stdin.flush()
-    proc.stdout.readline()  # the stream has started; from now on nobody reads stdout
-    time.sleep(0.5)  # the pipe fills up and the bridge's writer blocks
-    proc.stdin.close()
-    try:
-        code = proc.wait(timeout=15)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
+    command = bridge_command("--script", str(script), "--state-dir", str(state))
+    async with running(command, stderr=subprocess.DEVNULL) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        await client.send_request("session/prompt", prompt_params(sid, "go"))
+        await client.wait_until(update_seen(client, "agent_message_chunk"))
+        client.agent.stdout.pause()  # the stream has started; from now on nobody reads stdout
+        await wait_for_a_full_pipe(client)  # and the bridge's writer blocks
+        await client.close_stdin()
+        code = await client.agent.wait(within=15)
     assert code == 0  # and within the wait's bound: the exit was not held
     records = read_records(state / "sessions" / f"{sid}.jsonl")
     check_log(records)
@@ -181,45 +174,23 @@ def test_bad_numbers_are_refused(option: str, value: str) -> None:
     assert option in result.stderr
 
 
-def test_a_slow_editor_is_not_a_silent_provider(tmp_path: Path) -> None:
+async def test_a_slow_editor_is_not_a_silent_provider(tmp_path: Path) -> None:
     """The idle timeout is about the model: waiting for the editor to read is not silence."""
     text = "word " * 40_000  # 200 KB in 5-byte chunks: far more than the pipe holds
     script = tmp_path / "long.json"
     script.write_text(json.dumps({"responses": [{"events": [{"text": text, "chunk_size": 5}]}]}))
     state = tmp_path / "state"
-    proc = subprocess.Popen(
-        bridge_command("--script", str(script), "--state-dir", str(state), "--idle-timeout", "0.3"),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+    command = bridge_command(
+        "--script", str(script), "--state-dir", str(state), "--idle-timeout", "0.3"
     )
-    assert proc.stdin is not None
-    assert proc.stdout is not None
-    try:
-        for message in (
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
-            {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "session/new",
-                "params": {"cwd": str(tmp_path), "mcpServers": []},
-            },
-        ):
-            proc.stdin.write(orjson.dumps(message) + b"\n")
-            proc.stdin.flush()
-            reply = orjson.loads(proc.stdout.readline())
-        sid = reply["result"]["sessionId"]
-        proc.stdin.write(orjson.dumps(prompt(3, sid, "go")) + b"\n")
-        proc.stdin.flush()
-        time.sleep(1.2)  # the editor reads nothing for four idle limits
-        answer: dict[str, Any] = {}
-        for line in proc.stdout:
-            message = orjson.loads(line)
-            if message.get("id") == 3:
-                answer = message
-                break
+    async with running(command, stderr=subprocess.DEVNULL) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        client.agent.stdout.pause()
+        rid = await client.send_request("session/prompt", prompt_params(sid, "go"))
+        await wait_for_a_full_pipe(client)
+        await anyio.sleep(1.2)  # the editor reads nothing for four idle limits
+        client.agent.stdout.resume()
+        answer = await client.wait_response(rid)
         assert answer.get("result") == {"stopReason": "end_turn"}, answer
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=15)
-        proc.stdout.close()
+        assert await client.finish() == 0

@@ -9,6 +9,7 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import import_module
 
 import anyio
 import anyio.to_thread
@@ -108,7 +109,7 @@ async def serve(options: ServeOptions) -> int:
     async def load_provider(agent: Agent) -> None:
         nonlocal status
         try:
-            factory = await anyio.to_thread.run_sync(options.load_provider)
+            factory = await anyio.to_thread.run_sync(_load_in_worker, options.load_provider)
         except StartupError as exc:
             log.error("cannot start the provider: %s", exc)
             status = 2
@@ -165,6 +166,17 @@ async def serve(options: ServeOptions) -> int:
             os._exit(status)
         tg.cancel_scope.cancel()
     return status
+
+
+def _load_in_worker(
+    load_provider: Callable[[], Callable[[], Provider]],
+) -> Callable[[], Provider]:
+    """In a worker thread while ``initialize`` is answered: the provider, and
+    the tool machinery (its pydantic models cost more than the rest of
+    start-up), so that the first ``session/new`` finds both ready."""
+    import_module("acp_bridge.acp.tool_session")
+    import_module("acp_bridge.tools.runner")
+    return load_provider()
 
 
 def report_unwritten(outbox: Outbox) -> bool:

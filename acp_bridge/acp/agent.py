@@ -21,7 +21,7 @@ from ..loop.updates import UpdateFrames
 from ..paths import create_private_file, make_private_dirs
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
-from . import config_options, tool_session
+from . import config_options
 from . import params as P
 from .sessions import SESSION_CAPABILITIES, SessionMethods
 
@@ -105,6 +105,8 @@ class Agent:
     # -- sessions --------------------------------------------------------------
 
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        from . import tool_session  # the tools load off the start-up path
+
         cwd = P.absolute_path(params, "cwd")
         extra_dirs = _additional_directories(params)
         servers = P.mcp_servers(params)
@@ -152,6 +154,8 @@ class Agent:
         return {"sessionId": session_id, **tool_session.new_session_fields(session)}
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        from . import tool_session  # the tools load off the start-up path
+
         session = self._session(params)
         if params.get("configId") == tool_session.MODE_OPTION:
             return tool_session.set_mode_option(session, params)
@@ -159,6 +163,8 @@ class Agent:
         return {"configOptions": tool_session.config_options_of(session)}
 
     async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        from . import tool_session  # the tools load off the start-up path
+
         return tool_session.set_mode(self._session(params), params)
 
     def _session(self, params: dict[str, Any]) -> Session:

@@ -34,7 +34,6 @@ from ..sessions.fork import ForkError, fork_records
 from ..sessions.info import BadCursor, list_sessions, title_of
 from ..sessions.regenerate import RegenerateRecorder, is_command, target_turn
 from . import params as P
-from . import tool_session
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -171,12 +170,16 @@ class SessionMethods:
         start = next((r for r in records if r.get("type") == "session/start"), {})
         dirs = start.get("additional_directories")
         extra = [d for d in dirs if isinstance(d, str)] if isinstance(dirs, list) else None
+        from . import tool_session  # the tools load off the start-up path
+
         session.tools = tool_session.tool_state(agent, session, extra, records)
         agent.sessions[session_id] = session
         return session
 
     def _options(self, session: Session) -> dict[str, Any]:
         """``modes`` and ``configOptions``, as a ``session/new`` answer has them."""
+        from . import tool_session
+
         return tool_session.new_session_fields(session)
 
     # -- load and resume ---------------------------------------------------------

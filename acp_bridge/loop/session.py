@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..log.writer import SessionLog
 from ..providers.base import Provider
-from ..tools.state import ToolState
 from ..transport.outbox import Outbox
 from .prompts import PromptQueue
 from .updates import UpdateFrames
+
+if TYPE_CHECKING:
+    from ..tools.state import ToolState
 
 
 @dataclass(eq=False)

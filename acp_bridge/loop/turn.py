@@ -66,8 +66,7 @@ from ..providers.base import (
     ToolCallStart,
     Usage,
 )
-from ..tools.runner import ToolRunner
-from ..tools.runner import unavailable_tool_text as unavailable_tool_text
+from ..tools.texts import unavailable_tool_text as unavailable_tool_text
 from .assembler import AssemblyError, StreamAssembler
 from .inflight import InFlight
 from .recorder import TurnRecorder
@@ -75,6 +74,7 @@ from .stop import stop_reason_for_finish
 from .updates import CHUNK_SUFFIX
 
 if TYPE_CHECKING:
+    from ..tools.runner import ToolRunner
     from .session import Session
 
 log = logging.getLogger("acp_bridge.turn")
@@ -180,7 +180,11 @@ class Turn:
         self._events: ProviderStream | None = None
         self._pending_tools: list[dict[str, Any]] = []
         # Runs the step's tool calls (None for a session without tools).
-        self.tools = None if session.tools is None else ToolRunner(self, session.tools)
+        self.tools: ToolRunner | None = None
+        if session.tools is not None:
+            from ..tools.runner import ToolRunner
+
+            self.tools = ToolRunner(self, session.tools)
         # The id of the session/prompt request this turn answers.
         self.request_id: object = None
 

@@ -40,6 +40,7 @@ from . import permissions as perm
 from .base import ToolContext, ToolError, ToolOutput
 from .paths import inside
 from .state import ToolState
+from .texts import unavailable_tool_text
 
 if TYPE_CHECKING:
     from ..loop.turn import Turn
@@ -56,10 +57,6 @@ def aborted_text(name: str) -> str:
         f"{ABORTED_BEFORE_DISPATCH}: the user stopped the turn before this {name} call "
         "was dispatched. It did not run."
     )
-
-
-def unavailable_tool_text(name: str) -> str:
-    return f"Tool {name!r} is not available in this session. Continue without it."
 
 
 def stopped_text(name: str) -> str:

@@ -186,6 +186,7 @@ class SessionMethods:
 
     async def load(self, params: dict[str, Any]) -> dict[str, Any]:
         session, records, _ = await self._open(params)
+        self.agent.outbox.widen_stdout()  # a bulk write: no Stop waits behind it
         send = self.agent.outbox.send
         replayed = False
         frame = session.frames.update

@@ -369,7 +369,8 @@ class HistoryProjection:
         self._replaced: set[Any] = set()
         self._seen = 0
         self._reset()
-        self._catch_up()
+        # Records given here are projected on first use (`append`, `messages`):
+        # loading a long session does not pay for a history it may never need.
 
     def append(self, record: dict[str, Any]) -> None:
         """Add a record to the log (any type; only surface records and turn ends matter)."""

@@ -236,6 +236,8 @@ class Turn:
     # -- the turn ----------------------------------------------------------
 
     async def run(self) -> None:
+        # A replay may have widened stdout: a Stop must not wait behind a full one.
+        self.session.outbox.narrow_stdout()
         self.rec.turn_start(self.prompt, self.raw_prompt)
         reason: str | None = None
         ending: Ending

@@ -205,6 +205,10 @@ class Outbox:
         self._log_hold_limit = log_hold_limit
         self._input_pause = input_pause
         self._pipe_size = pipe_size
+        # The pipe's size before it was made small (0: never changed), and
+        # whether it is at that size again for a replay (`widen_stdout`).
+        self._wide_pipe = 0
+        self._widened = False
         # Bytes of the batch being written that stdout has not taken yet.
         self._inflight = 0
         # A stdout frame is queued as bare bytes (no tuple to allocate per
@@ -337,6 +341,20 @@ class Outbox:
         while self._written_gen < target:
             await self._wait_progress()
 
+    def widen_stdout(self) -> None:
+        """Give stdout its full pipe back for a bulk write (a session/load
+        replay): no Stop waits behind it, and a small pipe would slow it down
+        (a 100,000-record load took half as long again).  The next turn makes
+        it small again (`narrow_stdout`)."""
+        if self._wide_pipe and not self._widened:
+            self._widened = _set_pipe_size(self._stdout_fd, self._wide_pipe)
+
+    def narrow_stdout(self) -> None:
+        """Back to the small pipe before a turn streams, once the pipe holds no
+        more than that (else it stays wide, and the next turn tries again)."""
+        if self._widened and _set_pipe_size(self._stdout_fd, self._pipe_size):
+            self._widened = False
+
     async def _wait_progress(self) -> None:
         if self._progress.is_set():
             self._progress = anyio.Event()
@@ -347,7 +365,7 @@ class Outbox:
     async def run(self) -> None:
         """The writer task.  Returns after `close` once the queue is empty."""
         _set_nonblocking(self._stdout_fd)
-        _shrink_pipe(self._stdout_fd, self._pipe_size)
+        self._wide_pipe = _shrink_pipe(self._stdout_fd, self._pipe_size)
         async with anyio.create_task_group() as tg:
             self._tg = tg
             while True:
@@ -604,21 +622,35 @@ def save_unwritten(log: LogTarget) -> str:
     return f"{head}; a copy of them is in {copy}"
 
 
-def _shrink_pipe(fd: int, size: int) -> None:
+def _shrink_pipe(fd: int, size: int) -> int:
     """Bound what a stdout pipe holds (see STDOUT_PIPE_SIZE); 0 leaves it alone.
 
     Only ever made smaller, and only where the system allows it (Linux);
     elsewhere, or when the pipe holds more than that already, it stays as is.
+    Returns the size it had when it was made smaller, else 0.
     """
-    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
     get_size = getattr(fcntl, "F_GETPIPE_SZ", None)
-    if not size or set_size is None or get_size is None:
-        return
+    if not size or get_size is None:
+        return 0
     try:
-        if stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, get_size) > size:
-            fcntl.fcntl(fd, set_size, size)
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return 0
+        before = int(fcntl.fcntl(fd, get_size))
     except OSError:
-        pass
+        return 0
+    return before if before > size and _set_pipe_size(fd, size) else 0
+
+
+def _set_pipe_size(fd: int, size: int) -> bool:
+    """Set a pipe's size; False where the system refuses (EBUSY: it holds more)."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is None:
+        return False
+    try:
+        fcntl.fcntl(fd, set_size, size)
+    except OSError:
+        return False
+    return True
 
 
 def _set_nonblocking(fd: int) -> None:

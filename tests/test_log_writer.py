@@ -27,6 +27,9 @@ async def write_session(path: Path, chunks: list[str], *, flush_every: int) -> S
         slog.append("turn/start", 1, 0)
         slog.append("user/message", 1, 0, content=[{"type": "text", "text": "Hi"}])
         slog.append("step/start", 1, 1)
+        # The step's model request asks for the history here; what is
+        # appended later is taken in when it is asked for again.
+        assert [m["role"] for m in slog.history.messages()] == ["user"]
         slog.open_stream("att_1", 1, 1, "fake")
         for i, chunk in enumerate(chunks):
             outbox.send(b"{}\n")
@@ -66,6 +69,7 @@ async def test_file_and_memory_project_to_the_same_history(
     assert [r["seq"] for r in records] == list(range(len(records)))
     # Memory holds only what the projection reads, and projects identically.
     assert derive_messages(slog.records) == derive_messages(records)
+    assert list(slog.history.messages()) == derive_messages(records)
     assert len(slog.records) < len(records)
     assert all("stream" not in r for r in slog.records)
     # The delta frames rebuild exactly the delivered text, however they were batched.

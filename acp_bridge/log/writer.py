@@ -75,7 +75,7 @@ class SessionLog:
         self.outbox = outbox
         self.file = outbox.open_log(path, create=next_seq == 0)
         # The model-relevant records (MODEL_TYPES), in order, and the model
-        # history they project onto, kept up to date as they are appended.
+        # history they project onto, brought up to date when it is asked for.
         self.history = HistoryProjection()
         self.records: list[dict[str, Any]] = self.history.records
         self.seq = next_seq
@@ -109,8 +109,12 @@ class SessionLog:
         record.update(fields)
         self.seq += 1
         if type in MODEL_TYPES:
-            # The embedded timed stream is for readers of the file only.
-            self.history.append(record if "stream" not in record else _without_stream(record))
+            # The embedded timed stream is for readers of the file only.  The
+            # projection takes the record in when the history is next asked
+            # for (`HistoryProjection.messages` catches up), not here: a
+            # Stop's interrupted message is appended while the editor waits
+            # for the answer, and taking it in is most of that append's cost.
+            self.records.append(record if "stream" not in record else _without_stream(record))
         self.outbox.write_log(self.file, orjson.dumps(record) + b"\n")
         return record
 

@@ -18,8 +18,9 @@ the editor reads slowly), coalescing consecutive writes to the same file into
 one ``write``.  While the editor is slow the next batch accumulates, so the
 batch size adapts to the reader's speed.  Producers call `wait_writable` to
 respect a high-water mark; `drain` waits until everything queued so far is
-written; `flush_now` writes at once when the writer is idle (for an answer
-someone waits on); fsyncs run in worker tasks beside the writer.  What waits
+written; `flush_now` writes at once, behind whatever of the writer's batch
+stdout has not taken yet (for an answer someone waits on); fsyncs run in
+worker tasks beside the writer.  What waits
 ahead of the answer to a Stop is bounded by the high-water mark and by a
 small stdout pipe (`STDOUT_PIPE_SIZE`); stdin is not read while more than
 `INPUT_PAUSE` bytes wait for the editor (`input_paused`).
@@ -209,8 +210,13 @@ class Outbox:
         # whether it is at that size again for a replay (`widen_stdout`).
         self._wide_pipe = 0
         self._widened = False
-        # Bytes of the batch being written that stdout has not taken yet.
+        # Bytes of the batch being written that stdout has not taken yet:
+        # their count, and the bytes themselves while the writer waits for
+        # stdout to take them (`flush_now` may write them meanwhile).
         self._inflight = 0
+        self._rest: list[bytes] = []
+        # The queue generation the writer marks written once its batch is out.
+        self._batch_gen = 0
         # A stdout frame is queued as bare bytes (no tuple to allocate per
         # chunk: fewer garbage-collector passes on the hot path); a log write
         # as (file, bytes), an fsync request as (file, _FSYNC).
@@ -375,14 +381,14 @@ class Outbox:
                     await self._wakeup.wait()
                     self._wakeup = anyio.Event()
                     continue
-                batch, gen = self._take()
+                batch, self._batch_gen = self._take()
                 self._writing = True
                 try:
                     with anyio.CancelScope(shield=True):
                         await self._write_batch(batch)
                 finally:
                     self._writing = False
-                self._written(gen)
+                self._written(self._batch_gen)
         self._tg = None
         self.finished.set()
 
@@ -401,11 +407,17 @@ class Outbox:
         """Write the queue from the caller, without waiting for the writer task.
 
         Used for an answer that someone is waiting for (a prompt's stop
-        reason): it saves a trip through the event loop.  Only when the writer
-        is idle, so the order of writes is kept; what would block is left to
-        the writer.
+        reason): it saves a trip through the event loop.  The order of writes
+        is kept: while the writer waits for stdout to take the rest of its
+        batch, that rest is written first, and the queue only once stdout has
+        taken all of it (the queue then joins the writer's batch: the writer
+        finishes whatever stdout does not take now).  What would block is
+        left to the writer.
         """
-        if self._writing or not self._queue:
+        if not self._queue:
+            return
+        if self._writing:
+            self._join_batch()
             return
         batch, gen = self._take()
         rest = self._write_ready(batch)
@@ -416,6 +428,16 @@ class Outbox:
             self._wakeup.set()
         else:
             self._written(gen)
+
+    def _join_batch(self) -> None:
+        """`flush_now` while the writer waits for stdout (it is suspended in
+        `_write_batch`, the only place it waits while writing)."""
+        if self._rest:
+            self._rest = self._write_stdout_frames(self._rest)
+            if self._rest:
+                return  # stdout is still full: the queue waits its turn
+        batch, self._batch_gen = self._take()
+        self._rest = self._write_ready(batch)
 
     def _take(self) -> tuple[list[_Item], int]:
         for hook in self._pre_flush:
@@ -429,11 +451,14 @@ class Outbox:
         self._progress.set()
 
     async def _write_batch(self, batch: list[_Item]) -> None:
-        rest = self._write_ready(batch)
-        while rest:  # stdout would block: wait for the editor to read
+        self._rest = self._write_ready(batch)
+        while self._rest:  # stdout would block: wait for the editor to read
             with anyio.move_on_after(0.1):  # ...but notice give_up_stdout()
                 await anyio.wait_writable(self._stdout_fd)
-            rest = self._write_stdout_frames(rest)
+            # flush_now may have written the rest (and joined the queue to
+            # this batch) meanwhile.
+            if self._rest:
+                self._rest = self._write_stdout_frames(self._rest)
         self.retry_failed_logs()
 
     def _write_ready(self, batch: list[_Item]) -> list[bytes]:

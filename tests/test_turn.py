@@ -272,9 +272,10 @@ TOOL_SCRIPT = {
 }
 
 
-def fake_tools(cleanup_seconds: float) -> Any:
+def fake_tools(cleanup_seconds: float, box: Json) -> Any:
     """A `_run_tools` whose one tool runs in its own task until stopped, then takes
-    ``cleanup_seconds`` (shielded) to produce its partial result."""
+    ``cleanup_seconds`` (shielded) to produce its partial result; ``box["tried"]``
+    (an event) is set once it has tried to show that result."""
 
     async def run_tools(self: Turn) -> None:
         call = self._pending_tools[0]
@@ -301,6 +302,7 @@ def fake_tools(cleanup_seconds: float) -> Any:
                             "content": [{"type": "content", "content": partial[0]}],
                         }
                     )
+                    box["tried"].set()
 
         self.spawn(tool)
         await anyio.sleep_forever()  # waits for the tool; a Stop cancels this
@@ -309,10 +311,11 @@ def fake_tools(cleanup_seconds: float) -> Any:
 
 
 def stop_during_tool(monkeypatch: pytest.MonkeyPatch, cleanup: float, deadline: float) -> Json:
-    monkeypatch.setattr(Turn, "_run_tools", fake_tools(cleanup))
     box: Json = {}
+    monkeypatch.setattr(Turn, "_run_tools", fake_tools(cleanup, box))
 
     async def play(client: AcpClient) -> None:
+        box["tried"] = anyio.Event()
         await client.initialize()
         session_id = box["session"] = await client.new_session(CWD)
 
@@ -320,6 +323,12 @@ def stop_during_tool(monkeypatch: pytest.MonkeyPatch, cleanup: float, deadline: 
             return lambda: any(u.get("status") == "in_progress" for u in client.updates[since:])
 
         box["result"] = await prompt_until(client, session_id, "Read it", running, settle=0)
+        # The editor stays until the tool has tried to show its result (late, for
+        # a tool abandoned at the deadline): whatever it sent is then on the wire.
+        with anyio.fail_after(10):
+            await box["tried"].wait()
+        # A request answered after anything queued before it (one ordered writer).
+        await client.wait_response(await client.send_request("_acp-bridge/ping", {}))
         box["updates"] = len(client.updates)
 
     def provider() -> Provider:

@@ -424,7 +424,7 @@ class Outbox:
         if rest:
             self._inflight = 0  # back in the queue, counted there
             self._queue[:0] = rest
-            self._queued_bytes += sum(len(item) for item in rest if type(item) is bytes)
+            self._queued_bytes += sum(map(len, rest))
             self._wakeup.set()
         else:
             self._written(gen)

@@ -46,7 +46,7 @@ import anyio
 import anyio.abc
 import orjson
 
-from .jsonrpc.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_CANCELLED, RemoteError
+from .jsonrpc.errors import RemoteError, RpcError
 from .jsonrpc.framing import LineFramer
 
 Json = dict[str, Any]
@@ -358,8 +358,7 @@ class AcpClient:
         handler = self.handlers.get(msg["method"])
         assert self._tg is not None, "only called from read_loop"
         if handler is None:
-            error = {"code": METHOD_NOT_FOUND, "message": "Method not found"}
-            error["data"] = {"method": msg["method"]}
+            error = RpcError.method_not_found(msg["method"]).to_wire()
             self._tg.start_soon(self.send, {"jsonrpc": "2.0", "id": rid, "error": error})
             return
         scope = anyio.CancelScope()
@@ -375,17 +374,12 @@ class AcpClient:
             try:
                 answer = {"result": await handler(params)}
             except RemoteError as exc:
-                error: Json = {"code": exc.code, "message": exc.message}
-                if exc.data is not None:
-                    error["data"] = exc.data
-                answer = {"error": error}
+                answer = {"error": RpcError(exc.code, exc.message, exc.data).to_wire()}
             except Exception as exc:
-                detail = f"{type(exc).__name__}: {exc}"
-                answer = {"error": {"code": INTERNAL_ERROR, "message": "Internal error"}}
-                answer["error"]["data"] = {"detail": detail}
+                answer = {"error": RpcError.internal(f"{type(exc).__name__}: {exc}").to_wire()}
         self._serving.pop(id_key(rid), None)
         if scope.cancelled_caught:
-            answer = {"error": {"code": REQUEST_CANCELLED, "message": "Request cancelled"}}
+            answer = {"error": RpcError.cancelled().to_wire()}
         await self.send({"jsonrpc": "2.0", "id": rid, **answer})
 
     def _cancel_served(self, params: object) -> None:

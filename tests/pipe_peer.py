@@ -27,22 +27,27 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import anyio
 import anyio.abc
 
-from acp_bridge.client import AcpClient, FdSink, FdSource, bridge_command, id_key, is_response
+from acp_bridge.client import (
+    CHUNK_KINDS,
+    AcpClient,
+    FdSink,
+    FdSource,
+    Json,
+    RequestId,
+    bridge_command,
+    id_key,
+    is_response,
+)
 from acp_bridge.loop.turn import TurnConfig
 from acp_bridge.providers.base import Provider
 from acp_bridge.providers.script_format import parse_script
 from acp_bridge.providers.scripted import ScriptedProvider
 from acp_bridge.server import ServeOptions, serve
-
-Json = dict[str, Any]
-RequestId = int | str
-CHUNK_KINDS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
-
 
 # -- prompts on many sessions -----------------------------------------------------------
 

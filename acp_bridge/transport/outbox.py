@@ -132,25 +132,19 @@ class LogFile:
             del self.pending[:written]
 
     def _open(self) -> None:
-        if self._ident is None:
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
-            if self._create:
-                fd = os.open(self.path, flags | os.O_CREAT, 0o600)
-            else:
-                try:
-                    fd = os.open(self.path, flags)
-                except FileNotFoundError:
-                    self._lose("the file or its folder was deleted")
-            st = os.fstat(fd)
-            self._ident = (st.st_dev, st.st_ino)
-            self._fd = fd
-            return
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-        except FileNotFoundError:
-            self._lose("the file or its folder was deleted")
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+        if self._ident is None and self._create:
+            fd = os.open(self.path, flags | os.O_CREAT, 0o600)
+        else:  # the file must be there: the one this log started, or continues
+            try:
+                fd = os.open(self.path, flags)
+            except FileNotFoundError:
+                self._lose("the file or its folder was deleted")
         st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != self._ident:
+        ident = (st.st_dev, st.st_ino)
+        if self._ident is None:
+            self._ident = ident
+        elif ident != self._ident:
             os.close(fd)
             self._lose("another file was put in its place")
         self._fd = fd
@@ -424,7 +418,7 @@ class Outbox:
         if rest:
             self._inflight = 0  # back in the queue, counted there
             self._queue[:0] = rest
-            self._queued_bytes += sum(len(item) for item in rest if type(item) is bytes)
+            self._queued_bytes += sum(map(len, rest))
             self._wakeup.set()
         else:
             self._written(gen)

@@ -391,10 +391,11 @@ class Turn:
             )
         else:
             self.rec.attempt("empty", [])
+        calls = asm.completed_tool_calls()
         finish = asm.finish
         if finish is None:
-            finish = "tool_use" if asm.completed_tool_calls() else "end_turn"
-        self._pending_tools = asm.completed_tool_calls() if finish == "tool_use" else []
+            finish = "tool_use" if calls else "end_turn"
+        self._pending_tools = calls if finish == "tool_use" else []
         if finish != "tool_use":
             self._close_open_tools("model ended the turn without running this tool")
         return finish

@@ -442,7 +442,7 @@ class Turn:
     def _announce_tool(self, ev: ToolCallStart) -> None:
         tools = self.session.tools
         tool = None if tools is None else tools.registry.get(ev.name)
-        self._show_tool(
+        self.show_tool(
             {
                 "sessionUpdate": "tool_call",
                 "toolCallId": ev.id,
@@ -452,17 +452,13 @@ class Turn:
             }
         )
 
-    def show_tool(self, update: dict[str, Any]) -> None:
-        """A tool call update from a running tool (see `_show_tool`)."""
-        self._show_tool(update)
-
     def _answer_tool_calls(self) -> None:
         rec = self.rec
         for call in self._pending_tools:
             text = unavailable_tool_text(call["name"])
             rec.tool_call(call["id"], call["name"], call["input"], "unavailable")
             rec.tool_result(call["id"], [{"type": "text", "text": text}], is_error=True)
-            self._show_tool(
+            self.show_tool(
                 {
                     "sessionUpdate": "tool_call_update",
                     "toolCallId": call["id"],
@@ -476,7 +472,7 @@ class Turn:
     def _close_open_tools(self, why: str) -> None:
         """Every tool call announced to the editor gets a final status."""
         for tool_id in list(self.rec.open_tools):
-            self._show_tool(
+            self.show_tool(
                 {
                     "sessionUpdate": "tool_call_update",
                     "toolCallId": tool_id,
@@ -485,8 +481,9 @@ class Turn:
                 }
             )
 
-    def _show_tool(self, update: dict[str, Any]) -> None:
-        """Record a tool call announcement or update, then send it."""
+    def show_tool(self, update: dict[str, Any]) -> None:
+        """Record a tool call announcement or update, then send it (also used
+        by the running tools)."""
         fields = {key: value for key, value in update.items() if key != "sessionUpdate"}
         if update["sessionUpdate"] == "tool_call":
             self.rec.tool_announce(fields)

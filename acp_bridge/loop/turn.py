@@ -141,8 +141,6 @@ class _Stream:
         self.asm = StreamAssembler()
 
 
-
-
 T = TypeVar("T")
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
 
@@ -561,7 +559,6 @@ class Turn:
         """Complete calls of the step that were never dispatched: ABORTED_BEFORE_DISPATCH."""
         if self.tools is not None:
             self.tools.queue.extend(self._pending_tools)
-            self._pending_tools = []
             self.tools.abort_rest()
         self._pending_tools = []
 

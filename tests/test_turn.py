@@ -281,7 +281,7 @@ def fake_tools(cleanup_seconds: float, box: Json) -> Any:
         call = self._pending_tools[0]
         self._pending_tools = []
         self.rec.tool_call(call["id"], call["name"], call["input"], "dispatched")
-        self._show_tool(
+        self.show_tool(
             {"sessionUpdate": "tool_call_update", "toolCallId": call["id"], "status": "in_progress"}
         )
 
@@ -294,7 +294,7 @@ def fake_tools(cleanup_seconds: float, box: Json) -> Any:
                         await anyio.sleep(cleanup_seconds)
                     partial = [{"type": "text", "text": "partial output"}]
                     self.rec.tool_result(call["id"], partial, is_error=True)
-                    self._show_tool(
+                    self.show_tool(
                         {
                             "sessionUpdate": "tool_call_update",
                             "toolCallId": call["id"],

@@ -27,18 +27,17 @@ import anyio
 
 
 class InFlight:
-    __slots__ = ("_count", "_done", "_scopes", "labels")
+    __slots__ = ("_done", "_scopes", "labels")
 
     def __init__(self) -> None:
         self._scopes: set[anyio.CancelScope] = set()
-        self._count = 0
         self._done = anyio.Event()
         self._done.set()
         # What is in flight, for logs and tests: label -> how many.
         self.labels: dict[str, int] = {}
 
     def __len__(self) -> int:
-        return self._count
+        return len(self._scopes)
 
     @asynccontextmanager
     async def track(self, label: str) -> AsyncIterator[anyio.CancelScope]:
@@ -48,9 +47,8 @@ class InFlight:
         body that must produce a result after that (a partial tool output)
         shields its cleanup.
         """
-        if self._count == 0:
+        if not self._scopes:
             self._done = anyio.Event()
-        self._count += 1
         self.labels[label] = self.labels.get(label, 0) + 1
         scope = anyio.CancelScope()
         self._scopes.add(scope)
@@ -59,13 +57,12 @@ class InFlight:
                 yield scope
         finally:
             self._scopes.discard(scope)
-            self._count -= 1
             left = self.labels[label] - 1
             if left:
                 self.labels[label] = left
             else:
                 del self.labels[label]
-            if self._count == 0:
+            if not self._scopes:
                 self._done.set()
 
     def cancel(self) -> None:
@@ -78,8 +75,8 @@ class InFlight:
 
         Returns True when nothing is left in flight.
         """
-        if self._count == 0:
+        if not self._scopes:
             return True
         with anyio.CancelScope(shield=True), anyio.move_on_after(deadline):
             await self._done.wait()
-        return self._count == 0
+        return not self._scopes

@@ -68,11 +68,10 @@ class TurnRecorder:
         self._append("turn/start", 0)
         self._append("user/message", 0, content=content, prompt=prompt)
 
-    def step_start(self) -> int:
+    def step_start(self) -> None:
         self.step += 1
         self.step_open = True
         self._append("step/start", self.step)
-        return self.step
 
     def step_end(self, reason: str) -> None:
         if self.step_open:

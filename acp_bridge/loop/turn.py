@@ -141,8 +141,6 @@ class _Stream:
         self.asm = StreamAssembler()
 
 
-
-
 T = TypeVar("T")
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
 
@@ -391,10 +389,11 @@ class Turn:
             )
         else:
             self.rec.attempt("empty", [])
+        calls = asm.completed_tool_calls()
         finish = asm.finish
         if finish is None:
-            finish = "tool_use" if asm.completed_tool_calls() else "end_turn"
-        self._pending_tools = asm.completed_tool_calls() if finish == "tool_use" else []
+            finish = "tool_use" if calls else "end_turn"
+        self._pending_tools = calls if finish == "tool_use" else []
         if finish != "tool_use":
             self._close_open_tools("model ended the turn without running this tool")
         return finish
@@ -441,7 +440,7 @@ class Turn:
     def _announce_tool(self, ev: ToolCallStart) -> None:
         tools = self.session.tools
         tool = None if tools is None else tools.registry.get(ev.name)
-        self._show_tool(
+        self.show_tool(
             {
                 "sessionUpdate": "tool_call",
                 "toolCallId": ev.id,
@@ -451,17 +450,13 @@ class Turn:
             }
         )
 
-    def show_tool(self, update: dict[str, Any]) -> None:
-        """A tool call update from a running tool (see `_show_tool`)."""
-        self._show_tool(update)
-
     def _answer_tool_calls(self) -> None:
         rec = self.rec
         for call in self._pending_tools:
             text = unavailable_tool_text(call["name"])
             rec.tool_call(call["id"], call["name"], call["input"], "unavailable")
             rec.tool_result(call["id"], [{"type": "text", "text": text}], is_error=True)
-            self._show_tool(
+            self.show_tool(
                 {
                     "sessionUpdate": "tool_call_update",
                     "toolCallId": call["id"],
@@ -475,7 +470,7 @@ class Turn:
     def _close_open_tools(self, why: str) -> None:
         """Every tool call announced to the editor gets a final status."""
         for tool_id in list(self.rec.open_tools):
-            self._show_tool(
+            self.show_tool(
                 {
                     "sessionUpdate": "tool_call_update",
                     "toolCallId": tool_id,
@@ -484,8 +479,9 @@ class Turn:
                 }
             )
 
-    def _show_tool(self, update: dict[str, Any]) -> None:
-        """Record a tool call announcement or update, then send it."""
+    def show_tool(self, update: dict[str, Any]) -> None:
+        """Record a tool call announcement or update, then send it (also used
+        by the running tools)."""
         fields = {key: value for key, value in update.items() if key != "sessionUpdate"}
         if update["sessionUpdate"] == "tool_call":
             self.rec.tool_announce(fields)
@@ -563,7 +559,6 @@ class Turn:
         """Complete calls of the step that were never dispatched: ABORTED_BEFORE_DISPATCH."""
         if self.tools is not None:
             self.tools.queue.extend(self._pending_tools)
-            self._pending_tools = []
             self.tools.abort_rest()
         self._pending_tools = []
 

@@ -294,11 +294,14 @@ class ToolRunner:
         state, turn = self.state, self.turn
         share = max(state.cancel_deadline * 0.3, 0.05)
 
-        async def request(method: str, params: dict[str, Any]) -> Any:
+        async def refuse_if_stopped() -> None:
+            # Never start an editor request for a stopped turn.
             if turn.cause is not None or turn.rec.closed:
-                # Never start an editor request for a stopped turn.
                 await anyio.lowlevel.checkpoint()
                 raise ToolError("the turn was stopped")
+
+        async def request(method: str, params: dict[str, Any]) -> Any:
+            await refuse_if_stopped()
             return await turn.await_editor(
                 f"{method}:{call_id}", lambda: state.request(method, params)
             )
@@ -317,9 +320,7 @@ class ToolRunner:
             """A request whose effect must be known (a terminal created, a file
             written): a Stop does not abandon it, it waits a bounded while for
             the answer (then cancels it)."""
-            if turn.cause is not None or turn.rec.closed:
-                await anyio.lowlevel.checkpoint()
-                raise ToolError("the turn was stopped")
+            await refuse_if_stopped()
             box: dict[str, Any] = {}
             done = anyio.Event()
 

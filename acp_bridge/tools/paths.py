@@ -14,19 +14,15 @@ def resolve(path: str, cwd: str) -> str:
     return os.path.normpath(expanded)
 
 
-def _real(path: str) -> str:
-    # Symlinks inside a root may point out of it: compare where they lead.
-    return os.path.realpath(path)
+def _forms(path: str) -> set[str]:
+    # Symlinks inside a root may point out of it: compare where they lead too.
+    return {os.path.normpath(path), os.path.realpath(path)}
 
 
 def inside(path: str, roots: Iterable[str]) -> bool:
     """Whether ``path`` (absolute) lies in one of ``roots``, following symlinks."""
-    for candidate in {os.path.normpath(path), _real(path)}:
-        if not any(
-            _within(candidate, os.path.normpath(r)) or _within(candidate, _real(r)) for r in roots
-        ):
-            return False
-    return True
+    bases = {base for root in roots for base in _forms(root)}
+    return all(any(_within(form, base) for base in bases) for form in _forms(path))
 
 
 def _within(path: str, root: str) -> bool:

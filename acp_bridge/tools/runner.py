@@ -94,24 +94,29 @@ class ToolRunner:
 
     def abort_rest(self) -> None:
         """Every call not yet dispatched gets its aborted result and final status."""
-        rec = self.turn.rec
         for call in self.queue:
-            text = aborted_text(call["name"])
-            rec.tool_call(call["id"], call["name"], call["input"], "aborted")
-            rec.tool_result(call["id"], _text(text), is_error=True)
-            self._final(call["id"], "failed", _shown(text), None)
+            self._aborted(call, aborted_text(call["name"]))
         self.queue = []
 
     # -- one call -----------------------------------------------------------
 
-    def _finish(
-        self, call: dict[str, Any], status: str, output: ToolOutput, *, popped: bool = True
-    ) -> None:
+    def _unqueue(self, call: dict[str, Any]) -> None:
+        """Take ``call`` off the queue if it is still waiting there."""
+        if self.queue and self.queue[0] is call:
+            self.queue.pop(0)
+
+    def _aborted(self, call: dict[str, Any], text: str) -> None:
+        """``call`` never ran: an aborted record, ``text`` as its result, status failed."""
+        rec = self.turn.rec
+        rec.tool_call(call["id"], call["name"], call["input"], "aborted")
+        rec.tool_result(call["id"], _text(text), is_error=True)
+        self._final(call["id"], "failed", _shown(text), None)
+
+    def _finish(self, call: dict[str, Any], status: str, output: ToolOutput) -> None:
         rec = self.turn.rec
         if call["id"] not in rec.unanswered:
             rec.tool_call(call["id"], call["name"], call["input"], status)
-        if popped and self.queue and self.queue[0] is call:
-            self.queue.pop(0)
+        self._unqueue(call)
         rec.tool_result(call["id"], _text(output.text), is_error=output.is_error)
         final = "failed" if output.is_error else "completed"
         self._final(call["id"], final, output.content + _shown(output.text), output.raw_output)
@@ -197,7 +202,7 @@ class ToolRunner:
             {"sessionUpdate": "tool_call_update", "toolCallId": call["id"], "status": "in_progress"}
         )
         output = await self._execute(tool, args, ctx, call)
-        self._finish(call, "dispatched", output, popped=False)
+        self._finish(call, "dispatched", output)
 
     async def _ask(
         self, call: dict[str, Any], shown: dict[str, Any], outside: list[str]
@@ -244,13 +249,8 @@ class ToolRunner:
         return ("they chose to always reject it" if always else "they rejected it") + where
 
     def _permission_stopped(self, call: dict[str, Any]) -> None:
-        if self.queue and self.queue[0] is call:
-            self.queue.pop(0)
-        rec = self.turn.rec
-        text = permission_stopped_text(call["name"])
-        rec.tool_call(call["id"], call["name"], call["input"], "aborted")
-        rec.tool_result(call["id"], _text(text), is_error=True)
-        self._final(call["id"], "failed", _shown(text), None)
+        self._unqueue(call)
+        self._aborted(call, permission_stopped_text(call["name"]))
 
     async def _execute(
         self, tool: Any, args: Any, ctx: ToolContext, call: dict[str, Any]
@@ -272,7 +272,7 @@ class ToolRunner:
             return ctx.partial or ToolOutput(stopped_text(call["name"]), is_error=True)
         except anyio.get_cancelled_exc_class():
             output = ctx.partial or ToolOutput(stopped_text(call["name"]), is_error=True)
-            self._finish(call, "dispatched", output, popped=False)
+            self._finish(call, "dispatched", output)
             raise
         except ToolError as exc:
             return ToolOutput(f"{call['name']} failed: {exc}", is_error=True)
@@ -294,11 +294,14 @@ class ToolRunner:
         state, turn = self.state, self.turn
         share = max(state.cancel_deadline * 0.3, 0.05)
 
-        async def request(method: str, params: dict[str, Any]) -> Any:
+        async def refuse_if_stopped() -> None:
+            # Never start an editor request for a stopped turn.
             if turn.cause is not None or turn.rec.closed:
-                # Never start an editor request for a stopped turn.
                 await anyio.lowlevel.checkpoint()
                 raise ToolError("the turn was stopped")
+
+        async def request(method: str, params: dict[str, Any]) -> Any:
+            await refuse_if_stopped()
             return await turn.await_editor(
                 f"{method}:{call_id}", lambda: state.request(method, params)
             )
@@ -317,9 +320,7 @@ class ToolRunner:
             """A request whose effect must be known (a terminal created, a file
             written): a Stop does not abandon it, it waits a bounded while for
             the answer (then cancels it)."""
-            if turn.cause is not None or turn.rec.closed:
-                await anyio.lowlevel.checkpoint()
-                raise ToolError("the turn was stopped")
+            await refuse_if_stopped()
             box: dict[str, Any] = {}
             done = anyio.Event()
 

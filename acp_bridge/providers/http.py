@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 import httpx
@@ -41,7 +41,7 @@ from .base import (
     StreamIdleTimeout,
 )
 from .config import ProviderConfig
-from .recording import Recorder
+from .recording import RecordedResponse, Recorder
 from .retry import RetryPolicy
 from .secrets import scrub
 
@@ -103,11 +103,10 @@ class HttpProvider:
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
-            read = self.config.idle_timeout
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(
                     connect=self.config.connect_timeout,
-                    read=read,
+                    read=self.config.idle_timeout,
                     write=60.0,
                     pool=self.config.connect_timeout,
                 ),
@@ -134,7 +133,9 @@ class HttpProvider:
 class HttpStream:
     """The async iterator of one model request (all its attempts)."""
 
-    def __init__(self, provider: HttpProvider, url: str, body: bytes, record: Any) -> None:
+    def __init__(
+        self, provider: HttpProvider, url: str, body: bytes, record: RecordedResponse | None
+    ) -> None:
         self._provider = provider
         self._wire = provider.wire
         self._policy: RetryPolicy = provider.config.retry

@@ -24,7 +24,7 @@ import logging
 import socket
 from collections import deque
 from collections.abc import AsyncGenerator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -98,9 +98,6 @@ class HttpProvider:
         self.model = self.config.models[0]
         self._client: httpx.AsyncClient | None = None
 
-    def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[ProviderStream]:
-        return self._open(request)
-
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
             self._client = httpx.AsyncClient(
@@ -115,9 +112,7 @@ class HttpProvider:
         return self._client
 
     @asynccontextmanager
-    async def _open(
-        self, request: ModelRequest
-    ) -> AsyncGenerator[ProviderStream, None]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderStream, None]:
         model = request.model or self.model
         body = self.wire.body(request, self.config, model)
         url = self.wire.endpoint(self.config.base_url)

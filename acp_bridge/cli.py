@@ -12,6 +12,7 @@ Options common to every subcommand may be given before or after its name.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -291,14 +292,11 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
             "acp-bridge: serving ACP on stdin/stdout; an editor starts it this way. "
             "To see it work, run: acp-bridge demo\n"
         )
-    script_path: str | None = args.script
-
-    def load_fake() -> Callable[[], Provider]:
-        return _load_fake_provider(script_path)
-
-    load = load_fake
+    load: Callable[[], Callable[[], Provider]]
     if args.provider != "fake" and (args.provider or args.config):
         load = _http_loader(args)
+    else:
+        load = functools.partial(_load_fake_provider, args.script)
     options = ServeOptions(
         state_dir=state_dir,
         load_provider=load,

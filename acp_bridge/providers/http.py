@@ -24,9 +24,9 @@ import logging
 import socket
 from collections import deque
 from collections.abc import AsyncGenerator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 import httpx
@@ -41,7 +41,7 @@ from .base import (
     StreamIdleTimeout,
 )
 from .config import ProviderConfig
-from .recording import Recorder
+from .recording import RecordedResponse, Recorder
 from .retry import RetryPolicy
 from .secrets import scrub
 
@@ -98,16 +98,12 @@ class HttpProvider:
         self.model = self.config.models[0]
         self._client: httpx.AsyncClient | None = None
 
-    def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[ProviderStream]:
-        return self._open(request)
-
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
-            read = self.config.idle_timeout
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(
                     connect=self.config.connect_timeout,
-                    read=read,
+                    read=self.config.idle_timeout,
                     write=60.0,
                     pool=self.config.connect_timeout,
                 ),
@@ -116,9 +112,7 @@ class HttpProvider:
         return self._client
 
     @asynccontextmanager
-    async def _open(
-        self, request: ModelRequest
-    ) -> AsyncGenerator[ProviderStream, None]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderStream, None]:
         model = request.model or self.model
         body = self.wire.body(request, self.config, model)
         url = self.wire.endpoint(self.config.base_url)
@@ -134,7 +128,9 @@ class HttpProvider:
 class HttpStream:
     """The async iterator of one model request (all its attempts)."""
 
-    def __init__(self, provider: HttpProvider, url: str, body: bytes, record: Any) -> None:
+    def __init__(
+        self, provider: HttpProvider, url: str, body: bytes, record: RecordedResponse | None
+    ) -> None:
         self._provider = provider
         self._wire = provider.wire
         self._policy: RetryPolicy = provider.config.retry

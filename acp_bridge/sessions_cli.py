@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from .log.reader import LogCorrupt, iter_session_files, session_path
+from .log.reader import LOG_SUFFIX, LogCorrupt, iter_session_files, session_path
 from .log.upcast import load_log
 from .sessions.info import title_of
 
@@ -42,7 +42,7 @@ def summarize(path: str) -> Summary:
         last = ends[-1].get("reason") if ends and ends[-1]["turn"] == starts[-1]["turn"] else "open"
     stat = os.stat(path)
     return Summary(
-        session_id=os.path.basename(path)[: -len(".jsonl")],
+        session_id=os.path.basename(path)[: -len(LOG_SUFFIX)],
         title=title_of(records),
         cwd=str(start.get("cwd", "")),
         updated=stat.st_mtime,
@@ -118,7 +118,7 @@ def resolve(state_dir: str, session_id: str) -> str | int:
 
 def nearest(state_dir: str, session_id: str, limit: int = 5) -> list[str]:
     """Stored session ids that start with ``session_id``, else the most similar."""
-    ids = [os.path.basename(p)[: -len(".jsonl")] for p in iter_session_files(state_dir)]
+    ids = [os.path.basename(p)[: -len(LOG_SUFFIX)] for p in iter_session_files(state_dir)]
     prefixed = [sid for sid in ids if sid.startswith(session_id)]
     if prefixed:
         return prefixed[:limit]

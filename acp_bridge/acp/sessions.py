@@ -31,7 +31,7 @@ from ..loop.session import Session
 from ..loop.turn import Turn
 from ..loop.updates import UpdateFrames
 from ..sessions.fork import ForkError, fork_records
-from ..sessions.info import BadCursor, list_sessions, title_of
+from ..sessions.info import PAGE_SIZE, BadCursor, list_sessions, title_of
 from ..sessions.regenerate import RegenerateRecorder, is_command, target_turn
 from . import params as P
 
@@ -432,9 +432,9 @@ def _endings(records: list[Record]) -> list[dict[str, Any]]:
 def _page_size() -> int:
     raw = os.environ.get(ENV_PAGE_SIZE)
     try:
-        size = int(raw) if raw else 50
+        size = int(raw) if raw else PAGE_SIZE
     except ValueError:
-        size = 50
+        size = PAGE_SIZE
     return max(size, 1)
 
 

@@ -98,12 +98,18 @@ def replaced_turns(records: Iterable[Mapping[str, Any]]) -> set[int]:
             continue
         target = record.get("regenerates")
         turn = record.get("turn")
-        if type(target) is not int or type(turn) is not int:
-            continue
-        group = attempts.setdefault(target, [target])
-        replaced.update(group)
-        group.append(turn)
+        if type(target) is int and type(turn) is int:
+            _note_regenerate(attempts, replaced, target, turn)
     return replaced
+
+
+def _note_regenerate(
+    attempts: dict[int, list[int]], replaced: set[Any], target: int, turn: int
+) -> None:
+    """Record that ``turn`` regenerates ``target``: every earlier attempt is replaced."""
+    group = attempts.setdefault(target, [target])
+    replaced.update(group)
+    group.append(turn)
 
 
 def delivered_prefix(
@@ -411,9 +417,7 @@ class HistoryProjection:
                 # A regenerate: earlier replies to that turn, usually in the
                 # stable part, leave the history.  Rare (a user's request):
                 # start again from the whole log.
-                group = self._attempts.setdefault(target, [target])
-                self._replaced.update(group)
-                group.append(turn)
+                _note_regenerate(self._attempts, self._replaced, target, turn)
                 self._reset()
             return
         if kind == "turn/end":

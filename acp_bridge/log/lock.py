@@ -13,6 +13,8 @@ import contextlib
 import fcntl
 import os
 
+from .reader import LOG_SUFFIX
+
 __all__ = ["SessionLock", "SessionLocked", "lock_path"]
 
 
@@ -25,7 +27,7 @@ class SessionLocked(Exception):
 
 
 def lock_path(log_path: str) -> str:
-    base = log_path[: -len(".jsonl")] if log_path.endswith(".jsonl") else log_path
+    base = log_path.removesuffix(LOG_SUFFIX)
     return base + ".lock"
 
 

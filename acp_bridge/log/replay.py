@@ -207,8 +207,6 @@ def _updates_of(
         if isinstance(attempt, str) and isinstance(message_id, str):
             message_ids[attempt] = message_id
         return []
-    if kind == "stream/delta":
-        return _chunks(record, message_ids, markers)
     if kind == "tool/announce":
         return [{"sessionUpdate": "tool_call", **record["update"]}]
     if kind == "tool/update":

@@ -17,18 +17,9 @@ from typing import Any, Final
 from ..log.writer import SessionLog
 from ..loop.recorder import TurnRecorder
 
-__all__ = ["COMMAND", "COMMANDS_UPDATE", "RegenerateRecorder", "is_command", "target_turn"]
+__all__ = ["COMMAND", "RegenerateRecorder", "is_command", "target_turn"]
 
 COMMAND: Final = "regenerate"
-COMMANDS_UPDATE: Final = {
-    "sessionUpdate": "available_commands_update",
-    "availableCommands": [
-        {
-            "name": COMMAND,
-            "description": "Answer your last message again (the previous reply stays in the log)",
-        }
-    ],
-}
 
 
 def is_command(blocks: Sequence[Mapping[str, Any]]) -> bool:

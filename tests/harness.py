@@ -154,6 +154,19 @@ def session_snapshot(run: Run, cwd: str) -> dict[str, Any]:
     return snapshot
 
 
+def report(result: PromptResult) -> dict[str, Any]:
+    """The facts of a scripted ``report`` answer."""
+    facts = {}
+    for line in result.text().splitlines():
+        name, _, value = line.partition(": ")
+        facts[name] = json.loads(value)
+    return facts
+
+
+def assert_cancelled(result: PromptResult) -> None:
+    assert result.response.get("result") == {"stopReason": "cancelled"}, result.response
+
+
 def coalesce_deltas(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Stream deltas are batched by timing; merge consecutive ones for stable snapshots
     (and the entries of each interrupted message's ``stream`` likewise)."""

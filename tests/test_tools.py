@@ -21,14 +21,16 @@ from typing import Any
 
 import anyio
 import pytest
-from acp_schema import AcpSchema, load_acp_schema
+from acp_schema import AcpSchema
 from harness import (
     EXAMPLES,
     Run,
     SessionSnapshot,
+    assert_cancelled,
     coalesce_deltas,
     normalize,
     prompt_until,
+    report,
     run_bridge,
     update_seen,
     wait_until,
@@ -45,16 +47,6 @@ from acp_bridge.tools.runner import ABORTED_BEFORE_DISPATCH
 pytestmark = pytest.mark.anyio
 
 REPORT = {"events": [{"report": ["message_count", "tool_results"]}]}
-
-
-@pytest.fixture(scope="module")
-def acp_schema() -> AcpSchema:
-    schema = load_acp_schema()
-    if schema is None:
-        pytest.skip(
-            "the official ACP schema (shared/acp/schema.json beside the repository) is absent"
-        )
-    return schema
 
 
 @dataclass
@@ -118,14 +110,6 @@ async def play(
     script = {"when_exhausted": "error", **script}
     run = await run_bridge(write_script(tmp_path, script), tmp_path / "state", go, extra=extra)
     return Played(run, session[0], results, editor, workspace)
-
-
-def report(result: PromptResult) -> dict[str, Any]:
-    facts = {}
-    for line in result.text().splitlines():
-        name, _, value = line.partition(": ")
-        facts[name] = json.loads(value)
-    return facts
 
 
 def check(played: Played, schema: AcpSchema, snapshot: SnapshotAssertion) -> None:
@@ -535,10 +519,6 @@ async def test_invalid_arguments_and_unknown_tools_never_run(tmp_path: Path) -> 
 
 async def follow_up(client: AcpClient, sid: str) -> PromptResult:
     return await client.prompt(sid, "What happened?")
-
-
-def assert_cancelled(result: PromptResult) -> None:
-    assert result.response.get("result") == {"stopReason": "cancelled"}, result.response
 
 
 async def test_stop_while_a_tool_call_streams(

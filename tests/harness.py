@@ -9,7 +9,9 @@ and paths with stable placeholders so whole sessions can be snapshot-tested.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import mmap
 import os
 import re
 import subprocess
@@ -226,6 +228,21 @@ async def wait_until(condition: Callable[[], bool]) -> None:
     # Polling: a log file or the client's update list has no event to wait on.
     while not condition():  # noqa: ASYNC110
         await anyio.sleep(0.002)
+
+
+async def wait_for_a_full_pipe(client: AcpClient) -> None:
+    """Until the agent's stdout pipe is full: the bridge's next frame cannot be written.
+
+    A pipe takes a write into the last page's slack or a free page: it is full
+    once less than a page is left.  The client must not be reading
+    (``client.agent.stdout.pause()``).
+    """
+    stdout = client.agent.stdout
+    room = fcntl.fcntl(stdout.fd, fcntl.F_GETPIPE_SZ) - mmap.PAGESIZE
+    # Polling: a pipe has no event for "full".
+    with anyio.fail_after(30):
+        while stdout.unread() < room:  # noqa: ASYNC110
+            await anyio.sleep(0.002)
 
 
 def update_seen(client: AcpClient, kind: str, *, since: int = 0) -> Callable[[], bool]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 import orjson
 import pytest
-from harness import EXAMPLES
+from harness import EXAMPLES, wait_for_a_full_pipe
 
 from acp_bridge.client import bridge_command, running
 from acp_bridge.transport.outbox import HIGH_WATER, STDOUT_PIPE_SIZE
@@ -79,11 +79,13 @@ async def test_few_bytes_wait_ahead_of_the_answer_to_a_stop(tmp_path: Path) -> N
         prompt = await client.send_request("session/prompt", params)
         first = await client.wait_for(lambda m: m.get("method") == "session/update")
         frame_size = len(orjson.dumps(first)) + 1
-        # The editor is busy: it reads nothing while the bridge streams on, then
-        # presses Stop.  (It sees everything already read; how long it was busy
-        # only decides whether the pipe had time to fill.)
+        # The editor is busy: it reads nothing while the bridge streams on until
+        # the pipe is full, then presses Stop.  (It sees everything already read.)
         client.agent.stdout.pause()
-        await anyio.sleep(0.5)
+        if hasattr(fcntl, "F_GETPIPE_SZ"):
+            await wait_for_a_full_pipe(client)
+        else:
+            await anyio.sleep(0.5)
         seen = len(client.messages)
         await client.notify("session/cancel", {"sessionId": session})
         client.agent.stdout.resume()

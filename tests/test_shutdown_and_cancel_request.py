@@ -9,9 +9,7 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
-import mmap
 import os
 import subprocess
 import sys
@@ -20,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import run_bridge, update_seen, wait_until, write_script
+from harness import run_bridge, update_seen, wait_for_a_full_pipe, wait_until, write_script
 
 from acp_bridge.client import AcpClient, bridge_command, running
 from acp_bridge.log.check import check_log
@@ -28,8 +26,6 @@ from acp_bridge.log.reader import read_records
 from acp_bridge.transport.outbox import LogFile
 
 pytestmark = pytest.mark.anyio
-
-PAGE = mmap.PAGESIZE
 
 
 def prompt(rid: int, sid: str, text: str) -> dict[str, Any]:
@@ -107,21 +103,6 @@ async def test_queued_prompts_start_no_turn_once_the_editor_is_gone(tmp_path: Pa
     check_log(records)
     assert [r["reason"] for r in records if r["type"] == "turn/end"] == ["disconnected"]
     assert not any(r["turn"] == 2 for r in records), "a turn started after the editor left"
-
-
-async def wait_for_a_full_pipe(client: AcpClient) -> None:
-    """Until the agent's stdout pipe is full: the bridge's next frame cannot be written.
-
-    A pipe takes a write into the last page's slack or a free page: it is full
-    once less than a page is left.  The client must not be reading
-    (``client.agent.stdout.pause()``).
-    """
-    stdout = client.agent.stdout
-    room = fcntl.fcntl(stdout.fd, fcntl.F_GETPIPE_SZ) - PAGE
-    # Polling: a pipe has no event for "full".
-    with anyio.fail_after(30):
-        while stdout.unread() < room:  # noqa: ASYNC110
-            await anyio.sleep(0.002)
 
 
 async def test_an_editor_that_stops_reading_cannot_hold_the_exit(tmp_path: Path) -> None:

@@ -69,6 +69,11 @@ def write_script(tmp: Path, script: dict[str, Any]) -> Path:
     return path
 
 
+def tool_call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
+    """A scripted model event: the model calls tool ``name`` with ``arguments``."""
+    return {"tool_call": {"id": call_id, "name": name, "arguments": arguments}}
+
+
 async def run_bridge(
     script: Path,
     state_dir: Path,

@@ -32,6 +32,7 @@ from harness import (
     prompt_until,
     report,
     run_bridge,
+    tool_call,
     update_seen,
     wait_until,
     write_script,
@@ -151,10 +152,6 @@ def _stable_env(msg: dict[str, Any]) -> dict[str, Any]:
         return msg
     env = [v for v in msg["params"]["env"] if v["name"] in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")]
     return {**msg, "params": {**msg["params"], "env": env}}
-
-
-def tool_call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_call": {"id": call_id, "name": name, "arguments": arguments}}
 
 
 # -- the basics -----------------------------------------------------------------------

@@ -69,6 +69,11 @@ def write_script(tmp: Path, script: dict[str, Any]) -> Path:
     return path
 
 
+def prompt_params(sid: str, text: str) -> dict[str, Any]:
+    """The params of a ``session/prompt`` of one text block."""
+    return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+
+
 def tool_call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
     """A scripted model event: the model calls tool ``name`` with ``arguments``."""
     return {"tool_call": {"id": call_id, "name": name, "arguments": arguments}}

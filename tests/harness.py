@@ -69,6 +69,16 @@ def write_script(tmp: Path, script: dict[str, Any]) -> Path:
     return path
 
 
+def prompt_params(sid: str, text: str) -> dict[str, Any]:
+    """The params of a ``session/prompt`` of one text block."""
+    return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+
+
+def tool_call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
+    """A scripted model event: the model calls tool ``name`` with ``arguments``."""
+    return {"tool_call": {"id": call_id, "name": name, "arguments": arguments}}
+
+
 async def run_bridge(
     script: Path,
     state_dir: Path,
@@ -154,6 +164,19 @@ def session_snapshot(run: Run, cwd: str) -> dict[str, Any]:
         paths=paths,
     )
     return snapshot
+
+
+def report(result: PromptResult) -> dict[str, Any]:
+    """The facts of a scripted ``report`` answer."""
+    facts = {}
+    for line in result.text().splitlines():
+        name, _, value = line.partition(": ")
+        facts[name] = json.loads(value)
+    return facts
+
+
+def assert_cancelled(result: PromptResult) -> None:
+    assert result.response.get("result") == {"stopReason": "cancelled"}, result.response
 
 
 def coalesce_deltas(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ import anyio.to_thread
 import orjson
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
-from harness import EXAMPLES
+from harness import EXAMPLES, prompt_params
 
 from acp_bridge.client import CHUNK_KINDS, AcpClient, FdSink, FdSource, Pipes, id_key
 from acp_bridge.log.check import check_log
@@ -85,10 +85,6 @@ class Delivered:
     text: dict[str, str]
     # Prompts answered.
     answered: int
-
-
-def _prompt(sid: str, text: str) -> dict[str, Any]:
-    return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
 
 
 class Zygote:
@@ -159,7 +155,7 @@ async def kill_once(
                         "jsonrpc": "2.0",
                         "id": PROMPT_IDS + n,
                         "method": "session/prompt",
-                        "params": _prompt(sid, f"Prompt {n}"),
+                        "params": prompt_params(sid, f"Prompt {n}"),
                     }
                     for n in range(scenario.prompts)
                 )

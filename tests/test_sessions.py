@@ -29,16 +29,18 @@ from typing import Any
 
 import orjson
 import pytest
-from acp_schema import AcpSchema, load_acp_schema
+from acp_schema import AcpSchema
 from harness import (
     Run,
     SessionSnapshot,
+    assert_cancelled,
     chunks_seen,
     coalesce_deltas,
     cwd_for_tests,
     normalize,
     prompt_until,
     record_logged,
+    report,
     run_bridge,
     update_seen,
     wait_until,
@@ -56,16 +58,6 @@ CWD = cwd_for_tests()
 # A pause far longer than any test: a cut made during it is never overtaken.
 LONG_MS = 30_000
 CHUNK_KINDS = {"agent_message_chunk": "text", "agent_thought_chunk": "reasoning"}
-
-
-@pytest.fixture(scope="module")
-def acp_schema() -> AcpSchema:
-    schema = load_acp_schema()
-    if schema is None:
-        pytest.skip(
-            "the official ACP schema (shared/acp/schema.json beside the repository) is absent"
-        )
-    return schema
 
 
 # The updates a session's first turn starts with (the commands it offers, its
@@ -233,19 +225,6 @@ def assert_interrupted_is_delivered(played: Played, turn: int, result: PromptRes
     message = interrupted_message(played, turn)
     shown = {"text": result.text(), "reasoning": result.text("agent_thought_chunk")}
     assert content_texts(message["content"]) == {k: v for k, v in shown.items() if v}
-
-
-def assert_cancelled(result: PromptResult) -> None:
-    assert result.response.get("result") == {"stopReason": "cancelled"}, result.response
-
-
-def report(result: PromptResult) -> dict[str, Any]:
-    """The facts of a scripted ``report`` answer."""
-    facts = {}
-    for line in result.text().splitlines():
-        name, _, value = line.partition(": ")
-        facts[name] = json.loads(value)
-    return facts
 
 
 def user(*texts: str) -> dict[str, Any]:

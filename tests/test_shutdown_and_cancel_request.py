@@ -18,7 +18,14 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import run_bridge, update_seen, wait_for_a_full_pipe, wait_until, write_script
+from harness import (
+    prompt_params,
+    run_bridge,
+    update_seen,
+    wait_for_a_full_pipe,
+    wait_until,
+    write_script,
+)
 
 from acp_bridge.client import AcpClient, bridge_command, running
 from acp_bridge.log.check import check_log
@@ -35,10 +42,6 @@ def prompt(rid: int, sid: str, text: str) -> dict[str, Any]:
         "method": "session/prompt",
         "params": prompt_params(sid, text),
     }
-
-
-def prompt_params(sid: str, text: str) -> dict[str, Any]:
-    return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
 
 
 def response(client: AcpClient, rid: int) -> dict[str, Any] | None:

@@ -21,15 +21,18 @@ from typing import Any
 
 import anyio
 import pytest
-from acp_schema import AcpSchema, load_acp_schema
+from acp_schema import AcpSchema
 from harness import (
     EXAMPLES,
     Run,
     SessionSnapshot,
+    assert_cancelled,
     coalesce_deltas,
     normalize,
     prompt_until,
+    report,
     run_bridge,
+    tool_call,
     update_seen,
     wait_until,
     write_script,
@@ -45,16 +48,6 @@ from acp_bridge.tools.runner import ABORTED_BEFORE_DISPATCH
 pytestmark = pytest.mark.anyio
 
 REPORT = {"events": [{"report": ["message_count", "tool_results"]}]}
-
-
-@pytest.fixture(scope="module")
-def acp_schema() -> AcpSchema:
-    schema = load_acp_schema()
-    if schema is None:
-        pytest.skip(
-            "the official ACP schema (shared/acp/schema.json beside the repository) is absent"
-        )
-    return schema
 
 
 @dataclass
@@ -120,14 +113,6 @@ async def play(
     return Played(run, session[0], results, editor, workspace)
 
 
-def report(result: PromptResult) -> dict[str, Any]:
-    facts = {}
-    for line in result.text().splitlines():
-        name, _, value = line.partition(": ")
-        facts[name] = json.loads(value)
-    return facts
-
-
 def check(played: Played, schema: AcpSchema, snapshot: SnapshotAssertion) -> None:
     run = played.run
     assert run.returncode == 0
@@ -167,10 +152,6 @@ def _stable_env(msg: dict[str, Any]) -> dict[str, Any]:
         return msg
     env = [v for v in msg["params"]["env"] if v["name"] in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")]
     return {**msg, "params": {**msg["params"], "env": env}}
-
-
-def tool_call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_call": {"id": call_id, "name": name, "arguments": arguments}}
 
 
 # -- the basics -----------------------------------------------------------------------
@@ -535,10 +516,6 @@ async def test_invalid_arguments_and_unknown_tools_never_run(tmp_path: Path) -> 
 
 async def follow_up(client: AcpClient, sid: str) -> PromptResult:
     return await client.prompt(sid, "What happened?")
-
-
-def assert_cancelled(result: PromptResult) -> None:
-    assert result.response.get("result") == {"stopReason": "cancelled"}, result.response
 
 
 async def test_stop_while_a_tool_call_streams(

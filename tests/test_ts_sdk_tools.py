@@ -19,16 +19,12 @@ from typing import Any
 
 import pytest
 from acp_schema import load_acp_schema
-from harness import ROOT
+from harness import ROOT, tool_call
 from test_ts_sdk_client import RUN_TIMEOUT_S, ts_client  # noqa: F401  (the fixture)
 
 from acp_bridge.log.check import check_history, check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_records
-
-
-def _call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_call": {"id": call_id, "name": name, "arguments": arguments}}
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +38,15 @@ def ts_tools_run(ts_client: Path, tmp_path_factory: pytest.TempPathFactory) -> d
             {
                 "events": [
                     {"text": "Let me look."},
-                    _call("call_read", "read_file", path="notes.txt"),
-                    _call(
+                    tool_call("call_read", "read_file", path="notes.txt"),
+                    tool_call(
                         "call_edit",
                         "edit_file",
                         path="notes.txt",
                         old_text="milk",
                         new_text="bread",
                     ),
-                    _call("call_run", "run_command", command="cat notes.txt"),
+                    tool_call("call_run", "run_command", command="cat notes.txt"),
                 ]
             },
             {"events": [{"report": ["tool_results"]}]},

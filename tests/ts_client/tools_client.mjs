@@ -93,7 +93,7 @@ function terminal(params) {
 
 async function main() {
   const options = parseArgs(process.argv.slice(2));
-  const summary = { requests: [], updates: [], problems: [] };
+  const summary = { requests: [], updates: [] };
 
   const child = spawn(options.command[0], options.command.slice(1), {
     stdio: ["pipe", "pipe", "inherit"],

@@ -20,7 +20,7 @@ from .jsonrpc.errors import INTERNAL_ERROR, RpcError
 from .loop.turn import TurnConfig
 from .providers.base import Provider
 from .transport.outbox import Outbox, save_unwritten
-from .transport.stdio import read_fd
+from .transport.stdio import InputPoll, read_fd
 
 log = logging.getLogger("acp_bridge.server")
 
@@ -124,6 +124,7 @@ async def serve(options: ServeOptions) -> int:
                 end(signal.Signals(signum).name)
                 return
 
+    poll_input = InputPoll()
     async with anyio.create_task_group() as tg:
         conn.bind(tg)
         agent = Agent(
@@ -132,13 +133,14 @@ async def serve(options: ServeOptions) -> int:
             state_dir=options.state_dir,
             config=options.turn,
             spawn=tg.start_soon,
+            poll_input=poll_input,
         )
         tg.start_soon(outbox.run)
         tg.start_soon(load_provider, agent)
         tg.start_soon(watch_stdout)
         if options.handle_signals:
             tg.start_soon(watch_signals)
-        tg.start_soon(read_fd, options.stdin_fd, on_stdin, outbox)
+        tg.start_soon(read_fd, options.stdin_fd, on_stdin, outbox, poll_input)
         await ended.wait()
         log.info("shutting down: %s", why[0])
         # A disconnect is not a user stop: running turns are recorded as

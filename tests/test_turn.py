@@ -516,3 +516,28 @@ def test_a_stop_mid_stream_is_answered_without_waiting_for_the_request_to_unwind
     (message,) = [r for r in records if r["type"] == "assistant/message"]
     assert message["interrupted"] is True
     assert message["content"] == [{"type": "text", "text": box["result"].text()}]
+
+
+def test_a_stop_records_and_answers_with_the_collector_paused() -> None:
+    """A cyclic collection (0.1-1 ms) never lands inside the answer to a Stop."""
+    import gc
+    from typing import cast
+
+    from acp_bridge.loop.prompts import stop
+
+    seen: list[bool] = []
+
+    class StoppingTurn:
+        class settled:  # stands in for the turn's anyio.Event
+            @staticmethod
+            def is_set() -> bool:
+                return True
+
+        def cancel(self, cause: str) -> bool:
+            seen.append(gc.isenabled())
+            return True
+
+    assert gc.isenabled()
+    stop(cast(Turn, StoppingTurn()), "user", lambda task: None)
+    assert seen == [False]
+    assert gc.isenabled()

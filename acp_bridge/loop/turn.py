@@ -82,6 +82,10 @@ log = logging.getLogger("acp_bridge.turn")
 
 # Longest stretch of stream handling between two yields to the event loop.
 TIME_SLICE: Final = 50e-6
+# Longest stretch of stream handling between two looks at stdin: a Stop is
+# handled within this much of streaming after it arrives (a look costs under
+# a microsecond; the loop itself reads stdin only between slices).
+POLL_SLICE: Final = 15e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,19 +332,26 @@ class Turn:
             ),
         }
         feed, send, delta = stream.asm.feed, outbox.send, self.rec.delta
+        poll_input = session.poll_input
         dumps = orjson.dumps
         clock = time.perf_counter
-        yield_at = clock() + TIME_SLICE
+        poll_at = clock() + POLL_SLICE
+        yield_at = poll_at + TIME_SLICE
         async with session.provider.stream(request) as events:
             self._events = events
             async for ev in events:
                 idle.seen += 1
-                if clock() > yield_at:
-                    # Fairness: a provider that hands out many events without
-                    # waiting would otherwise keep the loop from reading a
-                    # cancel until its next pause.
-                    await anyio.lowlevel.checkpoint()
-                    yield_at = clock() + TIME_SLICE
+                if clock() > poll_at:
+                    # A Stop waiting on stdin is handled now (it ends this turn
+                    # synchronously), not after this task's slice.
+                    poll_input()
+                    if self.cause is None and clock() > yield_at:
+                        # Fairness: a provider that hands out many events
+                        # without waiting would otherwise keep the loop from
+                        # running the writer and the other sessions.
+                        await anyio.lowlevel.checkpoint()
+                        yield_at = clock() + TIME_SLICE
+                    poll_at = clock() + POLL_SLICE
                 if self.cause is not None:
                     # A stop was read while the provider yielded: leave now
                     # rather than wait for the cancellation to be delivered.

@@ -8,6 +8,13 @@ only; this is the one place that uses asyncio directly, for that reason.)
 What cannot be polled (a regular file, ``/dev/null``) is read by a daemon
 thread instead, which never keeps the process alive at exit.
 
+A busy task can also read stdin itself (`InputPoll`): a turn streaming at
+full rate keeps the loop busy, and the loop polls stdin only between the
+tasks it runs, so a ``session/cancel`` would wait for the stream's current
+slice of work and for one more.  The turn calls the poll at each slice
+boundary instead, and the bytes go to the connection at once, in order with
+every other read (same thread, same descriptor).
+
 Input backpressure: while too much output waits for the editor (an editor
 that writes without reading), stdin is not read, so the answers cannot
 pile up in memory; reading resumes once the editor has read them.
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import stat
 import threading
 from collections.abc import Callable
@@ -35,6 +43,28 @@ class Backpressure(Protocol):
 
     async def wait_input_room(self) -> None:
         """Return once stdin may be read again."""
+
+
+class InputPoll:
+    """Reads what stdin holds now, from the task that calls it (see the module doc).
+
+    Does nothing until `read_fd` serves a pollable stdin, nor while reading
+    is paused for backpressure or the input is closing.  EOF is left to the
+    loop's own read, which sees it again.
+    """
+
+    __slots__ = ("_read",)
+
+    def __init__(self) -> None:
+        self._read: Callable[[], None] = _nothing
+
+    def __call__(self) -> None:
+        self._read()
+
+    @property
+    def active(self) -> bool:
+        """Whether a call reads stdin (`read_fd` serves it, and it can be polled)."""
+        return self._read is not _nothing
 
 
 class _Reader(asyncio.Protocol):
@@ -68,12 +98,16 @@ class _Reader(asyncio.Protocol):
 
 
 async def read_fd(
-    fd: int, on_data: Callable[[bytes], None], gate: Backpressure | None = None
+    fd: int,
+    on_data: Callable[[bytes], None],
+    gate: Backpressure | None = None,
+    poll: InputPoll | None = None,
 ) -> None:
     """Call ``on_data(bytes)`` for each read and ``on_data(b"")`` at EOF.
 
     After each read, if ``gate.input_paused()``, reading stops until
-    ``gate.wait_input_room()`` returns.
+    ``gate.wait_input_room()`` returns.  ``poll``, when given, reads stdin
+    from its caller while this serves it.
     """
     loop = asyncio.get_running_loop()
     if not _pollable(loop, fd):
@@ -82,6 +116,8 @@ async def read_fd(
     done = anyio.Event()
     pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
     transport, reader = await loop.connect_read_pipe(lambda: _Reader(on_data, done, gate), pipe)
+    if poll is not None:
+        poll._read = _inline_reader(transport, reader, pipe.fileno())
     try:
         if gate is None:
             await done.wait()
@@ -100,7 +136,31 @@ async def read_fd(
             await done.wait()
             tg.cancel_scope.cancel()
     finally:
+        if poll is not None:
+            poll._read = _nothing
         transport.close()
+
+
+def _inline_reader(
+    transport: asyncio.ReadTransport, reader: _Reader, fd: int
+) -> Callable[[], None]:
+    # A poll costs a third of a failing read (no exception to raise), and
+    # it is asked for every few chunks of a stream.
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    poll = poller.poll
+
+    def read_now() -> None:
+        if not poll(0) or transport.is_closing() or not transport.is_reading():
+            return
+        try:
+            data = os.read(fd, READ_SIZE)  # non-blocking: the transport made it so
+        except OSError:
+            return  # taken meanwhile (EAGAIN), or an error the loop's read reports
+        if data:
+            reader.data_received(data)
+
+    return read_now
 
 
 def _pollable(loop: asyncio.AbstractEventLoop, fd: int) -> bool:

@@ -13,6 +13,7 @@ editor reads, everything is answered and the process exits cleanly.
 from __future__ import annotations
 
 import fcntl
+import re
 from pathlib import Path
 
 import anyio
@@ -21,6 +22,8 @@ import pytest
 from harness import EXAMPLES, wait_for_a_full_pipe
 
 from acp_bridge.client import bridge_command, running
+from acp_bridge.log.check import check_log
+from acp_bridge.log.reader import read_records
 from acp_bridge.transport.outbox import HIGH_WATER, STDOUT_PIPE_SIZE
 
 pytestmark = pytest.mark.anyio
@@ -69,10 +72,17 @@ async def test_few_bytes_wait_ahead_of_the_answer_to_a_stop(tmp_path: Path) -> N
     answer to a Stop: the bridge bounds both (a small pipe, a high-water mark),
     so an editor that reads at its own pace gets its answer after a few dozen
     chunks, not after a whole default pipe of them."""
+    state = tmp_path / "state"
     command = bridge_command(
-        "--script", str(EXAMPLES / "endless.json"), "--state-dir", str(tmp_path / "state")
+        "--script",
+        str(EXAMPLES / "endless.json"),
+        "--state-dir",
+        str(state),
+        "--log-level",
+        "debug",
     )
-    async with running(command) as client:
+    stderr = tmp_path / "stderr.txt"
+    async with running(command, stderr=stderr) as client:
         await client.initialize()
         session = await client.new_session(str(tmp_path))
         params = {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
@@ -92,10 +102,26 @@ async def test_few_bytes_wait_ahead_of_the_answer_to_a_stop(tmp_path: Path) -> N
         if hasattr(fcntl, "F_GETPIPE_SZ"):
             pipe_size = fcntl.fcntl(client.agent.stdout.fd, fcntl.F_GETPIPE_SZ)
             assert pipe_size == STDOUT_PIPE_SIZE
-        # The pipe, the queue up to the high-water mark, and the batch in flight.
-        bound = (STDOUT_PIPE_SIZE + 2 * HIGH_WATER) // frame_size + 10
+        # The pipe and the batch the writer took (at most the high-water mark
+        # and a frame); the frames still queued behind them were taken back.
+        bound = (STDOUT_PIPE_SIZE + HIGH_WATER) // frame_size + 10
         assert ahead <= bound, f"{ahead} chunks were ahead of the answer to a Stop (bound {bound})"
         assert await client.finish() == 0
+    taken_back = re.search(r"(\d+) queued chunk\(s\) taken back", stderr.read_text())
+    assert taken_back is not None
+    assert int(taken_back[1]) > 0
+    # What the editor got is what the interrupted message and the log hold.
+    seen_text = "".join(
+        u["content"]["text"] for u in client.updates if u["sessionUpdate"] == "agent_message_chunk"
+    )
+    (log,) = (state / "sessions").glob("*.jsonl")
+    records = read_records(log)
+    (message,) = [r for r in records if r["type"] == "assistant/message"]
+    assert message["interrupted"] is True
+    assert message["content"] == [{"type": "text", "text": seen_text}]
+    delivered = [t for r in records if r["type"] == "stream/delta" for _, _, t in r["parts"]]
+    assert "".join(delivered) == seen_text
+    check_log(records)
 
 
 @pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ"), reason="pipe sizes are Linux-only")

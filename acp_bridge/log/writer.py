@@ -139,6 +139,26 @@ class SessionLog:
             self._parts.append(last)
             self._last = last
 
+    def unrecorded_chunks(self) -> int:
+        """Text and reasoning chunks given to `delta` since the last delta
+        record (one frame each); their frames are the stream's newest."""
+        return sum(len(frags) for _, kind, frags in self._parts if kind != "tool_args")
+
+    def drop_unrecorded(self) -> list[tuple[int, str]]:
+        """Forget the text and reasoning chunks counted by `unrecorded_chunks`
+        (their frames were taken back before the editor got them); return
+        them as (block index, text).  Tool-call arguments stay to be recorded."""
+        dropped: list[tuple[int, str]] = []
+        kept: list[list[Any]] = []
+        for part in self._parts:
+            if part[1] == "tool_args":
+                kept.append(part)
+            else:
+                dropped.append((part[0], "".join(part[2])))
+        self._parts = kept
+        self._last = kept[-1] if kept else None
+        return dropped
+
     def delivered_stream(self) -> orjson.Fragment:
         """The open stream's delivered parts so far, ``[[t_ms, index, kind, text], ...]``.
 

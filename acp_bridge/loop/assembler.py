@@ -76,6 +76,12 @@ class _Block:
             self.joined = 1
         return parts[0] if parts else ""
 
+    def drop_tail(self, chars: int) -> None:
+        """Take the last ``chars`` characters back (they were never delivered)."""
+        text = self.text()
+        self.parts[:] = [text[: len(text) - chars]] if chars else [text]
+        self.joined = 1
+
     def compact(self) -> None:
         """Join the fragments that arrived since the last call into one segment."""
         parts, k = self.parts, self.joined
@@ -273,6 +279,16 @@ class StreamAssembler:
         for block in self._blocks.values():
             if not block.closed and (block.kind == TEXT or block.kind == REASONING):
                 block.compact()
+
+    def retract(self, index: int, chars: int) -> None:
+        """The last ``chars`` characters of text or reasoning block ``index``
+        never reached the editor: forget them (a stop keeps what it saw)."""
+        block = self._blocks.get(index)
+        if block is None or (block.kind != TEXT and block.kind != REASONING):
+            raise AssemblyError(f"retracting text of index {index}, which is not a text block")
+        if chars > len(block.text()):
+            raise AssemblyError(f"retracting {chars} characters of block {index}, more than it has")
+        block.drop_tail(chars)
 
     def interrupted_blocks(self) -> list[dict[str, Any]]:
         """What survives a user stop: text and reasoning blocks, open or closed,

@@ -135,7 +135,7 @@ class Ending:
 class _Stream:
     """The open model stream of the current step."""
 
-    __slots__ = ("asm", "attempt", "message_id")
+    __slots__ = ("asm", "attempt", "chunk_prefixes", "message_id")
 
     def __init__(self) -> None:
         self.attempt = "att_" + uuid.uuid4().hex[:16]
@@ -143,6 +143,8 @@ class _Stream:
         # assistant message to the editor, as they are in the history.
         self.message_id = "msg_" + uuid.uuid4().hex[:16]
         self.asm = StreamAssembler()
+        # How this stream's text and reasoning frames start (see `Turn._retract_queued`).
+        self.chunk_prefixes: tuple[bytes, ...] = ()
 
 
 T = TypeVar("T")
@@ -331,6 +333,7 @@ class Turn:
                 "reasoning",
             ),
         }
+        stream.chunk_prefixes = tuple(prefix for prefix, _ in prefixes.values())
         feed, send, delta = stream.asm.feed, outbox.send, self.rec.delta
         poll_input = session.poll_input
         dumps = orjson.dumps
@@ -556,6 +559,7 @@ class Turn:
         stream = self.stream
         if stream is not None:
             self.session.outbox.remove_pre_flush(stream.asm.compact)
+            self._retract_queued(stream)
             blocks = stream.asm.interrupted_blocks()
             if user_stop and blocks:
                 self.rec.message(blocks, interrupted=True, finish=None, usage=stream.asm.usage)
@@ -565,6 +569,23 @@ class Turn:
         self._abort_unanswered()
         self.rec.step_end(outcome)
         self.rec.turn_end(outcome, forced=forced)
+
+    def _retract_queued(self, stream: _Stream) -> None:
+        """Chunks still waiting in the outbox (the writer has not taken them)
+        are taken back: the editor never gets them, so the stopped message
+        holds what it does get, and the answer has less to wait behind.
+
+        They are exactly the chunks not yet in a delta record: each batch the
+        writer takes carries the delta record of its chunks, and any other
+        record of the session writes the pending delta first (those chunks
+        then stay, and are delivered).
+        """
+        slog = self.rec.log
+        count = slog.unrecorded_chunks()
+        if count and self.session.outbox.retract(stream.chunk_prefixes, count):
+            for index, text in slog.drop_unrecorded():
+                stream.asm.retract(index, len(text))
+            log.debug("turn %d: %d queued chunk(s) taken back on a stop", self.number, count)
 
     def _abort_undispatched(self) -> None:
         """Complete calls of the step that were never dispatched: ABORTED_BEFORE_DISPATCH."""

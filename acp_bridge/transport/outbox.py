@@ -240,6 +240,33 @@ class Outbox:
         self._queued_gen += 1
         self._wakeup.set()
 
+    def retract(self, prefixes: tuple[bytes, ...], count: int) -> bool:
+        """Take back the last ``count`` stdout frames that start with one of
+        ``prefixes`` and are still queued (not yet taken by the writer).
+
+        All or nothing: False, and the queue untouched, when fewer than
+        ``count`` such frames are queued.  Frames the writer has taken are
+        the editor's already, whether or not stdout has accepted them yet.
+        """
+        if count <= 0:
+            return count == 0
+        queue = self._queue
+        found: list[int] = []
+        for i in range(len(queue) - 1, -1, -1):
+            item = queue[i]
+            if isinstance(item, bytes) and item.startswith(prefixes):
+                found.append(i)
+                if len(found) == count:
+                    break
+        else:
+            return False
+        for i in found:  # from the end: the indices before it stay valid
+            self._queued_bytes -= len(queue[i])
+            del queue[i]
+        if not queue:
+            self._wakeup.set()  # the writer marks the retracted items done (`drain`)
+        return True
+
     def open_log(self, path: str, *, create: bool = True) -> LogFile:
         return LogFile(path, create=create)
 
@@ -370,6 +397,8 @@ class Outbox:
             self._tg = tg
             while True:
                 if not self._queue:
+                    if self._written_gen < self._queued_gen:
+                        self._written(self._queued_gen)  # the rest was retracted
                     if self._closed:
                         break
                     await self._wakeup.wait()

@@ -125,6 +125,7 @@ async def serve(options: ServeOptions) -> int:
                 return
 
     poll_input = InputPoll()
+    outbox.poll_input = poll_input
     async with anyio.create_task_group() as tg:
         conn.bind(tg)
         agent = Agent(

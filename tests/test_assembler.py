@@ -342,3 +342,31 @@ def test_tool_arguments_at_the_64_bit_edge_are_exact() -> None:
     asm.feed(ToolCallDelta(0, '{"n": -9223372036854775808, "m": 1.5}'))
     asm.feed(BlockEnd(0))
     assert asm.blocks()[0]["input"] == {"n": -(2**63), "m": 1.5}
+
+
+@pytest.mark.parametrize("compacted", [False, True])
+def test_retract_forgets_the_last_fragments_of_a_block(compacted: bool) -> None:
+    asm = StreamAssembler()
+    kept, taken_back = ["Hel", "lo "], ["wor", "ld"]
+    for text in kept + taken_back:
+        asm.feed(TextDelta(0, text))
+    asm.feed(ReasoningDelta(1, "hmm"))
+    if compacted:
+        asm.compact()  # the fragments are joined: taken back by their text
+    asm.retract(0, taken_back)
+    assert asm.interrupted_blocks() == [
+        {"type": "text", "text": "Hello "},
+        {"type": "reasoning", "text": "hmm"},
+    ]
+    asm.feed(TextDelta(0, "there"))  # the block goes on after what was kept
+    assert asm.interrupted_blocks()[0] == {"type": "text", "text": "Hello there"}
+
+
+def test_retract_refuses_text_the_block_does_not_end_with() -> None:
+    asm = StreamAssembler()
+    asm.feed(TextDelta(0, "abc"))
+    with pytest.raises(AssemblyError):
+        asm.retract(0, ["x"])
+    with pytest.raises(AssemblyError):
+        asm.retract(5, ["c"])
+    assert asm.interrupted_blocks() == [{"type": "text", "text": "abc"}]

@@ -113,3 +113,32 @@ async def test_eof_is_left_to_the_loop_and_the_poll_stops_with_the_reader() -> N
         assert not poll.active
         poll()  # harmless once the reader is gone
         assert got == [b"last", b""]
+
+
+async def test_the_writer_polls_stdin_before_it_takes_each_batch() -> None:
+    """A Stop read there is answered in the very batch the writer takes next."""
+    from acp_bridge.transport.outbox import Outbox
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    try:
+        outbox = Outbox(write_end, pipe_size=0)
+        polls: list[int] = []
+
+        def poll() -> None:
+            polls.append(outbox.backlog)
+            if len(polls) == 1:
+                outbox.send(b"answer\n")  # what handling a Stop read here would queue
+
+        outbox.poll_input = poll
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(outbox.run)
+            outbox.send(b"chunk\n")
+            with anyio.fail_after(5):
+                await outbox.drain()
+            outbox.close()
+        assert polls[0] == len(b"chunk\n")  # before the batch was taken
+        assert os.read(read_end, 100) == b"chunk\nanswer\n"  # one batch, in order
+    finally:
+        os.close(read_end)
+        os.close(write_end)

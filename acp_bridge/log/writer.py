@@ -88,7 +88,7 @@ class SessionLog:
         # [t_ms, index, kind, text], serialized, for each part of each delta
         # record of the open stream: the delivered stream, timed at the
         # granularity of the writes to the editor.
-        self._timed: list[bytes] = []
+        self._timed = bytearray()
 
     def restore(self, records: list[dict[str, Any]]) -> None:
         """Start the in-memory history from the model records of a log read back."""
@@ -126,7 +126,7 @@ class SessionLog:
         self.append("stream/start", turn, step, attempt=attempt, provider=provider, **fields)
         self._attempt, self._turn, self._step = attempt, turn, step
         self._t0 = time.monotonic()
-        self._timed = []
+        self._timed = bytearray()
         self.outbox.add_pre_flush(self._flush_delta)
 
     def delta(self, index: int, kind: str, text: str) -> None:
@@ -142,19 +142,23 @@ class SessionLog:
     def unrecorded_chunks(self) -> int:
         """Text and reasoning chunks given to `delta` since the last delta
         record (one frame each); their frames are the stream's newest."""
-        return sum(len(frags) for _, kind, frags in self._parts if kind != "tool_args")
+        count = 0
+        for _, kind, frags in self._parts:
+            if kind != "tool_args":
+                count += len(frags)
+        return count
 
-    def drop_unrecorded(self) -> list[tuple[int, str]]:
+    def drop_unrecorded(self) -> list[tuple[int, list[str]]]:
         """Forget the text and reasoning chunks counted by `unrecorded_chunks`
         (their frames were taken back before the editor got them); return
-        them as (block index, text).  Tool-call arguments stay to be recorded."""
-        dropped: list[tuple[int, str]] = []
+        them as (block index, texts).  Tool-call arguments stay to be recorded."""
+        dropped: list[tuple[int, list[str]]] = []
         kept: list[list[Any]] = []
         for part in self._parts:
             if part[1] == "tool_args":
                 kept.append(part)
             else:
-                dropped.append((part[0], "".join(part[2])))
+                dropped.append((part[0], part[2]))
         self._parts = kept
         self._last = kept[-1] if kept else None
         return dropped
@@ -168,13 +172,13 @@ class SessionLog:
         the user is waiting for the stop to be answered.
         """
         self._flush_delta()
-        return orjson.Fragment(b"[" + b",".join(self._timed) + b"]")
+        return orjson.Fragment(b"[" + self._timed + b"]")
 
     def close_stream(self, outcome: str) -> None:
         if self._attempt is None:
             return
         self.outbox.remove_pre_flush(self._flush_delta)
-        self._timed = []  # the stream is recorded; keep no copy of it
+        self._timed = bytearray()  # the stream is recorded; keep no copy of it
         attempt, self._attempt = self._attempt, None
         self.append("stream/end", self._turn, self._step, attempt=attempt, outcome=outcome)
 
@@ -189,7 +193,11 @@ class SessionLog:
         self._last = None
         t_ms = dumps(round((time.monotonic() - self._t0) * 1000, 3))
         # "[index,kind,text]" -> "[t_ms,index,kind,text]"
-        self._timed.extend(b"[" + t_ms + b"," + part[1:] for part in encoded)
+        timed = self._timed
+        for part in encoded:
+            if timed:
+                timed += b","
+            timed += b"[" + t_ms + b"," + part[1:]
         parts = orjson.Fragment(b"[" + b",".join(encoded) + b"]")
         self.append("stream/delta", self._turn, self._step, attempt=self._attempt, parts=parts)
 

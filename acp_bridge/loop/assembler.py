@@ -76,11 +76,21 @@ class _Block:
             self.joined = 1
         return parts[0] if parts else ""
 
-    def drop_tail(self, chars: int) -> None:
-        """Take the last ``chars`` characters back (they were never delivered)."""
+    def drop_tail(self, fragments: list[str]) -> bool:
+        """Take the last ``fragments`` back; False if the text does not end with them."""
+        parts, k = self.parts, len(fragments)
+        if not k:
+            return True
+        if parts[-k:] == fragments:  # not joined since: the same string objects
+            del parts[-k:]
+            self.joined = min(self.joined, len(parts))
+            return True
+        tail = "".join(fragments)
         text = self.text()
-        self.parts[:] = [text[: len(text) - chars]] if chars else [text]
-        self.joined = 1
+        if not text.endswith(tail):
+            return False
+        parts[:] = [text[: len(text) - len(tail)]]
+        return True
 
     def compact(self) -> None:
         """Join the fragments that arrived since the last call into one segment."""
@@ -280,15 +290,14 @@ class StreamAssembler:
             if not block.closed and (block.kind == TEXT or block.kind == REASONING):
                 block.compact()
 
-    def retract(self, index: int, chars: int) -> None:
-        """The last ``chars`` characters of text or reasoning block ``index``
+    def retract(self, index: int, fragments: list[str]) -> None:
+        """The last ``fragments`` fed to text or reasoning block ``index``
         never reached the editor: forget them (a stop keeps what it saw)."""
         block = self._blocks.get(index)
         if block is None or (block.kind != TEXT and block.kind != REASONING):
             raise AssemblyError(f"retracting text of index {index}, which is not a text block")
-        if chars > len(block.text()):
-            raise AssemblyError(f"retracting {chars} characters of block {index}, more than it has")
-        block.drop_tail(chars)
+        if not block.drop_tail(fragments):
+            raise AssemblyError(f"retracting text block {index} by text it does not end with")
 
     def interrupted_blocks(self) -> list[dict[str, Any]]:
         """What survives a user stop: text and reasoning blocks, open or closed,

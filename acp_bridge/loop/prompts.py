@@ -19,6 +19,7 @@ told about:
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..jsonrpc.errors import RequestId
-from ..log.upcast import gc_paused
 from .turn import Spawn, Turn, TurnConfig
 
 if TYPE_CHECKING:
@@ -133,7 +133,12 @@ def stop(turn: Turn, cause: str, spawn: Spawn) -> None:
     answers: a collection costs 0.1-1 ms (a turn leaves a few hundred objects
     in reference cycles), and one that started in here would be the slowest
     Stop the editor sees.  The collection comes right after the answer."""
-    with gc_paused():
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
         stopping = turn.cancel(cause)
+    finally:
+        if collecting:
+            gc.enable()
     if stopping and not turn.settled.is_set():
         spawn(turn.watchdog)

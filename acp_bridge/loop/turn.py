@@ -583,8 +583,8 @@ class Turn:
         slog = self.rec.log
         count = slog.unrecorded_chunks()
         if count and self.session.outbox.retract(stream.chunk_prefixes, count):
-            for index, text in slog.drop_unrecorded():
-                stream.asm.retract(index, len(text))
+            for index, fragments in slog.drop_unrecorded():
+                stream.asm.retract(index, fragments)
             log.debug("turn %d: %d queued chunk(s) taken back on a stop", self.number, count)
 
     def _abort_undispatched(self) -> None:

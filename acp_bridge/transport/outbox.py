@@ -113,6 +113,22 @@ class LogFile:
         self.synced_at = float("-inf")
 
     def write(self, data: bytes) -> None:
+        fd = self._fd
+        if fd is not None and data and not self.pending:
+            # The usual case, without a copy into ``pending`` first.
+            try:
+                self._check_same_file()
+            except LogFileLost:
+                self.pending += data
+                raise
+            written = 0
+            try:
+                while written < len(data):
+                    written += os.write(fd, data[written:] if written else data)
+            finally:
+                if written < len(data):
+                    self.pending += data[written:]
+            return
         self.pending += data  # kept first: a failed open loses nothing either
         if self.lost is not None:
             raise LogFileLost(errno.ESTALE, self.lost)
@@ -230,6 +246,10 @@ class Outbox:
         self.finished = anyio.Event()
         self._syncing: set[LogTarget] = set()
         self._resync: set[LogTarget] = set()
+        # Reads stdin now (`acp_bridge.transport.stdio.InputPoll`): called
+        # before each batch is taken, so a Stop that arrived while the last
+        # batch was written is answered in the next one.
+        self.poll_input: Callable[[], None] = _nothing
 
     # -- producers (sync, event-loop thread) -------------------------------
 
@@ -251,18 +271,25 @@ class Outbox:
         if count <= 0:
             return count == 0
         queue = self._queue
-        found: list[int] = []
-        for i in range(len(queue) - 1, -1, -1):
-            item = queue[i]
-            if isinstance(item, bytes) and item.startswith(prefixes):
-                found.append(i)
-                if len(found) == count:
-                    break
+        removed = queue[-count:]
+        if len(removed) == count and all(
+            isinstance(item, bytes) and item.startswith(prefixes) for item in removed
+        ):
+            del queue[-count:]  # the usual case: nothing was queued after them
         else:
-            return False
-        for i in found:  # from the end: the indices before it stay valid
-            self._queued_bytes -= len(queue[i])
-            del queue[i]
+            found: list[int] = []
+            for i in range(len(queue) - 1, -1, -1):
+                item = queue[i]
+                if isinstance(item, bytes) and item.startswith(prefixes):
+                    found.append(i)
+                    if len(found) == count:
+                        break
+            else:
+                return False
+            removed = [queue[i] for i in found]
+            for i in found:  # from the end: the indices before it stay valid
+                del queue[i]
+        self._queued_bytes -= sum(len(item) for item in removed)
         if not queue:
             self._wakeup.set()  # the writer marks the retracted items done (`drain`)
         return True
@@ -404,6 +431,8 @@ class Outbox:
                     await self._wakeup.wait()
                     self._wakeup = anyio.Event()
                     continue
+                # Not while writing: a Stop read here answers with flush_now.
+                self.poll_input()
                 batch, self._batch_gen = self._take()
                 self._writing = True
                 try:
@@ -623,6 +652,10 @@ class Outbox:
             log.fsync()
         except OSError as exc:
             _log.error("cannot fsync %s: %s", log.path, exc.strerror or exc)
+
+
+def _nothing() -> None:
+    pass
 
 
 def save_unwritten(log: LogTarget) -> str:

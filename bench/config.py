@@ -12,7 +12,7 @@ class Config:
     window_s: float = 2.0
     coalesce_ms: float = 2.0  # throughput client: longest pause after a small read
     warmup_s: float = 0.25
-    cancel_rounds: int = 200
+    cancel_rounds: int = 600  # p99 of 600 is the 6th slowest, not the 2nd
     cancel_blocks: int = 4
     cancel_hold_s: float = 0.010  # stream at least this long before cancelling...
     cancel_jitter_s: float = 0.005  # ...plus a random extra, so cancels land anywhere

@@ -95,7 +95,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=float,
         help="longest throughput-client pause after a small read (default 2, 0 = off)",
     )
-    p.add_argument("--cancel-rounds", type=int, help="cancel rounds per agent (default 200)")
+    p.add_argument("--cancel-rounds", type=int, help="cancel rounds per agent (default 600)")
     p.add_argument("--stop-rounds", type=int, help="slow-reader Stops per agent (default 200)")
     p.add_argument("--slow-read-bytes", type=int, help="slow reader: bytes per read (default 4096)")
     p.add_argument(

@@ -93,7 +93,7 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     )
     p.add_argument(
         "--tool-timeout",
-        type=_seconds(MAX_TOOL_TIMEOUT),
+        type=_seconds(MAX_TOOL_TIMEOUT, zero=False),
         default=d(300.0),
         metavar="SECONDS",
         help="stop a tool call that runs longer than this "
@@ -152,16 +152,18 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
                    help="write what the provider streams as a script for --provider fake")
 
 
-def _seconds(maximum: float) -> Callable[[str], float]:
-    """An option that is a number of seconds from 0 to ``maximum``."""
-    expected = f"expected a number of seconds from 0 to {maximum:g}"
+def _seconds(maximum: float, *, zero: bool = True) -> Callable[[str], float]:
+    """An option that is a number of seconds up to ``maximum``, from 0 (or above
+    0 when ``zero`` is False: where 0 could only be a mistake)."""
+    lowest = "from 0" if zero else "above 0"
+    expected = f"expected a number of seconds {lowest} to {maximum:g}"
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
-        if not 0 <= value <= maximum:  # also refuses nan and inf
+        if not (0 <= value if zero else 0 < value) or not value <= maximum:  # nan, inf too
             raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
         return value
 
@@ -304,7 +306,7 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
             max_steps=args.max_steps,
             cancel_deadline=args.cancel_deadline,
             idle_timeout=args.idle_timeout or None,
-            tool_timeout=args.tool_timeout or 300.0,
+            tool_timeout=args.tool_timeout,
         ),
     )
     return anyio.run(serve, options)

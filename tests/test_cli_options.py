@@ -50,6 +50,12 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
             "got '-1'",
         ),
         (
+            # A tool with no time at all could never run: 0 is refused, not
+            # taken for the default.
+            ["--tool-timeout", "0"],
+            "acp-bridge: --tool-timeout: expected a number of seconds above 0 to 86400, got '0'",
+        ),
+        (
             ["--max-steps", "0"],
             "acp-bridge: --max-steps: expected a whole number from 1 to 10000, got '0'",
         ),

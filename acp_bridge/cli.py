@@ -163,7 +163,8 @@ def _seconds(maximum: float, *, zero: bool = True) -> Callable[[str], float]:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
-        if not (0 <= value if zero else 0 < value) or not value <= maximum:  # nan, inf too
+        above_lowest = value >= 0 if zero else value > 0
+        if not (above_lowest and value <= maximum):  # also refuses nan and inf
             raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
         return value
 

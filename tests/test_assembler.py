@@ -345,15 +345,22 @@ def test_tool_arguments_at_the_64_bit_edge_are_exact() -> None:
 
 
 @pytest.mark.parametrize("compacted", [False, True])
-def test_retract_forgets_the_last_fragments_of_a_block(compacted: bool) -> None:
+def test_retract_forgets_the_last_fragments_of_each_block(compacted: bool) -> None:
+    """Blocks open at once (a text and a reasoning block, fragments interleaved):
+    each loses its own last fragments, whatever order they came in."""
     asm = StreamAssembler()
-    kept, taken_back = ["Hel", "lo "], ["wor", "ld"]
-    for text in kept + taken_back:
-        asm.feed(TextDelta(0, text))
-    asm.feed(ReasoningDelta(1, "hmm"))
+    for event in (
+        TextDelta(0, "Hel"),
+        TextDelta(0, "lo "),
+        ReasoningDelta(1, "hmm"),
+        TextDelta(0, "wor"),
+        ReasoningDelta(1, " well"),
+        TextDelta(0, "ld"),
+    ):
+        asm.feed(event)
     if compacted:
         asm.compact()  # the fragments are joined: taken back by their text
-    asm.retract(0, taken_back)
+    asm.retract({0: ["wor", "ld"], 1: [" well"]})
     assert asm.interrupted_blocks() == [
         {"type": "text", "text": "Hello "},
         {"type": "reasoning", "text": "hmm"},
@@ -362,11 +369,15 @@ def test_retract_forgets_the_last_fragments_of_a_block(compacted: bool) -> None:
     assert asm.interrupted_blocks()[0] == {"type": "text", "text": "Hello there"}
 
 
-def test_retract_refuses_text_the_block_does_not_end_with() -> None:
+def test_retract_is_all_or_nothing() -> None:
     asm = StreamAssembler()
     asm.feed(TextDelta(0, "abc"))
-    with pytest.raises(AssemblyError):
-        asm.retract(0, ["x"])
-    with pytest.raises(AssemblyError):
-        asm.retract(5, ["c"])
-    assert asm.interrupted_blocks() == [{"type": "text", "text": "abc"}]
+    asm.feed(ReasoningDelta(1, "xyz"))
+    for tails in ({0: ["c"], 1: ["q"]}, {0: ["c"], 5: ["z"]}):
+        assert not asm.can_retract(tails)
+        with pytest.raises(AssemblyError):
+            asm.retract(tails)
+        assert asm.interrupted_blocks() == [
+            {"type": "text", "text": "abc"},
+            {"type": "reasoning", "text": "xyz"},
+        ]

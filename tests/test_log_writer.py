@@ -80,3 +80,26 @@ async def test_file_and_memory_project_to_the_same_history(
     assert len(deltas) == writes + ((len(chunks) - 1) % flush_every != 0)
     message = next(r for r in records if r["type"] == "assistant/message")
     assert "".join(part[3] for part in message["stream"]) == "".join(chunks)
+
+
+@pytest.mark.parametrize("replaced_by", ["file", "folder"])
+def test_a_record_the_path_cannot_take_is_kept_in_memory(tmp_path: Path, replaced_by: str) -> None:
+    """The log's folder renamed and something else put at its name: the next
+    record is refused (lost file, or a path that is no longer a folder) and kept,
+    never dropped."""
+    from acp_bridge.transport.outbox import LogFile
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    log = LogFile(str(folder / "s.jsonl"))
+    log.write(b'{"seq":0}\n')  # opened and written: the file is known
+    folder.rename(tmp_path / "moved")
+    if replaced_by == "file":
+        folder.write_text("not a folder")
+    else:
+        folder.mkdir()
+    with pytest.raises(OSError):  # noqa: PT011 - ENOTDIR or the lost file, both are kept
+        log.write(b'{"seq":1}\n')
+    assert bytes(log.pending) == b'{"seq":1}\n'
+    assert (tmp_path / "moved" / "s.jsonl").read_bytes() == b'{"seq":0}\n'
+    log.close()

@@ -31,7 +31,13 @@ from acp_bridge.log.writer import SessionLog
 from acp_bridge.loop.session import Session
 from acp_bridge.loop.turn import Turn, TurnConfig
 from acp_bridge.loop.updates import UpdateFrames
-from acp_bridge.providers.base import ModelRequest, StreamEvent, TextDelta, Usage
+from acp_bridge.providers.base import (
+    ModelRequest,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    Usage,
+)
 from acp_bridge.transport.outbox import Outbox
 
 pytestmark = pytest.mark.anyio
@@ -194,6 +200,26 @@ async def test_chunks_another_record_covers_stay_and_are_delivered(tmp_path: Pat
     assert interrupted_text(records) == seen
     assert delta_text(records) == seen
     assert [r["type"] for r in records].count("usage/update") == 1
+    check_log(records)
+
+
+async def test_blocks_streamed_at_once_are_each_taken_back(tmp_path: Path) -> None:
+    """Text and reasoning interleaved (two blocks open at once)."""
+
+    async def play(feed: Callable[[StreamEvent], Awaitable[None]], outbox: Outbox, _: Any) -> None:
+        await feed(TextDelta(0, "Seen. "))
+        await feed(ReasoningDelta(1, "Thought. "))
+        outbox.flush_now()
+        for event in (TextDelta(0, "a"), ReasoningDelta(1, "b"), TextDelta(0, "c")):
+            await feed(event)
+
+    seen, records = await stop_after(play, tmp_path)
+    assert seen == "Seen. "
+    (message,) = [r for r in records if r["type"] == "assistant/message"]
+    assert message["content"] == [
+        {"type": "text", "text": "Seen. "},
+        {"type": "reasoning", "text": "Thought. "},
+    ]
     check_log(records)
 
 

@@ -142,3 +142,24 @@ async def test_the_writer_polls_stdin_before_it_takes_each_batch() -> None:
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+async def test_a_terminal_is_left_to_the_loop() -> None:
+    """On a terminal, ^D is one zero-length read that is not repeated: a poll
+    that took it would hide the EOF, so stdin on a terminal is never polled."""
+    controller, terminal = os.openpty()
+    got: list[bytes] = []
+    poll = InputPoll()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_fd, terminal, got.append, None, poll)
+            os.write(controller, b"hello\n")
+            with anyio.fail_after(5):
+                await wait_until(lambda: got == [b"hello\n"])
+            assert not poll.active
+            os.write(controller, b"\x04")  # ^D at the start of a line: EOF
+            with anyio.fail_after(5):
+                await wait_until(lambda: got == [b"hello\n", b""])
+    finally:
+        os.close(controller)
+        os.close(terminal)

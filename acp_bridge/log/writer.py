@@ -139,29 +139,22 @@ class SessionLog:
             self._parts.append(last)
             self._last = last
 
-    def unrecorded_chunks(self) -> int:
-        """Text and reasoning chunks given to `delta` since the last delta
-        record (one frame each); their frames are the stream's newest."""
-        count = 0
-        for _, kind, frags in self._parts:
+    def unrecorded_text(self) -> dict[int, list[str]]:
+        """The text and reasoning chunks given to `delta` since the last delta
+        record, by block index, each block's in order.  Each went out as one
+        frame, and those frames are the stream's newest."""
+        tails: dict[int, list[str]] = {}
+        for index, kind, fragments in self._parts:
             if kind != "tool_args":
-                count += len(frags)
-        return count
+                tails.setdefault(index, []).extend(fragments)
+        return tails
 
-    def drop_unrecorded(self) -> list[tuple[int, list[str]]]:
-        """Forget the text and reasoning chunks counted by `unrecorded_chunks`
-        (their frames were taken back before the editor got them); return
-        them as (block index, texts).  Tool-call arguments stay to be recorded."""
-        dropped: list[tuple[int, list[str]]] = []
-        kept: list[list[Any]] = []
-        for part in self._parts:
-            if part[1] == "tool_args":
-                kept.append(part)
-            else:
-                dropped.append((part[0], part[2]))
+    def drop_unrecorded(self) -> None:
+        """Forget the chunks of `unrecorded_text` (their frames were taken back
+        before the editor got them).  Tool-call arguments stay to be recorded."""
+        kept = [part for part in self._parts if part[1] == "tool_args"]
         self._parts = kept
         self._last = kept[-1] if kept else None
-        return dropped
 
     def delivered_stream(self) -> orjson.Fragment:
         """The open stream's delivered parts so far, ``[[t_ms, index, kind, text], ...]``.

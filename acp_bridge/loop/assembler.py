@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import orjson
@@ -76,21 +76,25 @@ class _Block:
             self.joined = 1
         return parts[0] if parts else ""
 
-    def drop_tail(self, fragments: list[str]) -> bool:
-        """Take the last ``fragments`` back; False if the text does not end with them."""
+    def ends_with(self, fragments: list[str]) -> bool:
+        k = len(fragments)
+        return (
+            not k
+            or self.parts[-k:] == fragments  # not joined since: the same string objects
+            or self.text().endswith("".join(fragments))
+        )
+
+    def drop_tail(self, fragments: list[str]) -> None:
+        """Take the last ``fragments`` back (`ends_with` holds)."""
         parts, k = self.parts, len(fragments)
         if not k:
-            return True
-        if parts[-k:] == fragments:  # not joined since: the same string objects
+            return
+        if parts[-k:] == fragments:
             del parts[-k:]
             self.joined = min(self.joined, len(parts))
-            return True
-        tail = "".join(fragments)
+            return
         text = self.text()
-        if not text.endswith(tail):
-            return False
-        parts[:] = [text[: len(text) - len(tail)]]
-        return True
+        parts[:] = [text[: len(text) - sum(map(len, fragments))]]
 
     def compact(self) -> None:
         """Join the fragments that arrived since the last call into one segment."""
@@ -290,14 +294,26 @@ class StreamAssembler:
             if not block.closed and (block.kind == TEXT or block.kind == REASONING):
                 block.compact()
 
-    def retract(self, index: int, fragments: list[str]) -> None:
-        """The last ``fragments`` fed to text or reasoning block ``index``
-        never reached the editor: forget them (a stop keeps what it saw)."""
-        block = self._blocks.get(index)
-        if block is None or (block.kind != TEXT and block.kind != REASONING):
-            raise AssemblyError(f"retracting text of index {index}, which is not a text block")
-        if not block.drop_tail(fragments):
-            raise AssemblyError(f"retracting text block {index} by text it does not end with")
+    def can_retract(self, tails: Mapping[int, list[str]]) -> bool:
+        """Whether each text or reasoning block ``index`` of ``tails`` ends with
+        the fragments given for it (see `retract`)."""
+        for index, fragments in tails.items():
+            block = self._blocks.get(index)
+            if block is None or (block.kind != TEXT and block.kind != REASONING):
+                return False
+            if not block.ends_with(fragments):
+                return False
+        return True
+
+    def retract(self, tails: Mapping[int, list[str]]) -> None:
+        """The last fragments fed to each block (``tails``: block index ->
+        fragments, in the order they came) never reached the editor: forget
+        them (a stop keeps what it saw).  All or nothing: `AssemblyError`,
+        and nothing changed, unless `can_retract`."""
+        if not self.can_retract(tails):
+            raise AssemblyError(f"cannot take back {tails!r}: not what the blocks end with")
+        for index, fragments in tails.items():
+            self._blocks[index].drop_tail(fragments)
 
     def interrupted_blocks(self) -> list[dict[str, Any]]:
         """What survives a user stop: text and reasoning blocks, open or closed,

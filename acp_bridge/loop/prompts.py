@@ -132,7 +132,7 @@ def stop(turn: Turn, cause: str, spawn: Spawn) -> None:
     No garbage collection runs while a streaming turn records its end and
     answers: a collection costs 0.1-1 ms (a turn leaves a few hundred objects
     in reference cycles), and one that started in here would be the slowest
-    Stop the editor sees.  The collection comes right after the answer."""
+    Stop the editor sees.  Collections resume once the answer is out."""
     collecting = gc.isenabled()
     gc.disable()
     try:

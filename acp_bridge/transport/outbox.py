@@ -118,7 +118,7 @@ class LogFile:
             # The usual case, without a copy into ``pending`` first.
             try:
                 self._check_same_file()
-            except LogFileLost:
+            except OSError:  # lost, or the path cannot even be looked at: kept
                 self.pending += data
                 raise
             written = 0

@@ -116,7 +116,10 @@ async def read_fd(
     done = anyio.Event()
     pipe = os.fdopen(os.dup(fd), "rb", buffering=0)
     transport, reader = await loop.connect_read_pipe(lambda: _Reader(on_data, done, gate), pipe)
-    if poll is not None:
+    if poll is not None and not stat.S_ISCHR(os.fstat(fd).st_mode):
+        # Not a terminal: its EOF (^D) is one zero-length read, not repeated,
+        # which the loop's own read must be the one to see.  Someone typing
+        # needs no microsecond Stop either.
         poll._read = _inline_reader(transport, reader, pipe.fileno())
     try:
         if gate is None:

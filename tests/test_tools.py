@@ -603,7 +603,7 @@ async def test_stop_while_a_command_runs(
     async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
         editor.permission_answers = ["allow_once"]
         stopped = await prompt_until(
-            client, sid, "Run it", lambda c, since: editor.wait_output("started")
+            client, sid, "Run it", lambda c, since: editor.waiting_on_command("started")
         )
         return [stopped, await follow_up(client, sid)]
 
@@ -720,7 +720,7 @@ async def test_an_editor_that_never_answers_is_bounded_by_the_cancel_deadline(
     async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
         editor.permission_answers = ["allow_once"]
         stopped = await prompt_until(
-            client, sid, "Run it", lambda c, since: editor.wait_output("started")
+            client, sid, "Run it", lambda c, since: editor.waiting_on_command("started")
         )
         return [stopped, await follow_up(client, sid)]
 

@@ -204,6 +204,13 @@ class WorkspaceEditor:
     def wait_output(self, text: str) -> Callable[[], bool]:
         return lambda: any(text.encode() in t.output for t in self.terminals.values())
 
+    def waiting_on_command(self, text: str) -> Callable[[], bool]:
+        """A command printed ``text`` and the agent waits for it to exit: a Stop
+        from here on finds it running (before its wait_for_exit request, the
+        Stop would race with that request, and the transcript with it)."""
+        printed = self.wait_output(text)
+        return lambda: printed() and "terminal/wait_for_exit" in self.methods()
+
     # -- permissions -----------------------------------------------------------
 
     async def permission(self, params: Json) -> Json:

@@ -134,7 +134,6 @@ async def serve(options: ServeOptions) -> int:
             state_dir=options.state_dir,
             config=options.turn,
             spawn=tg.start_soon,
-            poll_input=poll_input,
         )
         tg.start_soon(outbox.run)
         tg.start_soon(load_provider, agent)

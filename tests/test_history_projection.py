@@ -231,7 +231,8 @@ async def test_a_real_multi_turn_session(tmp_path: Path) -> None:
             result = await client.prompt(
                 session, f"prompt {turn}", cancel_after=2 if stop else None, settle=0
             )
-            assert result.stop_reason == ("cancelled" if stop else None) or not stop
+            expected = "cancelled" if stop else "refusal" if turn % 5 == 3 else "end_turn"
+            assert result.stop_reason == expected
 
     run = await run_bridge(script, tmp_path / "state", play)
     # No check_logs: the repeated script reuses the call id "call_1", which

@@ -41,11 +41,8 @@ class Agent:
         state_dir: str,
         config: TurnConfig,
         spawn: Spawn,
-        poll_input: Callable[[], None] | None = None,
     ) -> None:
         self.conn = conn
-        # Reads stdin from a busy turn (see `acp_bridge.transport.stdio.InputPoll`).
-        self.poll_input = poll_input or _no_input
         self.outbox = outbox
         self.state_dir = state_dir
         self._provider_factory: Callable[[], Provider] | None = None
@@ -133,9 +130,7 @@ class Agent:
         self.stored.lock(session_id, path)
         slog = SessionLog(path, self.outbox)
         frames = UpdateFrames(session_id)
-        session = Session(
-            session_id, cwd, slog, provider, self.outbox, frames, poll_input=self.poll_input
-        )
+        session = Session(session_id, cwd, slog, provider, self.outbox, frames)
         session.tools = tool_session.tool_state(self, session, extra_dirs)
         meta: dict[str, Any] = {}
         if extra_dirs is not None:
@@ -315,10 +310,6 @@ def _additional_directories(params: dict[str, Any]) -> list[str] | None:
         if not isinstance(path, str) or not os.path.isabs(path):
             raise RpcError.invalid_params(f"additionalDirectories[{i}]", "must be an absolute path")
     return list(dirs)
-
-
-def _no_input() -> None:
-    pass
 
 
 async def _cancel_is_a_notification(params: dict[str, Any]) -> None:

@@ -165,15 +165,7 @@ class SessionMethods:
         await agent._provider_ready.wait()
         assert agent._provider_factory is not None
         provider = agent._provider_factory()
-        session = Session(
-            session_id,
-            cwd,
-            slog,
-            provider,
-            agent.outbox,
-            UpdateFrames(session_id),
-            poll_input=agent.poll_input,
-        )
+        session = Session(session_id, cwd, slog, provider, agent.outbox, UpdateFrames(session_id))
         # Tools as the log left them: the last mode and the remembered choices.
         start = next((r for r in records if r.get("type") == "session/start"), {})
         dirs = start.get("additional_directories")

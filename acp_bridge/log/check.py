@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .derive import ASSISTANT_BLOCK_TYPES, USER_BLOCK_TYPES, derive_messages, is_visible_text
-from .records import RECORD_TYPES, SESSION_SETTING_TYPES
+from .records import FINAL_TOOL_STATUSES, RECORD_TYPES, SESSION_SETTING_TYPES
 
 __all__ = ["HistoryInvalid", "LogInvalid", "check_history", "check_log"]
 
@@ -27,7 +27,6 @@ Record = Mapping[str, Any]
 
 _ROLE_BLOCK_TYPES: Final = {"user": USER_BLOCK_TYPES, "assistant": ASSISTANT_BLOCK_TYPES}
 _TEXT_TYPES: Final = frozenset({"text", "reasoning"})
-_FINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
 # How a turn with an interrupted message ends: a user stop, or a crash whose
 # delivered prefix was recovered (acp_bridge.log.reopen).
 _STOP_REASONS: Final = frozenset({"cancelled", "crashed"})
@@ -502,7 +501,7 @@ class _LogChecker:
         if call_id in self.shown_ids:
             raise self.fail(f"tool call {call_id!r} is announced twice")
         self.shown_ids.add(call_id)
-        turn.shown[call_id] = update.get("status") in _FINAL_TOOL_STATUSES
+        turn.shown[call_id] = update.get("status") in FINAL_TOOL_STATUSES
 
     def _tool_update(self, record: Record) -> None:
         turn = self._in_step(record)
@@ -512,7 +511,7 @@ class _LogChecker:
             raise self.fail(f"tool/update for {call_id!r}, not announced in this turn")
         if final:
             raise self.fail(f"tool/update for {call_id!r} after its final status")
-        turn.shown[call_id] = update.get("status") in _FINAL_TOOL_STATUSES
+        turn.shown[call_id] = update.get("status") in FINAL_TOOL_STATUSES
 
     def _tool_update_fields(self, record: Record) -> tuple[str, Mapping[str, Any]]:
         call_id = record.get("tool_call_id")

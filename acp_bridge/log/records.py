@@ -149,6 +149,8 @@ from typing import Final
 FORMAT_VERSION: Final = 1
 
 SURFACE_TYPES: Final = frozenset({"user/message", "assistant/message", "tool/result"})
+# Tool call statuses after which the editor expects no further update.
+FINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
 
 # Session-level records that may come at any point after session/start.
 SESSION_SETTING_TYPES: Final = frozenset({"session/mode", "permission/rule"})

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .derive import is_visible_text
+from .records import FINAL_TOOL_STATUSES
 from .upcast import gc_paused, load_log
 from .writer import MODEL_TYPES, RecordWriter, SessionLog
 
@@ -105,7 +106,7 @@ def _scan(records: list[Record]) -> _State:
             state.unanswered.pop(record.get("tool_call_id"), None)  # type: ignore[arg-type]
         elif kind in ("tool/announce", "tool/update"):
             update = record.get("update") or {}
-            state.shown[record["tool_call_id"]] = update.get("status") in ("completed", "failed")
+            state.shown[record["tool_call_id"]] = update.get("status") in FINAL_TOOL_STATUSES
     return state
 
 

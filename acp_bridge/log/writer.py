@@ -77,7 +77,6 @@ class SessionLog:
         # The model-relevant records (MODEL_TYPES), in order, and the model
         # history they project onto, brought up to date when it is asked for.
         self.history = HistoryProjection()
-        self.records: list[dict[str, Any]] = self.history.records
         self.seq = next_seq
         self._attempt: str | None = None
         self._turn = 0
@@ -93,7 +92,11 @@ class SessionLog:
     def restore(self, records: list[dict[str, Any]]) -> None:
         """Start the in-memory history from the model records of a log read back."""
         self.history = HistoryProjection(records)
-        self.records = self.history.records
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The model-relevant records (`MODEL_TYPES`), in order (the projection's own list)."""
+        return self.history.records
 
     def append(self, type: str, turn: int, step: int, **fields: Any) -> dict[str, Any]:
         if self._parts:

@@ -19,7 +19,6 @@ told about:
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..jsonrpc.errors import RequestId
+from ..log.upcast import gc_paused
 from .turn import Spawn, Turn, TurnConfig
 
 if TYPE_CHECKING:
@@ -133,12 +133,7 @@ def stop(turn: Turn, cause: str, spawn: Spawn) -> None:
     answers: a collection costs 0.1-1 ms (a turn leaves a few hundred objects
     in reference cycles), and one that started in here would be the slowest
     Stop the editor sees.  Collections resume once the answer is out."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         stopping = turn.cancel(cause)
-    finally:
-        if collecting:
-            gc.enable()
     if stopping and not turn.settled.is_set():
         spawn(turn.watchdog)

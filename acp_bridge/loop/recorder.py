@@ -15,8 +15,9 @@ cannot add a record to a turn that has ended.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
+from ..log.records import FINAL_TOOL_STATUSES
 from ..providers.base import ProviderError, Usage
 
 if TYPE_CHECKING:
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("acp_bridge.turn")
 
-# Tool call statuses after which the editor expects no further update.
-FINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
 
 
 class OpenStream:

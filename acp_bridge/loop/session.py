@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +26,6 @@ class Session:
     frames: UpdateFrames
     # Tools, mode and permissions (None: tool calls are answered "unavailable").
     tools: ToolState | None = field(default=None, kw_only=True)
-    # Reads stdin now, from a turn that keeps the event loop busy (a Stop is
-    # then handled at the next slice of the stream, not after the loop's turn).
-    poll_input: Callable[[], None] = field(default=lambda: None, kw_only=True)
     # Every prompt of the session, waiting or running (see PromptQueue).
     prompts: PromptQueue = field(init=False)
 

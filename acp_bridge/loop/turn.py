@@ -335,7 +335,7 @@ class Turn:
         }
         stream.chunk_prefixes = tuple(prefix for prefix, _ in prefixes.values())
         feed, send, delta = stream.asm.feed, outbox.send, self.rec.delta
-        poll_input = session.poll_input
+        poll_input = outbox.poll_input
         dumps = orjson.dumps
         clock = time.perf_counter
         poll_at = clock() + POLL_SLICE

@@ -220,10 +220,9 @@ class Outbox:
         # whether it is at that size again for a replay (`widen_stdout`).
         self._wide_pipe = 0
         self._widened = False
-        # Bytes of the batch being written that stdout has not taken yet:
-        # their count, and the bytes themselves while the writer waits for
-        # stdout to take them (`flush_now` may write them meanwhile).
-        self._inflight = 0
+        # The bytes of the batch being written that stdout has not taken yet,
+        # while the writer waits for stdout to take them (`flush_now` may
+        # write them meanwhile).
         self._rest: list[bytes] = []
         # The queue generation the writer marks written once its batch is out.
         self._batch_gen = 0
@@ -248,7 +247,8 @@ class Outbox:
         self._resync: set[LogTarget] = set()
         # Reads stdin now (`acp_bridge.transport.stdio.InputPoll`): called
         # before each batch is taken, so a Stop that arrived while the last
-        # batch was written is answered in the next one.
+        # batch was written is answered in the next one, and by a streaming
+        # turn every few chunks (the loop reads stdin only between tasks).
         self.poll_input: Callable[[], None] = _nothing
 
     # -- producers (sync, event-loop thread) -------------------------------
@@ -352,7 +352,7 @@ class Outbox:
     def input_paused(self) -> bool:
         """Whether stdin should not be read for now (see `wait_input_room`)."""
         return (
-            self._queued_bytes + self._inflight > self._input_pause
+            self._queued_bytes + sum(map(len, self._rest)) > self._input_pause
             and not self.stdout_broken.is_set()
         )
 
@@ -474,8 +474,7 @@ class Outbox:
         batch, gen = self._take()
         rest = self._write_ready(batch)
         if rest:
-            self._inflight = 0  # back in the queue, counted there
-            self._queue[:0] = rest
+            self._queue[:0] = rest  # back in the queue, counted there
             self._queued_bytes += sum(map(len, rest))
             self._wakeup.set()
         else:
@@ -554,16 +553,10 @@ class Outbox:
 
     def _write_stdout_frames(self, frames: list[bytes]) -> list[bytes]:
         if not frames:
-            self._inflight = 0
             return []
         data = b"".join(frames) if len(frames) > 1 else frames[0]
         written = self._write_stdout(data)
-        if written < len(data):
-            rest = data[written:]
-            self._inflight = len(rest)
-            return [rest]
-        self._inflight = 0
-        return []
+        return [data[written:]] if written < len(data) else []
 
     def _write_log(self, target: LogTarget, data: bytes) -> None:
         try:

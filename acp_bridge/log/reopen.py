@@ -34,9 +34,9 @@ from typing import Any, Final
 from .derive import is_visible_text
 from .records import FINAL_TOOL_STATUSES
 from .upcast import gc_paused, load_log
-from .writer import MODEL_TYPES, RecordWriter, SessionLog
+from .writer import RecordWriter, SessionLog
 
-__all__ = ["CRASHED", "Closing", "Reopened", "closing_records", "history_records", "reopen"]
+__all__ = ["CRASHED", "Closing", "Reopened", "closing_records", "reopen"]
 
 CRASHED: Final = "crashed"
 OUTCOME_UNKNOWN: Final = (
@@ -49,9 +49,6 @@ Record = dict[str, Any]
 # (type, turn, step, fields) of one record to append.
 Closing = tuple[str, int, int, dict[str, Any]]
 
-# The records the in-memory model history is derived from: those the writer
-# keeps, plus turn/start (it says which turn a regenerate replaces).
-HISTORY_TYPES: Final = MODEL_TYPES | {"turn/start"}
 
 
 @dataclass
@@ -200,15 +197,6 @@ def _close_stream(attempt: str, stream: _Stream, turn: int, step: int) -> list[C
     ]
 
 
-def history_records(records: list[Record]) -> list[Record]:
-    """The records a `SessionLog` keeps in memory, from records read back."""
-    return [
-        record if "stream" not in record else {k: v for k, v in record.items() if k != "stream"}
-        for record in records
-        if record.get("type") in HISTORY_TYPES
-    ]
-
-
 @dataclass
 class Reopened:
     log: SessionLog
@@ -228,7 +216,7 @@ def reopen(path: str, outbox: RecordWriter) -> Reopened:
     records = loaded.records
     closed: list[Record] = []
     with gc_paused():
-        slog.restore(history_records(records))
+        slog.restore(records)
         for kind, turn, step, fields in closing_records(records):
             record = slog.append(kind, turn, step, **fields)
             closed.append(record)

@@ -62,11 +62,12 @@ class RecordWriter(Protocol):
 
 dumps = orjson.dumps
 
-# The records `derive_messages` reads.  Only these are kept in memory; the
-# rest (lifecycle, stream frames, attempts) lives in the file alone.  The
-# projection of this subset equals the projection of the whole log, because
-# derive_messages ignores every other type.
-MODEL_TYPES: Final = SURFACE_TYPES | {"turn/end"}
+# The records `derive_messages` reads (turn/start says which turn a
+# regenerate replaces).  Only these are kept in memory; the rest (stream
+# frames, attempts, settings) lives in the file alone.  The projection of this
+# subset equals the projection of the whole log, because derive_messages
+# ignores every other type.
+MODEL_TYPES: Final = SURFACE_TYPES | {"turn/start", "turn/end"}
 
 
 class SessionLog:
@@ -90,8 +91,10 @@ class SessionLog:
         self._timed = bytearray()
 
     def restore(self, records: list[dict[str, Any]]) -> None:
-        """Start the in-memory history from the model records of a log read back."""
-        self.history = HistoryProjection(records)
+        """Start the in-memory history from the records of a log read back."""
+        self.history = HistoryProjection(
+            [_for_history(record) for record in records if record.get("type") in MODEL_TYPES]
+        )
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -117,7 +120,7 @@ class SessionLog:
             # for (`HistoryProjection.messages` catches up), not here: a
             # Stop's interrupted message is appended while the editor waits
             # for the answer, and taking it in is most of that append's cost.
-            self.records.append(record if "stream" not in record else _without_stream(record))
+            self.records.append(_for_history(record))
         self.outbox.write_log(self.file, orjson.dumps(record) + b"\n")
         return record
 
@@ -202,5 +205,8 @@ class SessionLog:
         self.outbox.fsync_log(self.file)
 
 
-def _without_stream(record: dict[str, Any]) -> dict[str, Any]:
+def _for_history(record: dict[str, Any]) -> dict[str, Any]:
+    """The record without the timed stream an interrupted message embeds."""
+    if "stream" not in record:
+        return record
     return {key: value for key, value in record.items() if key != "stream"}

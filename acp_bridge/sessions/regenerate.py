@@ -56,7 +56,4 @@ class RegenerateRecorder(TurnRecorder):
         fields: dict[str, Any] = {"regenerates": self.target}
         if self.command is not None:
             fields["prompt"] = self.command
-        record = self.log.append("turn/start", self.turn, 0, **fields)
-        # The model history is derived from the records kept in memory: this
-        # one says which replies no longer count.
-        self.log.records.append(record)
+        self.log.append("turn/start", self.turn, 0, **fields)

@@ -94,9 +94,9 @@ class ToolRunner:
 
     def abort_rest(self) -> None:
         """Every call not yet dispatched gets its aborted result and final status."""
-        for call in self.queue:
-            self._aborted(call, aborted_text(call["name"]))
-        self.queue = []
+        queue, self.queue = self.queue, []
+        for call in queue:
+            self._finish(call, "aborted", ToolOutput(aborted_text(call["name"]), is_error=True))
 
     # -- one call -----------------------------------------------------------
 
@@ -105,33 +105,20 @@ class ToolRunner:
         if self.queue and self.queue[0] is call:
             self.queue.pop(0)
 
-    def _aborted(self, call: dict[str, Any], text: str) -> None:
-        """``call`` never ran: an aborted record, ``text`` as its result, status failed."""
-        rec = self.turn.rec
-        rec.tool_call(call["id"], call["name"], call["input"], "aborted")
-        rec.tool_result(call["id"], _text(text), is_error=True)
-        self._final(call["id"], "failed", _shown(text), None)
-
     def _finish(self, call: dict[str, Any], status: str, output: ToolOutput) -> None:
         rec = self.turn.rec
         if call["id"] not in rec.unanswered:
             rec.tool_call(call["id"], call["name"], call["input"], status)
         self._unqueue(call)
         rec.tool_result(call["id"], _text(output.text), is_error=output.is_error)
-        final = "failed" if output.is_error else "completed"
-        self._final(call["id"], final, output.content + _shown(output.text), output.raw_output)
-
-    def _final(
-        self, call_id: str, status: str, content: list[dict[str, Any]], raw: dict[str, Any] | None
-    ) -> None:
         update: dict[str, Any] = {
             "sessionUpdate": "tool_call_update",
-            "toolCallId": call_id,
-            "status": status,
-            "content": content,
+            "toolCallId": call["id"],
+            "status": "failed" if output.is_error else "completed",
+            "content": output.content + _shown(output.text),
         }
-        if raw is not None:
-            update["rawOutput"] = raw
+        if output.raw_output is not None:
+            update["rawOutput"] = output.raw_output
         self.turn.show_tool(update)
 
     async def _one(self, call: dict[str, Any]) -> None:
@@ -249,8 +236,8 @@ class ToolRunner:
         return ("they chose to always reject it" if always else "they rejected it") + where
 
     def _permission_stopped(self, call: dict[str, Any]) -> None:
-        self._unqueue(call)
-        self._aborted(call, permission_stopped_text(call["name"]))
+        text = permission_stopped_text(call["name"])
+        self._finish(call, "aborted", ToolOutput(text, is_error=True))
 
     async def _execute(
         self, tool: Any, args: Any, ctx: ToolContext, call: dict[str, Any]

@@ -7,7 +7,8 @@ event), its usage and its finish.  A stream that was stopped ends in a hang
 error, an idle one in a stall.  Retried attempts are not part of it: they
 never reached the editor.  Reasoning signatures are not kept (the script
 format has no place for them, and they are never shown).  The file is
-rewritten after each response, so it is complete whenever the bridge stops.
+rewritten after each response (each response encoded once, on a line of
+its own), so it is complete whenever the bridge stops.
 No request content and no key is written: only what the model sent.
 """
 
@@ -41,7 +42,8 @@ class Recorder:
     def __init__(self, path: str, provider: str) -> None:
         self.path = path
         self.provider = provider
-        self._responses: list[dict[str, Any]] = []
+        # Each response so far, encoded once (a JSON object on one line).
+        self._encoded: list[str] = []
         self._lock = threading.Lock()
 
     def response(self) -> RecordedResponse:
@@ -49,16 +51,19 @@ class Recorder:
 
     def _add(self, response: dict[str, Any]) -> None:
         with self._lock:
-            self._responses.append(response)
-            script = {
-                "description": f"recorded from --provider {self.provider}",
-                "responses": self._responses,
-                "when_exhausted": "error",
-            }
+            self._encoded.append(json.dumps(response, ensure_ascii=False))
+            head = json.dumps(
+                {
+                    "description": f"recorded from --provider {self.provider}",
+                    "when_exhausted": "error",
+                },
+                ensure_ascii=False,
+            )
+            text = head[:-1] + ',\n "responses": [\n' + ",\n".join(self._encoded) + "\n]}\n"
             directory = os.path.dirname(os.path.abspath(self.path))
             fd, tmp = tempfile.mkstemp(dir=directory, prefix=".record-")
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(script, f, ensure_ascii=False, indent=1)
+                f.write(text)
             os.replace(tmp, self.path)
 
 

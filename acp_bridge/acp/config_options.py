@@ -35,8 +35,8 @@ def offer(provider: object) -> list[dict[str, Any]] | None:
     ]
 
 
-def set_option(provider: object, params: dict[str, Any]) -> dict[str, Any]:
-    """Handle ``session/set_config_option``; returns the response (the full option list)."""
+def set_option(provider: object, params: dict[str, Any]) -> None:
+    """Apply ``session/set_config_option`` to the provider (the model option)."""
     options = offer(provider)
     config_id = params.get("configId")
     if not isinstance(config_id, str):
@@ -48,7 +48,6 @@ def set_option(provider: object, params: dict[str, Any]) -> dict[str, Any]:
     if value not in allowed:
         raise RpcError.invalid_params("value", f"must be one of {', '.join(allowed)}")
     provider.model = value  # type: ignore[attr-defined]
-    return {"configOptions": offer(provider)}
 
 
 def check_prompt(provider: object, blocks: list[dict[str, Any]]) -> None:

@@ -74,7 +74,7 @@ class AnthropicWire(VendorWire):
         system = request.system or config.system
         if system:
             body["system"] = system
-        budget = request.thinking_budget or config.thinking_budget
+        budget = config.thinking_budget
         if budget:
             # The API wants the budget below max_tokens: room for the answer too.
             body["max_tokens"] = max(max_tokens, budget + 1024)

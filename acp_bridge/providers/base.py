@@ -172,11 +172,6 @@ class ModelRequest:
     system: str | None = None
     max_tokens: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    # Per-request overrides of the provider's own configuration; None keeps
-    # what the provider was started with (or what the editor chose).
-    model: str | None = None
-    thinking_budget: int | None = None
-    reasoning_effort: str | None = None
 
 
 class ProviderStream(Protocol):

@@ -113,8 +113,7 @@ class HttpProvider:
 
     @asynccontextmanager
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderStream, None]:
-        model = request.model or self.model
-        body = self.wire.body(request, self.config, model)
+        body = self.wire.body(request, self.config, self.model)
         url = self.wire.endpoint(self.config.base_url)
         record = self.recorder.response() if self.recorder is not None else None
         stream = HttpStream(self, url, body, record)

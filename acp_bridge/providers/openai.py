@@ -74,7 +74,7 @@ class OpenAIWire(VendorWire):
         # the old one); compatible servers know only the old one.
         official = "api.openai.com" in config.base_url
         body["max_completion_tokens" if official else "max_tokens"] = max_tokens
-        effort = request.reasoning_effort or config.reasoning_effort
+        effort = config.reasoning_effort
         if effort:
             body["reasoning_effort"] = effort
         if request.tools:

@@ -135,7 +135,6 @@ class AcpClient:
         self.updates: list[Json] = []  # the ``update`` of every session/update
         self.responses: dict[bytes, list[Json]] = {}  # by `id_key`
         self.bad_lines: list[bytes] = []  # output lines that are not JSON-RPC
-        self.lines = 0
         # Agent-to-editor requests, by method.  Fill it in before they arrive.
         self.handlers: dict[str, EditorHandler] = {}
         self.on_message: Callable[[Json], None] | None = None
@@ -249,7 +248,6 @@ class AcpClient:
                 event.set()
 
     def _line(self, line: bytes) -> None:
-        self.lines += 1
         try:
             msg = orjson.loads(line)
         except orjson.JSONDecodeError:

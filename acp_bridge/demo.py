@@ -18,6 +18,7 @@ import orjson
 
 from .client import AcpClient, bridge_command
 from .paths import make_private_dirs
+from .providers.scripted import parse_report
 
 DEMO_SCRIPT: dict[str, Any] = {
     "description": "acp-bridge demo: a story that is stopped mid-stream, then a report",
@@ -144,7 +145,10 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
         streaming["kind"] = ""
         second = await client.prompt(session_id, follow, on_update=show)
         say(f"{reset}")
-        reported = _reported(second.text())
+        try:
+            reported = parse_report(second.text())
+        except ValueError:
+            reported = {}
         saw = reported.get("last_assistant_text")
         same = saw == seen
         mark = f"{green}✓{reset}" if same else f"{red}✗{reset}"
@@ -165,13 +169,3 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
     return 0 if ok else 1
 
 
-def _reported(text: str) -> dict[str, Any]:
-    facts: dict[str, Any] = {}
-    for line in text.splitlines():
-        name, sep, value = line.partition(": ")
-        if sep:
-            try:
-                facts[name] = orjson.loads(value)
-            except orjson.JSONDecodeError:
-                facts[name] = value
-    return facts

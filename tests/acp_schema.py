@@ -38,7 +38,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, overload
 
 from harness import ACP_SCHEMA
 from jsonschema import Draft202012Validator, ValidationError
@@ -201,6 +201,14 @@ def load_acp_unstable_schema() -> AcpSchema:
     return loaded
 
 
+@overload
+def load_acp_schema() -> AcpSchema: ...
+
+
+@overload
+def load_acp_schema(path: Path) -> AcpSchema | None: ...
+
+
 def load_acp_schema(path: Path | None = None) -> AcpSchema | None:
     """The schema at ``path``, or None if there is no file there.
 
@@ -208,9 +216,12 @@ def load_acp_schema(path: Path | None = None) -> AcpSchema | None:
     schema of the pinned TypeScript SDK package (installed if needed); never
     None: the test skips (or, in CI, fails) saying why.
     """
-    if path is None:
-        path = official_schema_path()
-    return _load(path)
+    if path is not None:
+        return _load(path)
+    official = official_schema_path()
+    schema = _load(official)
+    assert schema is not None, f"{official} is gone"
+    return schema
 
 
 @cache

@@ -27,6 +27,7 @@ from acp_bridge.client import AcpClient, AgentExited, PromptResult, bridge_comma
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_records
+from acp_bridge.providers.scripted import parse_report
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -168,11 +169,7 @@ def session_snapshot(run: Run, cwd: str) -> dict[str, Any]:
 
 def report(result: PromptResult) -> dict[str, Any]:
     """The facts of a scripted ``report`` answer."""
-    facts = {}
-    for line in result.text().splitlines():
-        name, _, value = line.partition(": ")
-        facts[name] = json.loads(value)
-    return facts
+    return parse_report(result.text())
 
 
 def assert_cancelled(result: PromptResult) -> None:

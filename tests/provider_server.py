@@ -2,7 +2,7 @@
 
 `WireServer` answers each ``POST`` with the next scripted `Reply`: a status,
 headers and a body of server-sent events written as chunked transfer
-encoding, with optional pauses, a cut (the socket closes mid-body) or a
+encoding, with optionally a cut (the socket closes mid-body) or a
 tail that keeps the stream open until the client goes away (recorded as a
 disconnect).  It keeps every request it received (path, headers, JSON body).
 """
@@ -25,7 +25,6 @@ class Reply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None  # a non-SSE body (errors)
-    pause: float = 0.0  # between events
     cut: bool = False  # close the socket after the events, mid-body
     stall: float = 0.0  # after the events, wait this long before ending
     hold: bool = False  # after the events, keep the stream open until the client leaves
@@ -105,9 +104,7 @@ class WireServer:
             h.wfile.flush()
 
         try:
-            for i, event in enumerate(reply.events):
-                if reply.pause and i:
-                    time.sleep(reply.pause)
+            for event in reply.events:
                 chunk(event.encode() + b"\n\n")
             if reply.cut:
                 h.connection.shutdown(socket.SHUT_RDWR)

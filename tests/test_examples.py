@@ -22,6 +22,7 @@ from acp_bridge.client import AcpClient, RequestId, bridge_command, running
 from acp_bridge.log.check import check_history, check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_valid_records, session_path
+from acp_bridge.providers.scripted import parse_report
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 STORY = EXAMPLES / "story-then-report.json"
@@ -109,9 +110,7 @@ async def test_an_example_serves_three_prompts(tmp_path: Path, name: str) -> Non
 
 
 def _report(client: AcpClient, session_id: str, since: int) -> dict[str, Any]:
-    text = "".join(chunks(client, session_id, since))
-    facts = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
-    return {key: json.loads(value) for key, value in facts.items()}
+    return parse_report("".join(chunks(client, session_id, since)))
 
 
 @pytest.mark.anyio

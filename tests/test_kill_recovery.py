@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 from harness import cwd_for_tests
 
-from acp_bridge.client import AcpClient, AgentExited, bridge_command
+from acp_bridge.client import CHUNK_KINDS, AcpClient, AgentExited, bridge_command
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import session_path
 from acp_bridge.log.upcast import load_log
@@ -32,7 +32,6 @@ pytestmark = pytest.mark.anyio
 SESSIONS = 20
 KILLS_PER_SESSION = 10
 CWD = cwd_for_tests()
-CHUNK_KINDS = ("agent_message_chunk", "agent_thought_chunk")
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "event-log.schema.json"
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
 

@@ -32,7 +32,7 @@ from harness import (
 )
 from syrupy.assertion import SnapshotAssertion
 
-from acp_bridge.client import AcpClient, bridge_command
+from acp_bridge.client import CHUNK_KINDS, AcpClient, bridge_command
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.replay import replay_updates
@@ -42,7 +42,6 @@ pytestmark = pytest.mark.anyio
 CWD = cwd_for_tests()
 LONG_MS = 30_000
 STORY = "Once upon a time,"  # four chunks of five, then a long pause
-CHUNK_KINDS = ("agent_message_chunk", "agent_thought_chunk")
 
 Json = dict[str, Any]
 

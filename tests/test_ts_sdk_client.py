@@ -36,6 +36,7 @@ from harness import EXAMPLES, ROOT
 from acp_bridge import __version__
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records, session_path
+from acp_bridge.providers.scripted import parse_report
 
 TS_CLIENT: Final = Path(__file__).resolve().parent / "ts_client"
 CLIENT_SCRIPT: Final = TS_CLIENT / "client.mjs"
@@ -350,16 +351,6 @@ def streamed_text(messages: Iterable[Mapping[str, Any]]) -> str:
     )
 
 
-def parse_report(text: str) -> dict[str, Any]:
-    """The scripted ``report`` answer: one ``name: <json>`` line per fact."""
-    facts: dict[str, Any] = {}
-    for line in text.splitlines():
-        name, sep, value = line.partition(": ")
-        if sep:
-            facts[name.strip()] = json.loads(value)
-    return facts
-
-
 # -- tests -----------------------------------------------------------------------
 
 
@@ -477,7 +468,6 @@ def test_every_raw_line_is_one_json_object(ts_run: TsRun) -> None:
 
 def test_every_frame_validates_against_the_acp_schema(ts_run: TsRun) -> None:
     schema = load_acp_schema()
-    assert schema is not None
     problems = wire_errors(schema, ts_run.transcript)
     assert not problems, "frames the ACP schema rejects:\n" + "\n".join(problems)
 

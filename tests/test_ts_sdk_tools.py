@@ -118,8 +118,7 @@ def test_tool_updates_reach_the_sdk_with_diff_and_terminal(ts_tools_run: dict[st
 
 def test_frames_are_valid_acp_and_the_log_checks(ts_tools_run: dict[str, Any]) -> None:
     schema = load_acp_schema()
-    if schema is not None:
-        schema.check_transcript([(f["dir"], json.loads(f["line"])) for f in ts_tools_run["frames"]])
+    schema.check_transcript([(f["dir"], json.loads(f["line"])) for f in ts_tools_run["frames"]])
     (records,) = ts_tools_run["logs"]
     check_log(records)
     check_history(derive_messages(records))

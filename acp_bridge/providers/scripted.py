@@ -344,6 +344,19 @@ def _split(text: str, parts: int) -> list[str]:
 # -- report ----------------------------------------------------------------------
 
 
+def parse_report(text: str) -> dict[str, Any]:
+    """The facts of a ``report`` answer (the lines of `report_lines`), by name.
+
+    Lines without ``": "`` are skipped; a value that is not JSON raises ValueError.
+    """
+    facts: dict[str, Any] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(": ")
+        if sep:
+            facts[name.strip()] = json.loads(value)
+    return facts
+
+
 def report_lines(request: ModelRequest, facts: Sequence[str]) -> list[str]:
     """``name: value`` lines describing ``request``; values are JSON.
 

@@ -137,9 +137,11 @@ async def time_load(state: Path, session_id: str) -> tuple[float, int]:
 
     async with process:
         await request(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        # The agent finishes starting (its provider and tools load in a worker
-        # thread after initialize): the figure is the load, not the start-up.
-        await anyio.sleep(0.5)
+        # A session/new is answered once the agent has finished starting (its
+        # provider and tools load in a worker thread after initialize): the
+        # figure is the load, not the start-up.
+        await request(3, "session/new", {"cwd": CWD, "mcpServers": []})
+        updates = 0  # what that session announced is not part of the load
         params = {"sessionId": session_id, "cwd": CWD, "mcpServers": []}
         start = time.perf_counter()
         answer = await request(2, "session/load", params)

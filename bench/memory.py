@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from bench.agents import AgentProcess, log, now
 from bench.results import rotate
 from bench.runner import Bench
@@ -40,13 +38,13 @@ def _memory_once(bench: Bench, proc: AgentProcess) -> None:
     sid: str | None = None
     for _ in range(cfg.warm_sessions):
         sid = _short_turn(bench, proc, sid)
-    time.sleep(0.2)
+    tail = LineStats()  # no turn running: any update now is a late one
+    proc.settle(tail, 0)  # everything sent so far is handled
     base = proc.rss_kib()
     for _ in range(cfg.sessions):
         sid = _short_turn(bench, proc, sid)
-    time.sleep(0.2)
+    proc.settle(tail, 0)
     after = proc.rss_kib()
-    tail = LineStats()  # no turn running: any update now is a late one
     proc.settle(tail, cfg.settle_s)
     res.absorb(tail)
     res.rss_base_kib.append(base)

@@ -31,8 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.procfs import tree_cpu_s
+
 ROOT = Path(__file__).resolve().parent.parent
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 # -- the loopback server (run in its own process) ----------------------------------------
@@ -117,8 +118,7 @@ class Agent:
         self.next_id = 0
 
     def cpu(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return tree_cpu_s(self.proc.pid)
 
     def send(self, method: str, params: dict[str, Any]) -> int:
         self.next_id += 1

@@ -265,6 +265,25 @@ def test_history_subprocess_skips_an_unknown_record_type_with_a_warning(tmp_path
     assert f"{path}:2: skipping a record of unknown type 'session/meta'" in warning
 
 
+def test_history_subprocess_names_the_line_after_a_skipped_record(tmp_path: Path) -> None:
+    """A record of an unknown type still takes its line: the damaged record
+    after it is named by its own line, not by its place among the kept ones."""
+    log = copy.deepcopy(SEEDS[0])
+    log.insert(1, {**log[1], "type": "session/meta", "title": "from a newer writer"})
+    for seq, record in enumerate(log):
+        record["seq"] = seq
+    end = next(i for i, r in enumerate(log) if r["type"] == "turn/end")
+    log[end]["turn"] = {"n": 1}
+    state_dir = tmp_path / "state"
+    path = _write(state_dir, b"".join(orjson.dumps(r) + b"\n" for r in log))
+    run = _history(state_dir)
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[-1] == (
+        f"acp-bridge: corrupt session log: {path}:{end + 1}: turn: "
+        "input should be a valid integer, got an object (record type turn/end)"
+    )
+
+
 def test_every_record_type_has_a_model() -> None:
     assert set(RECORD_MODELS) >= RECORD_TYPES
 

@@ -142,8 +142,10 @@ def validate_records(
 ) -> list[dict[str, Any]]:
     """Check each record's fields against its model; return the records of known types.
 
-    ``records`` are as `read_records` returns them (record ``i`` is line
-    ``i + 1`` of ``path``).  Raises `LogCorrupt` naming the line and the field
+    ``records`` are as `read_records` or `load_log` return them (a record's
+    line in ``path`` is its ``seq`` + 1: records of unknown types that
+    `load_log` left out still took their lines).  Raises `LogCorrupt` naming
+    the line and the field
     of the first bad record.  Records of a type with no model are left out of
     the result and reported once per type through ``warn`` (by default a
     warning on the ``acp_bridge.log`` logger).  The records themselves are
@@ -165,8 +167,10 @@ def validate_records(
             model.model_validate(record)
         except ValidationError as exc:
             field, reason = _first_error(exc)
+            seq = record.get("seq")
+            line_no = seq + 1 if type(seq) is int else index + 1
             raise LogCorrupt(
-                path, index + 1, f"{reason} (record type {record_type})", field
+                path, line_no, f"{reason} (record type {record_type})", field
             ) from None
         kept.append(record)
     for record_type, count in unknown.items():

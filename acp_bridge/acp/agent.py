@@ -104,9 +104,29 @@ class Agent:
 
     # -- sessions --------------------------------------------------------------
 
-    async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def new_provider(self) -> Provider:
+        """A provider for a new or reopened session, once start-up has made the factory."""
+        await self._provider_ready.wait()
+        assert self._provider_factory is not None
+        return self._provider_factory()
+
+    def make_session(
+        self,
+        session_id: str,
+        cwd: str,
+        slog: SessionLog,
+        provider: Provider,
+        extra_dirs: list[str] | None,
+        records: list[dict[str, Any]] | None = None,
+    ) -> Session:
+        """A session with its tools (as ``records`` of its log left them, if reopened)."""
         from . import tool_session  # the tools load off the start-up path
 
+        session = Session(session_id, cwd, slog, provider, self.outbox, UpdateFrames(session_id))
+        session.tools = tool_session.tool_state(self, session, extra_dirs, records or ())
+        return session
+
+    async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = P.absolute_path(params, "cwd")
         extra_dirs = _additional_directories(params)
         servers = P.mcp_servers(params)
@@ -114,9 +134,7 @@ class Agent:
             log.warning("MCP servers are not supported yet; ignoring %d server(s)", len(servers))
         # The provider first: if it cannot start, the editor is told why and
         # no session file is left behind.
-        await self._provider_ready.wait()
-        assert self._provider_factory is not None
-        provider = self._provider_factory()
+        provider = await self.new_provider()
         session_id = "sess_" + uuid.uuid4().hex
         path = session_path(self.state_dir, session_id)
         try:
@@ -129,9 +147,7 @@ class Agent:
             ) from exc
         self.stored.lock(session_id, path)
         slog = SessionLog(path, self.outbox)
-        frames = UpdateFrames(session_id)
-        session = Session(session_id, cwd, slog, provider, self.outbox, frames)
-        session.tools = tool_session.tool_state(self, session, extra_dirs)
+        session = self.make_session(session_id, cwd, slog, provider, extra_dirs)
         meta: dict[str, Any] = {}
         if extra_dirs is not None:
             meta["additional_directories"] = extra_dirs
@@ -151,6 +167,8 @@ class Agent:
         )
         self.sessions[session_id] = session
         slog.sync()
+        from . import tool_session
+
         return {"sessionId": session_id, **tool_session.new_session_fields(session)}
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -200,6 +218,19 @@ class Agent:
             raise
         if self.stored.is_regenerate(blocks):
             return await self.stored.run_regenerate(reply, session, params["prompt"])
+        await self.run_prompt(reply, session, blocks, params["prompt"])
+        return None
+
+    async def run_prompt(
+        self,
+        reply: Reply,
+        session: Session,
+        blocks: list[dict[str, Any]],
+        raw: list[dict[str, Any]],
+        prepare: Callable[[Turn], None] | None = None,
+    ) -> None:
+        """Queue a turn for ``session``, run it, and answer ``reply`` when it ends
+        (``prepare`` adjusts the turn before it starts: a regenerate's recorder)."""
 
         def before_start() -> bool:
             if self.closing:
@@ -212,12 +243,13 @@ class Agent:
             turn = await session.prompts.run(
                 reply.id,
                 blocks,
-                params["prompt"],
+                raw,
                 config=self.config,
                 spawn=self.spawn,
                 answer=lambda turn: self._answer(reply, session, turn),
                 before_start=before_start,
                 run_turn=self._run_turn,
+                prepare=prepare,
             )
         except RpcError:
             raise  # refused before it started: the error is the answer
@@ -230,7 +262,6 @@ class Agent:
         if turn is not None:
             # What the turn logged is queued: this fsync covers all of it.
             session.log.sync()
-        return None
 
     def _answer(self, reply: Reply, session: Session, turn: Turn) -> None:
         if turn.error is not None:

@@ -29,7 +29,6 @@ from ..log.replay import commands_update, replay_updates, title_from_prompt, tit
 from ..log.upcast import gc_paused, load_log
 from ..loop.session import Session
 from ..loop.turn import Turn
-from ..loop.updates import UpdateFrames
 from ..sessions.fork import ForkError, fork_records
 from ..sessions.info import PAGE_SIZE, BadCursor, list_sessions, title_of
 from ..sessions.regenerate import RegenerateRecorder, is_command, target_turn
@@ -162,17 +161,12 @@ class SessionMethods:
         self, session_id: str, cwd: str, slog: Any, records: list[Record]
     ) -> Session:
         agent = self.agent
-        await agent._provider_ready.wait()
-        assert agent._provider_factory is not None
-        provider = agent._provider_factory()
-        session = Session(session_id, cwd, slog, provider, agent.outbox, UpdateFrames(session_id))
+        provider = await agent.new_provider()
         # Tools as the log left them: the last mode and the remembered choices.
         start = next((r for r in records if r.get("type") == "session/start"), {})
         dirs = start.get("additional_directories")
         extra = [d for d in dirs if isinstance(d, str)] if isinstance(dirs, list) else None
-        from . import tool_session  # the tools load off the start-up path
-
-        session.tools = tool_session.tool_state(agent, session, extra, records)
+        session = agent.make_session(session_id, cwd, slog, provider, extra, records)
         agent.sessions[session_id] = session
         return session
 
@@ -355,7 +349,6 @@ class SessionMethods:
         self, reply: Reply, session: Session, command: list[dict[str, Any]] | None
     ) -> None:
         """A regenerate turn for ``session``, answered like a prompt (``stopReason``)."""
-        agent = self.agent
         prompts = session.prompts
         others = [rid for rid in prompts.waiting if rid != reply.id]
         if prompts.active is not None or others:
@@ -374,32 +367,7 @@ class SessionMethods:
             now = target_turn(session.log.records) or target
             turn.rec = RegenerateRecorder(session.log, turn.number, now, command)
 
-        def before_start() -> bool:
-            if agent.closing:
-                return False
-            agent._check_log_writable(session)
-            return self.before_turn(session, [])
-
-        try:
-            turn = await prompts.run(
-                reply.id,
-                [],
-                command or [],
-                config=agent.config,
-                spawn=agent.spawn,
-                answer=lambda turn: agent._answer(reply, session, turn),
-                before_start=before_start,
-                run_turn=agent._run_turn,
-                prepare=prepare,
-            )
-        except RpcError:
-            raise
-        except BaseException:
-            reply.result({"stopReason": "cancelled"})
-            raise
-        reply.result({"stopReason": "cancelled"})
-        if turn is not None:
-            session.log.sync()
+        await self.agent.run_prompt(reply, session, [], command or [], prepare)
 
     @staticmethod
     def is_regenerate(blocks: list[dict[str, Any]]) -> bool:

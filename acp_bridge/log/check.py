@@ -18,7 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .derive import ASSISTANT_BLOCK_TYPES, USER_BLOCK_TYPES, derive_messages, is_visible_text
+from .derive import (
+    ASSISTANT_BLOCK_TYPES,
+    USER_BLOCK_TYPES,
+    derive_messages,
+    is_visible_text,
+    join_parts,
+    visible_blocks,
+)
 from .records import FINAL_TOOL_STATUSES, RECORD_TYPES, SESSION_SETTING_TYPES
 
 __all__ = ["HistoryInvalid", "LogInvalid", "check_history", "check_log"]
@@ -530,12 +537,7 @@ class _LogChecker:
         delivered = _timed_stream_text(record.get("stream"))
         if delivered is None:
             raise self.fail("an interrupted assistant/message needs its timed stream")
-        expected = [
-            {"type": kind, "text": text}
-            for (_, kind), text in delivered.items()
-            if kind in _TEXT_TYPES and is_visible_text(text)
-        ]
-        if record["content"] != expected:
+        if record["content"] != visible_blocks(delivered):
             raise self.fail(
                 "an interrupted message must hold exactly the non-blank text "
                 "and reasoning of its stream, in stream order"
@@ -610,12 +612,8 @@ def _describe(kind: str, key: object) -> str:
 
 def _timed_stream_text(stream: object) -> dict[tuple[int, str], str] | None:
     """Concatenate a timed stream ``[[t_ms, index, kind, text], ...]`` per block."""
-    if not isinstance(stream, list):
+    if not isinstance(stream, list) or not all(
+        isinstance(entry, list) and len(entry) == 4 for entry in stream
+    ):
         return None
-    texts: dict[tuple[int, str], str] = {}
-    for entry in stream:
-        if not isinstance(entry, list) or len(entry) != 4:
-            return None
-        _, index, kind, text = entry
-        texts[(index, kind)] = texts.get((index, kind), "") + text
-    return texts
+    return join_parts(stream)

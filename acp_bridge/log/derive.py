@@ -120,12 +120,32 @@ def delivered_prefix(
     Concatenates the parts of the attempt's ``stream/delta`` records; the keys
     are in the order they first appeared in the stream.
     """
+    return join_parts(
+        part
+        for record in records
+        if record.get("type") == "stream/delta" and record.get("attempt") == attempt
+        for part in record.get("parts", ())
+    )
+
+
+def join_parts(parts: Iterable[Sequence[Any]]) -> dict[tuple[int, str], str]:
+    """Concatenate stream parts, ``[index, kind, text]`` or timed ``[t_ms, index,
+    kind, text]``, per ``(index, kind)``, in the order the keys first appear."""
     pieces: dict[tuple[int, str], list[str]] = {}
-    for record in records:
-        if record.get("type") == "stream/delta" and record.get("attempt") == attempt:
-            for index, kind, text in record.get("parts", ()):
-                pieces.setdefault((index, kind), []).append(text)
+    for part in parts:
+        index, kind, text = part[-3:]
+        pieces.setdefault((index, kind), []).append(text)
     return {key: "".join(texts) for key, texts in pieces.items()}
+
+
+def visible_blocks(texts: Mapping[tuple[int, str], str]) -> list[dict[str, Any]]:
+    """What a stopped stream leaves as an interrupted message (invariant I2):
+    its text and reasoning blocks with visible text, in stream order."""
+    return [
+        {"type": kind, "text": text}
+        for (_, kind), text in texts.items()
+        if kind in ("text", "reasoning") and is_visible_text(text)
+    ]
 
 
 # -- from records to raw messages ---------------------------------------------

@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .derive import is_visible_text
+from .derive import join_parts, visible_blocks
 from .records import FINAL_TOOL_STATUSES
 from .upcast import gc_paused, load_log
 from .writer import RecordWriter, SessionLog
@@ -166,14 +166,7 @@ def _content(text: str) -> dict[str, Any]:
 
 
 def _close_stream(attempt: str, stream: _Stream, turn: int, step: int) -> list[Closing]:
-    texts: dict[tuple[int, str], str] = {}
-    for _, index, kind, text in stream.parts:
-        texts[(index, kind)] = texts.get((index, kind), "") + text
-    content = [
-        {"type": kind, "text": text}
-        for (_, kind), text in texts.items()
-        if kind in ("text", "reasoning") and is_visible_text(text)
-    ]
+    content = visible_blocks(join_parts(stream.parts))
     base = {"attempt": attempt, "message_id": stream.message_id}
     if content:
         timed = [[t_ms, index, kind, text] for t_ms, index, kind, text in stream.parts]

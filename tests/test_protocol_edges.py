@@ -88,3 +88,24 @@ async def test_a_bad_script_is_the_error_of_session_new(tmp_path: Path) -> None:
     stderr = (tmp_path / "stderr.txt").read_text()
     assert stderr.count(f"{script}: responses[0].events[0]") == 1
     assert "Traceback" not in stderr
+
+
+async def test_fork_params_are_checked_like_session_new(tmp_path: Path) -> None:
+    """A fork's directories and cwd get the checks session/new gives them."""
+    async with bridge(tmp_path) as client:
+        await client.initialize()
+        session_id = await client.new_session("/")
+        bad_dirs = await client.request(
+            "session/fork",
+            {"sessionId": session_id, "cwd": "/", "additionalDirectories": ["relative/dir"]},
+        )
+        nul_cwd = await client.request(
+            "_acp-bridge/fork_at_turn", {"sessionId": session_id, "turn": 1, "cwd": "/a\0b"}
+        )
+        for answer, field in ((bad_dirs, "additionalDirectories[0]"), (nul_cwd, "cwd")):
+            assert answer["error"]["code"] == -32602
+            assert answer["error"]["data"]["field"] == field
+        assert await client.finish() == 0
+    assert [p.name for p in (tmp_path / "state" / "sessions").glob("*.jsonl")] == [
+        f"{session_id}.jsonl"
+    ]

@@ -23,7 +23,7 @@ from ..providers.base import Provider
 from ..transport.outbox import Outbox
 from . import config_options
 from . import params as P
-from .sessions import SESSION_CAPABILITIES, SessionMethods
+from .sessions import SESSION_CAPABILITIES, SessionMethods, ignore_mcp_servers
 
 log = logging.getLogger("acp_bridge.agent")
 
@@ -128,10 +128,8 @@ class Agent:
 
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = P.absolute_path(params, "cwd")
-        extra_dirs = _additional_directories(params)
-        servers = P.mcp_servers(params)
-        if servers:
-            log.warning("MCP servers are not supported yet; ignoring %d server(s)", len(servers))
+        extra_dirs = P.additional_directories(params)
+        ignore_mcp_servers(params)
         # The provider first: if it cannot start, the editor is told why and
         # no session file is left behind.
         provider = await self.new_provider()
@@ -331,16 +329,6 @@ class Agent:
             session.prompts.cancel(self.spawn, cause)
         for turn in turns:
             await turn.settled.wait()
-
-
-def _additional_directories(params: dict[str, Any]) -> list[str] | None:
-    dirs: list[Any] | None = P.optional(params, "additionalDirectories", list)
-    if dirs is None:
-        return None
-    for i, path in enumerate(dirs):
-        if not isinstance(path, str) or not os.path.isabs(path):
-            raise RpcError.invalid_params(f"additionalDirectories[{i}]", "must be an absolute path")
-    return list(dirs)
 
 
 async def _cancel_is_a_notification(params: dict[str, Any]) -> None:

@@ -74,6 +74,17 @@ def absolute_path(params: dict[str, Any], key: str) -> str:
     return path
 
 
+def additional_directories(params: dict[str, Any]) -> list[str] | None:
+    """``additionalDirectories``: absolute paths, or None when not given."""
+    dirs: list[Any] | None = optional(params, "additionalDirectories", list)
+    if dirs is None:
+        return None
+    for i, path in enumerate(dirs):
+        if not isinstance(path, str) or not os.path.isabs(path):
+            raise RpcError.invalid_params(f"additionalDirectories[{i}]", "must be an absolute path")
+    return list(dirs)
+
+
 def mcp_servers(params: dict[str, Any]) -> list[dict[str, Any]]:
     servers: list[dict[str, Any]] | None = optional(params, "mcpServers", list)
     if servers is None:

@@ -114,9 +114,7 @@ class SessionMethods:
         agent = self.agent
         session_id = P.session_id(params)
         cwd = P.absolute_path(params, "cwd")
-        servers = P.mcp_servers(params)
-        if servers:
-            log.warning("MCP servers are not supported yet; ignoring %d server(s)", len(servers))
+        ignore_mcp_servers(params)
         session = agent.sessions.get(session_id)
         if session is not None:
             if session.prompts.active is not None or session.prompts.waiting:
@@ -281,18 +279,15 @@ class SessionMethods:
 
     async def fork(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = P.absolute_path(params, "cwd")
-        if P.mcp_servers(params):
-            log.warning("MCP servers are not supported yet; ignoring them")
-        dirs = P.optional(params, "additionalDirectories", list)
+        ignore_mcp_servers(params)
+        dirs = P.additional_directories(params)
         return await self._fork(P.session_id(params), cwd, None, dirs)
 
     async def fork_at_turn(self, params: dict[str, Any]) -> dict[str, Any]:
         turn = P.require(params, "turn", int)
         if turn < 1:
             raise RpcError.invalid_params("turn", "must be a turn number (1 or more)")
-        cwd = P.optional(params, "cwd", str)
-        if cwd is not None and not os.path.isabs(cwd):
-            raise RpcError.invalid_params("cwd", "must be an absolute path")
+        cwd = None if params.get("cwd") is None else P.absolute_path(params, "cwd")
         return await self._fork(P.session_id(params), cwd, turn, None)
 
     async def _fork(
@@ -372,6 +367,13 @@ class SessionMethods:
     @staticmethod
     def is_regenerate(blocks: list[dict[str, Any]]) -> bool:
         return is_command(blocks)
+
+
+def ignore_mcp_servers(params: dict[str, Any]) -> None:
+    """Validate ``mcpServers`` and say on stderr that they are not used."""
+    servers = P.mcp_servers(params)
+    if servers:
+        log.warning("MCP servers are not supported yet; ignoring %d server(s)", len(servers))
 
 
 def _busy(session_id: str, what: str) -> RpcError:

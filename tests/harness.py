@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from acp_bridge.client import AcpClient, AgentExited, PromptResult, bridge_command
@@ -32,6 +33,10 @@ from acp_bridge.providers.scripted import parse_report
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 ACP_SCHEMA = ROOT.parent / "shared" / "acp" / "schema.json"
+EVENT_LOG_SCHEMA_PATH = ROOT / "schemas" / "event-log.schema.json"
+EVENT_LOG_SCHEMA: dict[str, Any] = json.loads(EVENT_LOG_SCHEMA_PATH.read_text())
+# Checks one record against the event-log JSON Schema.
+EVENT_LOG_VALIDATOR = jsonschema.Draft202012Validator(EVENT_LOG_SCHEMA)
 
 
 class SessionSnapshot(JSONSnapshotExtension):
@@ -165,6 +170,19 @@ def session_snapshot(run: Run, cwd: str) -> dict[str, Any]:
         paths=paths,
     )
     return snapshot
+
+
+def read_available(fd: int) -> bytes:
+    """Everything a non-blocking pipe holds now (up to EOF)."""
+    out = b""
+    while True:
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return out
+        if not data:
+            return out
+        out += data
 
 
 def report(result: PromptResult) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 import pytest
+from harness import read_available
 
 from acp_bridge.log.writer import SessionLog
 from acp_bridge.transport.outbox import Outbox
@@ -26,18 +27,6 @@ from acp_bridge.transport.outbox import Outbox
 pytestmark = pytest.mark.anyio
 
 ANSWER = b'{"jsonrpc":"2.0","id":7,"result":{"stopReason":"cancelled"}}\n'
-
-
-def read_available(fd: int) -> bytes:
-    out = b""
-    while True:
-        try:
-            data = os.read(fd, 1 << 16)
-        except BlockingIOError:
-            return out
-        if not data:
-            return out
-        out += data
 
 
 async def frame_bigger_than_the_pipe(write_end: int) -> tuple[bytes, int]:

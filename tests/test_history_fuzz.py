@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 import pytest
+from harness import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +32,6 @@ from acp_bridge.log.record_models import RECORD_MODELS
 from acp_bridge.log.records import RECORD_TYPES
 from acp_bridge.log.upcast import load_log
 
-ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOTS = sorted((ROOT / "snapshots" / "test_sessions").glob("*.json"))
 SESSION_ID = "sess_fuzz"
 

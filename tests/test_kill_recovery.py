@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import jsonschema
 import pytest
-from harness import cwd_for_tests
+from harness import EVENT_LOG_VALIDATOR, cwd_for_tests
 
 from acp_bridge.client import CHUNK_KINDS, AcpClient, AgentExited, bridge_command
 from acp_bridge.log.check import check_log
@@ -32,8 +31,6 @@ pytestmark = pytest.mark.anyio
 SESSIONS = 20
 KILLS_PER_SESSION = 10
 CWD = cwd_for_tests()
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "event-log.schema.json"
-VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
 
 Json = dict[str, Any]
 
@@ -138,7 +135,7 @@ async def one_session(index: int, tmp: Path, failures: list[str]) -> None:
     records = load_log(session_path(state, session_id)).records
     check_log(records)
     for record in records:
-        assert VALIDATOR.is_valid(record), record
+        assert EVENT_LOG_VALIDATOR.is_valid(record), record
 
 
 async def test_sigkill_at_200_moments_loses_nothing_delivered(tmp_path: Path) -> None:

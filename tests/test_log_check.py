@@ -12,11 +12,11 @@ import copy
 import itertools
 import json
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, cast
 
 import jsonschema
 import pytest
+from harness import EVENT_LOG_SCHEMA, EVENT_LOG_VALIDATOR
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,10 +24,6 @@ from acp_bridge.log import check as check_module
 from acp_bridge.log.check import HistoryInvalid, LogInvalid, check_history, check_log
 from acp_bridge.log.derive import delivered_prefix, derive_messages
 from acp_bridge.log.records import RECORD_TYPES
-
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "event-log.schema.json"
-SCHEMA = json.loads(SCHEMA_PATH.read_text())
-VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
 Record = dict[str, Any]
 Block = dict[str, Any]
@@ -53,7 +49,7 @@ def _validate(record: Record) -> None:
     """Check a record against the schema (once per distinct content: it is slow)."""
     key = json.dumps({k: v for k, v in record.items() if k not in ("seq", "at")}, sort_keys=True)
     if key not in _VALID:
-        errors = [error.message for error in VALIDATOR.iter_errors(record)]
+        errors = [error.message for error in EVENT_LOG_VALIDATOR.iter_errors(record)]
         assert errors == [], (record, errors)
         _VALID.add(key)
 
@@ -286,22 +282,24 @@ def tool_result(call_id: str, output: str) -> Block:
 
 
 def test_schema_names_every_record_type() -> None:
-    jsonschema.Draft202012Validator.check_schema(SCHEMA)
-    assert set(SCHEMA["properties"]["type"]["enum"]) == RECORD_TYPES
-    checked = [rule["if"]["properties"]["type"]["const"] for rule in SCHEMA["allOf"]]
+    jsonschema.Draft202012Validator.check_schema(EVENT_LOG_SCHEMA)
+    assert set(EVENT_LOG_SCHEMA["properties"]["type"]["enum"]) == RECORD_TYPES
+    checked = [rule["if"]["properties"]["type"]["const"] for rule in EVENT_LOG_SCHEMA["allOf"]]
     assert sorted(checked) == sorted(RECORD_TYPES)  # each type has exactly one rule
 
 
 def test_schema_rejects_what_the_contract_forbids() -> None:
     record = realistic_log()[2]  # user/message
-    assert VALIDATOR.is_valid(record)
-    assert not VALIDATOR.is_valid({**record, "extra": 1})
-    assert not VALIDATOR.is_valid({**record, "step": 1})
-    assert not VALIDATOR.is_valid({**record, "v": 2})
-    assert not VALIDATOR.is_valid({key: v for key, v in record.items() if key != "content"})
+    assert EVENT_LOG_VALIDATOR.is_valid(record)
+    assert not EVENT_LOG_VALIDATOR.is_valid({**record, "extra": 1})
+    assert not EVENT_LOG_VALIDATOR.is_valid({**record, "step": 1})
+    assert not EVENT_LOG_VALIDATOR.is_valid({**record, "v": 2})
+    without_content = {key: v for key, v in record.items() if key != "content"}
+    assert not EVENT_LOG_VALIDATOR.is_valid(without_content)
     interrupted = next(r for r in realistic_log() if r.get("interrupted") is True)
-    assert VALIDATOR.is_valid(interrupted)
-    assert not VALIDATOR.is_valid({key: v for key, v in interrupted.items() if key != "stream"})
+    assert EVENT_LOG_VALIDATOR.is_valid(interrupted)
+    without_stream = {key: v for key, v in interrupted.items() if key != "stream"}
+    assert not EVENT_LOG_VALIDATOR.is_valid(without_stream)
 
 
 def test_realistic_log_derives_the_expected_history() -> None:

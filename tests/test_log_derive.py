@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
+from harness import EVENT_LOG_VALIDATOR
 
 from acp_bridge.log.check import check_history
 from acp_bridge.log.derive import delivered_prefix, derive_messages
-
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "event-log.schema.json"
-VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
 
 Record = dict[str, Any]
 
@@ -31,7 +27,7 @@ def numbered(*groups: Record | list[Record]) -> list[Record]:
         records.extend(group if isinstance(group, list) else [group])
     for seq, record in enumerate(records):
         record.update(v=1, seq=seq, at=1_700_000_000.0 + seq)
-        errors = [error.message for error in VALIDATOR.iter_errors(record)]
+        errors = [error.message for error in EVENT_LOG_VALIDATOR.iter_errors(record)]
         assert errors == [], (record, errors)
     return records
 
@@ -172,7 +168,8 @@ def test_user_blocks_from_the_editor_are_kept() -> None:
     image = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
     records = numbered(prompt(1, text("Look:"), link, resource, blob, image))
     assert derive_checked(records) == [user_msg(text("Look:"), link, resource, blob, image)]
-    assert not VALIDATOR.is_valid({**records[1], "content": [{"type": "resource", "uri": "u"}]})
+    bad_resource = {**records[1], "content": [{"type": "resource", "uri": "u"}]}
+    assert not EVENT_LOG_VALIDATOR.is_valid(bad_resource)
 
 
 def test_every_message_says_whether_it_was_interrupted() -> None:

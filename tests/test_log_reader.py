@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from typing import Any
 import jsonschema
 import orjson
 import pytest
+from harness import EVENT_LOG_SCHEMA
 
 from acp_bridge.log.reader import (
     LogCorrupt,
@@ -21,8 +21,6 @@ from acp_bridge.log.reader import (
     session_path,
     validate_session_id,
 )
-
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "event-log.schema.json"
 
 
 def _record(seq: int, type: str, turn: int, step: int, **fields: Any) -> dict[str, Any]:
@@ -72,7 +70,7 @@ def _write(tmp_path: Path, data: bytes) -> Path:
 
 
 def test_sample_records_match_the_schema() -> None:
-    schema = json.loads(SCHEMA_PATH.read_text())
+    schema = EVENT_LOG_SCHEMA
     validator = jsonschema.Draft202012Validator(schema)
     for record in SAMPLE:
         assert list(validator.iter_errors(record)) == [], record

@@ -22,7 +22,7 @@ import anyio
 import orjson
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
-from harness import wait_until
+from harness import read_available, wait_until
 
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
@@ -109,9 +109,7 @@ async def stop_after(play: Play, tmp_path: Path) -> tuple[str, list[dict[str, An
             outbox.write_log_now(slog.file)
             outbox.flush_now()  # the answer's batch: whatever is still queued
             tg.cancel_scope.cancel()
-        got = b""
-        while chunk := _read(read_end):
-            got += chunk
+        got = read_available(read_end)
     finally:
         os.close(read_end)
         os.close(write_end)
@@ -121,13 +119,6 @@ async def stop_after(play: Play, tmp_path: Path) -> tuple[str, list[dict[str, An
         if update["sessionUpdate"] == "agent_message_chunk":
             text += update["content"]["text"]
     return text, read_records(tmp_path / "s.jsonl")
-
-
-def _read(fd: int) -> bytes:
-    try:
-        return os.read(fd, 1 << 16)
-    except BlockingIOError:
-        return b""
 
 
 def interrupted_text(records: list[dict[str, Any]]) -> str | None:
@@ -255,7 +246,7 @@ async def test_draining_ends_when_the_rest_of_the_queue_was_taken_back() -> None
             with anyio.fail_after(5):
                 await outbox.drain()
             outbox.close()
-        assert _read(read_end) == b""
+        assert read_available(read_end) == b""
     finally:
         os.close(read_end)
         os.close(write_end)

@@ -8,16 +8,15 @@ version: when the format changes, an upcaster makes it so.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import orjson
 import pytest
+from harness import EVENT_LOG_VALIDATOR
 
 from acp_bridge.log import upcast as upcast_module
 from acp_bridge.log.check import check_log
@@ -30,8 +29,6 @@ from acp_bridge.log.upcast import load_log, upcast
 from acp_bridge.sessions.fork import ForkError, fork_records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "log-v1.jsonl"
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "event-log.schema.json"
-VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
 
 Json = dict[str, Any]
 
@@ -55,7 +52,7 @@ def test_the_stored_v1_log_loads_to_its_history() -> None:
     loaded = load_log(FIXTURE)
     assert loaded.records == read_records(FIXTURE)
     for record in loaded.records:
-        assert [e.message for e in VALIDATOR.iter_errors(record)] == []
+        assert [e.message for e in EVENT_LOG_VALIDATOR.iter_errors(record)] == []
     assert loaded.next_seq == len(loaded.records) == 51
     assert not loaded.torn
     check_log(loaded.records)
@@ -224,7 +221,7 @@ def test_a_fork_at_a_stopped_turn_holds_its_interrupted_message(tmp_path: Path) 
     records = read_records(FIXTURE)
     fork = fork_records(records, session_id="sess_new", cwd="/elsewhere", upto_turn=1, at=1.0)
     assert fork[0]["parent"] == {"session_id": records[0]["session_id"], "turn": 1}
-    assert VALIDATOR.is_valid(fork[0])
+    assert EVENT_LOG_VALIDATOR.is_valid(fork[0])
     assert [r["seq"] for r in fork] == list(range(len(fork)))
     check_log(fork)
     assert derive_messages(fork) == derive_messages(records[:11])

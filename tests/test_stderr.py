@@ -17,11 +17,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from harness import ROOT
 
 from acp_bridge.client import bridge_command, running
 from acp_bridge.stderr_log import RepeatFilter, StderrHandler
 
-ROOT = Path(__file__).resolve().parents[1]
 HANG = 60.0  # seconds: only to turn a hang into a failure, never a speed limit
 
 

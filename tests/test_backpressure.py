@@ -48,10 +48,13 @@ async def test_stdin_is_not_read_while_output_waits_for_the_editor(tmp_path: Pat
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(flood)
-            taken = -1
-            while stdin.written != taken:
+            while True:  # until no byte is taken for QUIET seconds
                 taken = stdin.written
-                await anyio.sleep(QUIET)
+                await anyio.sleep(0.1)  # a first look: writes still moving?
+                if stdin.written == taken:
+                    await anyio.sleep(QUIET)
+                    if stdin.written == taken:
+                        break
             tg.cancel_scope.cancel()
         accepted = stdin.written
         assert accepted < UNBOUNDED, "the bridge kept reading while nobody read its answers"

@@ -17,7 +17,13 @@ from typing import Any
 import acp
 import anyio
 import pytest
-from test_sdk_client import RecordingClient, as_client, prompt_then_cancel, stderr_file
+from test_sdk_client import (
+    RecordingClient,
+    as_client,
+    close_and_wait,
+    prompt_then_cancel,
+    stderr_file,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -82,9 +88,7 @@ async def test_the_sdk_loads_a_session_from_another_process(tmp_path: Path) -> N
             assert stopped.stop_reason == "cancelled"
             done = await conn.prompt(session_id=sid, prompt=[acp.text_block("And then?")])
             assert done.stop_reason == "end_turn"
-        assert proc.stdin is not None
-        proc.stdin.close()
-        await proc.wait()
+        await close_and_wait(proc)
 
     loaded = RecordingClient()
     async with (
@@ -106,9 +110,7 @@ async def test_the_sdk_loads_a_session_from_another_process(tmp_path: Path) -> N
             listed = await conn.list_sessions(cwd=str(tmp_path))
             fork = await conn.fork_session(cwd=str(tmp_path), session_id=sid)
             await conn.close_session(session_id=fork.session_id)
-        assert proc.stdin is not None
-        proc.stdin.close()
-        await proc.wait()
+        await close_and_wait(proc)
 
     # What the editor saw live: its own prompts are not echoed, so compare the rest.
     sent = [u for u in view(replayed) if u["sessionUpdate"] != "user_message_chunk"]

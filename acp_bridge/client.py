@@ -441,10 +441,7 @@ class AcpClient:
 
         async def run_prompt() -> None:
             result.update(
-                await self.request(
-                    "session/prompt",
-                    {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
-                )
+                await self.request("session/prompt", prompt_params(session_id, text))
             )
             tg.cancel_scope.cancel()
 
@@ -676,6 +673,11 @@ async def running(
             await agent.aclose()
 
 
+def prompt_params(session_id: str, text: str) -> Json:
+    """The params of a ``session/prompt`` of one text block."""
+    return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+
+
 __all__ = [
     "AcpClient",
     "AgentExited",
@@ -692,6 +694,7 @@ __all__ = [
     "bridge_command",
     "id_key",
     "is_response",
+    "prompt_params",
     "running",
     "spawn",
 ]

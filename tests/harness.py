@@ -24,7 +24,7 @@ import anyio
 import jsonschema
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from acp_bridge.client import AcpClient, AgentExited, PromptResult, bridge_command
+from acp_bridge.client import AcpClient, AgentExited, PromptResult, bridge_command, prompt_params
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_records
@@ -73,11 +73,6 @@ def write_script(tmp: Path, script: dict[str, Any]) -> Path:
     path = tmp / "script.json"
     path.write_text(json.dumps(script))
     return path
-
-
-def prompt_params(sid: str, text: str) -> dict[str, Any]:
-    """The params of a ``session/prompt`` of one text block."""
-    return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
 
 
 def tool_call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
@@ -319,7 +314,7 @@ async def prompt_until(
     result: dict[str, Any] = {}
 
     async def run_prompt() -> None:
-        params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+        params = prompt_params(session_id, text)
         with contextlib.suppress(AgentExited):
             result.update(await client.request("session/prompt", params))
         tg.cancel_scope.cancel()

@@ -21,7 +21,7 @@ import orjson
 import pytest
 from harness import EXAMPLES, wait_for_a_full_pipe
 
-from acp_bridge.client import bridge_command, running
+from acp_bridge.client import bridge_command, prompt_params, running
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 from acp_bridge.transport.outbox import HIGH_WATER, STDOUT_PIPE_SIZE
@@ -88,7 +88,7 @@ async def test_few_bytes_wait_ahead_of_the_answer_to_a_stop(tmp_path: Path) -> N
     async with running(command, stderr=stderr) as client:
         await client.initialize()
         session = await client.new_session(str(tmp_path))
-        params = {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
+        params = prompt_params(session, "go")
         prompt = await client.send_request("session/prompt", params)
         first = await client.wait_for(lambda m: m.get("method") == "session/update")
         frame_size = len(orjson.dumps(first)) + 1

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from acp_bridge.cli import build_parser
-from acp_bridge.client import AcpClient, RequestId, bridge_command, running
+from acp_bridge.client import AcpClient, RequestId, bridge_command, prompt_params, running
 from acp_bridge.log.check import check_history, check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_valid_records, session_path
@@ -74,7 +74,7 @@ def chunks(client: AcpClient, session_id: str, since: int = 0) -> list[str]:
 
 
 async def prompt(client: AcpClient, session_id: str, text: str) -> RequestId:
-    params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+    params = prompt_params(session_id, text)
     return await client.send_request("session/prompt", params)
 
 

@@ -39,9 +39,17 @@ import anyio.to_thread
 import orjson
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
-from harness import EXAMPLES, prompt_params
+from harness import EXAMPLES
 
-from acp_bridge.client import CHUNK_KINDS, AcpClient, FdSink, FdSource, Pipes, id_key
+from acp_bridge.client import (
+    CHUNK_KINDS,
+    AcpClient,
+    FdSink,
+    FdSource,
+    Pipes,
+    id_key,
+    prompt_params,
+)
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 

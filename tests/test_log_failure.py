@@ -31,7 +31,7 @@ import anyio
 import pytest
 from harness import write_script
 
-from acp_bridge.client import AcpClient, RequestId, bridge_command, running
+from acp_bridge.client import AcpClient, RequestId, bridge_command, prompt_params, running
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 from acp_bridge.log.writer import SessionLog
@@ -72,7 +72,7 @@ async def start_session(client: AcpClient, cwd: Path) -> str:
 
 
 async def send_prompt(client: AcpClient, session: str, text: str) -> RequestId:
-    params = {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
+    params = prompt_params(session, text)
     return await client.send_request("session/prompt", params)
 
 

@@ -32,7 +32,7 @@ from harness import (
 )
 from syrupy.assertion import SnapshotAssertion
 
-from acp_bridge.client import CHUNK_KINDS, AcpClient, bridge_command
+from acp_bridge.client import CHUNK_KINDS, AcpClient, bridge_command, prompt_params
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.replay import replay_updates
@@ -373,7 +373,7 @@ async def test_close_during_a_stream_cancels_it_first(
                 "jsonrpc": "2.0",
                 "id": prompt_id,
                 "method": "session/prompt",
-                "params": {"sessionId": sid[0], "prompt": [{"type": "text", "text": "Go"}]},
+                "params": prompt_params(sid[0], "Go"),
             }
         )
         await wait_until(chunks_seen(client, 3))
@@ -541,7 +541,7 @@ async def test_regenerate_after_a_stop(
                 "jsonrpc": "2.0",
                 "id": prompt_id,
                 "method": "session/prompt",
-                "params": {"sessionId": sid[0], "prompt": [{"type": "text", "text": "More"}]},
+                "params": prompt_params(sid[0], "More"),
             }
         )
         await wait_until(streaming)
@@ -599,7 +599,7 @@ async def test_load_after_sigkill_mid_stream_keeps_what_was_shown(
                     "jsonrpc": "2.0",
                     "id": killed.next_id(),
                     "method": "session/prompt",
-                    "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "Story?"}]},
+                    "params": prompt_params(sid, "Story?"),
                 }
             )
             await wait_until(chunks_seen(killed, 4))

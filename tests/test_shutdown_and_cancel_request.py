@@ -19,7 +19,6 @@ from typing import Any
 import anyio
 import pytest
 from harness import (
-    prompt_params,
     run_bridge,
     update_seen,
     wait_for_a_full_pipe,
@@ -27,7 +26,7 @@ from harness import (
     write_script,
 )
 
-from acp_bridge.client import AcpClient, bridge_command, running
+from acp_bridge.client import AcpClient, bridge_command, prompt_params, running
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 from acp_bridge.transport.outbox import LogFile

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from harness import EXAMPLES
 
-from acp_bridge.client import bridge_command, running
+from acp_bridge.client import bridge_command, prompt_params, running
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 
@@ -26,7 +26,7 @@ async def test_sighup_mid_stream_is_recorded_as_disconnected(tmp_path: Path) -> 
     async with running(command) as client:
         await client.initialize()
         session = await client.new_session(str(tmp_path))
-        params = {"sessionId": session, "prompt": [{"type": "text", "text": "go on forever"}]}
+        params = prompt_params(session, "go on forever")
         prompt = await client.send_request("session/prompt", params)
         await client.wait_until(lambda: len(client.updates) >= 20)
         client.agent.send_signal(signal.SIGHUP)

@@ -40,7 +40,7 @@ from harness import (
 from syrupy.assertion import SnapshotAssertion
 from workspace_editor import FULL_CAPABILITIES, WorkspaceEditor
 
-from acp_bridge.client import AcpClient, PromptResult
+from acp_bridge.client import AcpClient, PromptResult, prompt_params
 from acp_bridge.log.check import check_history
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.tools.runner import ABORTED_BEFORE_DISPATCH
@@ -682,7 +682,7 @@ async def test_stop_while_a_terminal_is_being_created_still_releases_it(
         box: dict[str, Any] = {}
 
         async def prompt() -> None:
-            params = {"sessionId": sid, "prompt": [{"type": "text", "text": "Run it"}]}
+            params = prompt_params(sid, "Run it")
             box["response"] = await client.request("session/prompt", params)
 
         async with anyio.create_task_group() as tg:

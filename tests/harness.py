@@ -153,20 +153,6 @@ def normalize(value: Any, *, paths: dict[str, str] | None = None) -> Any:
     return walk(value)
 
 
-def session_snapshot(run: Run, cwd: str) -> dict[str, Any]:
-    paths = {str(run.state_dir): "<state>", cwd: "<cwd>"}
-    logs = run.logs()
-    snapshot: dict[str, Any] = normalize(
-        {
-            "wire": [[direction, msg] for direction, msg in run.client.transcript],
-            "logs": list(logs.values()),
-            "history": [derive_messages(records) for records in logs.values()],
-        },
-        paths=paths,
-    )
-    return snapshot
-
-
 def read_available(fd: int) -> bytes:
     """Everything a non-blocking pipe holds now (up to EOF)."""
     out = b""

@@ -43,6 +43,7 @@ from acp_bridge.client import (
     id_key,
     is_response,
 )
+from acp_bridge.log.reader import read_records
 from acp_bridge.loop.turn import TurnConfig
 from acp_bridge.providers.base import Provider
 from acp_bridge.providers.script_format import parse_script
@@ -190,11 +191,36 @@ class PipeSend(FdSink):
 PipeReceive = FdSource
 
 
+class CorkedSend(PipeSend):
+    """A pipe writer that can hold what is sent and write it all at once."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(fd)
+        self.corked: list[bytes] | None = None
+
+    def cork(self) -> None:
+        """Hold what is sent until `uncork`, which writes it all at once."""
+        self.corked = []
+
+    async def uncork(self) -> None:
+        held, self.corked = self.corked or [], None
+        await super().send(b"".join(held))
+
+    async def send(self, data: bytes, /) -> None:
+        if self.corked is not None:
+            self.corked.append(data)
+            return
+        await super().send(data)
+
+
 @dataclass
 class InProcess:
-    peer: AcpClient
+    client: AcpClient
     state_dir: str
     status: int | None = None
+
+    def records(self, session_id: str) -> list[Json]:
+        return read_records(os.path.join(self.state_dir, "sessions", f"{session_id}.jsonl"))
 
 
 def scripted_factory(script: Json) -> Callable[[], Provider]:
@@ -208,14 +234,20 @@ def scripted_factory(script: Json) -> Callable[[], Provider]:
 
 @asynccontextmanager
 async def bridge_on_pipes(
-    script: Json, state_dir: str, *, keep: bool = True, cancel_deadline: float = 5.0
+    script: Json,
+    state_dir: str,
+    *,
+    keep: bool = True,
+    cancel_deadline: float = 5.0,
+    provider: Callable[[], Provider] | None = None,
 ) -> AsyncIterator[InProcess]:
-    """Serve ``script`` in this process; on exit close stdin and read stdout to EOF.
+    """Serve ``script`` (or the providers ``provider`` makes) in this process;
+    on exit close stdin and read stdout to EOF.
 
-    The body plays the editor through ``served.peer``; when it ends (or closes
+    The body plays the editor through ``served.client``; when it ends (or closes
     stdin itself), the bridge shuts down and ``served.status`` is its exit status.
     """
-    factory = scripted_factory(script)
+    factory = provider or scripted_factory(script)
     to_agent_r, to_agent_w = os.pipe()
     from_agent_r, from_agent_w = os.pipe()
     closed: set[int] = set()
@@ -225,7 +257,7 @@ async def bridge_on_pipes(
             closed.add(fd)
             os.close(fd)
 
-    class _Stdin(PipeSend):
+    class _Stdin(CorkedSend):
         async def aclose(self) -> None:
             close(self.fd)
 
@@ -237,23 +269,23 @@ async def bridge_on_pipes(
         stdout_fd=from_agent_w,
         handle_signals=False,
     )
-    peer = AcpClient.over(_Stdin(to_agent_w), PipeReceive(from_agent_r), keep=keep)
-    served = InProcess(peer, state_dir)
+    client = AcpClient.over(_Stdin(to_agent_w), PipeReceive(from_agent_r), keep=keep)
+    served = InProcess(client, state_dir)
 
     async def run_server() -> None:
         try:
             served.status = await serve(options)
         finally:
-            close(from_agent_w)  # the bridge is done: the peer sees EOF
+            close(from_agent_w)  # the bridge is done: the client sees EOF
 
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_server)
-            tg.start_soon(peer.read_loop)
+            tg.start_soon(client.read_loop)
             yield served
-            await peer.close_stdin()
+            await client.close_stdin()
             with anyio.fail_after(20):
-                await peer.eof.wait()
+                await client.eof.wait()
     finally:
         for fd in (to_agent_r, to_agent_w, from_agent_r, from_agent_w):
             close(fd)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, cast
 
@@ -28,66 +27,21 @@ import anyio.abc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pipe_peer import PipeReceive, PipeSend
+from pipe_peer import CorkedSend, InProcess, bridge_on_pipes
 
-from acp_bridge.client import AcpClient
+from acp_bridge.client import AcpClient, Pipes
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages, is_visible_text
-from acp_bridge.log.reader import read_records
-from acp_bridge.loop.turn import TurnConfig
 from acp_bridge.providers.base import Provider
-from acp_bridge.providers.script_format import parse_script
-from acp_bridge.providers.scripted import ScriptedProvider
-from acp_bridge.server import ServeOptions, serve
 
 CHUNK_KINDS = {"agent_message_chunk": "text", "agent_thought_chunk": "reasoning"}
 CWD = os.path.abspath(os.sep + "workspace")
 Json = dict[str, Any]
 
 
-# -- an AcpClient over a pair of pipes -----------------------------------------------
+# -- the bridge in process, on a pair of pipes -------------------------------------------
 
-
-class _CorkedSend(PipeSend):
-    """A pipe writer that can hold what is sent and write it all at once."""
-
-    def __init__(self, fd: int) -> None:
-        super().__init__(fd)
-        self.corked: list[bytes] | None = None
-
-    def cork(self) -> None:
-        """Hold what is sent until `uncork`, which writes it all at once."""
-        self.corked = []
-
-    async def uncork(self) -> None:
-        held, self.corked = self.corked or [], None
-        await super().send(b"".join(held))
-
-    async def send(self, data: bytes, /) -> None:
-        if self.corked is not None:
-            self.corked.append(data)
-            return
-        await super().send(data)
-
-
-class PipeProcess:
-    """Just enough of `anyio.abc.Process` for `AcpClient`: ``stdin`` and ``stdout``."""
-
-    def __init__(self, to_agent: int, from_agent: int) -> None:
-        os.set_blocking(to_agent, False)
-        os.set_blocking(from_agent, False)
-        self.stdin = _CorkedSend(to_agent)
-        self.stdout = PipeReceive(from_agent)
-
-
-@dataclass
-class Served:
-    client: AcpClient
-    state_dir: str
-    status: int | None = None
-
-    def records(self, session_id: str) -> list[Json]:
-        return read_records(os.path.join(self.state_dir, "sessions", f"{session_id}.jsonl"))
+Served = InProcess
 
 
 async def serve_in_process(
@@ -100,51 +54,11 @@ async def serve_in_process(
 ) -> Served:
     """Serve ``script`` (or the providers ``provider`` makes) on pipes, run
     ``play(client)``, close stdin, read stdout to EOF."""
-    parsed = parse_script(script, "property")
-
-    def scripted() -> Provider:
-        return ScriptedProvider(parsed)
-
-    factory = provider or scripted
-
-    to_agent_r, to_agent_w = os.pipe()
-    from_agent_r, from_agent_w = os.pipe()
-    options = ServeOptions(
-        state_dir=state_dir,
-        load_provider=lambda: factory,
-        turn=TurnConfig(cancel_deadline=cancel_deadline, idle_timeout=None),
-        stdin_fd=to_agent_r,
-        stdout_fd=from_agent_w,
-        handle_signals=False,
-    )
-    process = PipeProcess(to_agent_w, from_agent_r)
-    client = AcpClient(process)
-    served = Served(client, state_dir)
-    closed: set[int] = set()
-
-    def close(fd: int) -> None:
-        if fd not in closed:
-            closed.add(fd)
-            os.close(fd)
-
-    async def run_server() -> None:
-        try:
-            served.status = await serve(options)
-        finally:
-            close(from_agent_w)  # the bridge is done: the client sees EOF
-
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run_server)
-            tg.start_soon(client.read_loop)
-            with anyio.fail_after(20):
-                await play(client)
-            close(to_agent_w)  # stdin EOF: the bridge shuts down
-            with anyio.fail_after(20):
-                await client.eof.wait()
-    finally:
-        for fd in (to_agent_r, to_agent_w, from_agent_r, from_agent_w):
-            close(fd)
+    async with bridge_on_pipes(
+        script, state_dir, cancel_deadline=cancel_deadline, provider=provider
+    ) as served:
+        with anyio.fail_after(20):
+            await play(served.client)
     return served
 
 
@@ -388,7 +302,7 @@ def test_cancel_sent_with_the_prompt_stops_the_turn() -> None:
         async def play(client: AcpClient) -> None:
             await client.initialize()
             session_id = box["session"] = await client.new_session(CWD)
-            stdin = cast(PipeProcess, client.process).stdin
+            stdin = cast(CorkedSend, cast(Pipes, client.process).stdin)
             params = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
             answered = anyio.Event()
 

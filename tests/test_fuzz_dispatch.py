@@ -364,7 +364,7 @@ def ping() -> bytes:
 async def play(stream: list[bytes], cuts: list[int], state_dir: str) -> tuple[Outcome, bytes]:
     sessions: set[str] = set()
     async with bridge_on_pipes(SCRIPT, state_dir) as served:
-        peer = served.peer
+        peer = served.client
 
         def watch(msg: Json) -> None:
             result = msg.get("result")

@@ -16,7 +16,7 @@ import anyio
 import pytest
 from harness import cwd_for_tests
 
-from acp_bridge.client import AcpClient, bridge_command
+from acp_bridge.client import bridge_command, running
 
 pytestmark = pytest.mark.anyio
 
@@ -39,10 +39,7 @@ async def test_live_prompt_and_stop(tmp_path: Path, provider: str) -> None:
         "--state-dir",
         str(tmp_path),
     )
-    process = await anyio.open_process(command, stderr=subprocess.DEVNULL)
-    client = AcpClient(process)
-    async with process, anyio.create_task_group() as tg:
-        tg.start_soon(client.read_loop)
+    async with running(command, stderr=subprocess.DEVNULL) as client:
         with anyio.fail_after(120):
             await client.initialize()
             sid = await client.new_session(cwd_for_tests())
@@ -54,7 +51,4 @@ async def test_live_prompt_and_stop(tmp_path: Path, provider: str) -> None:
             )
             assert stopped.stop_reason == "cancelled"
             assert not stopped.late
-        assert process.stdin is not None
-        await process.stdin.aclose()
-        await process.wait()
-        tg.cancel_scope.cancel()
+        await client.finish()

@@ -24,7 +24,7 @@ from provider_server import (
     openai_text,
 )
 
-from acp_bridge.client import AcpClient, bridge_command
+from acp_bridge.client import bridge_command, running
 
 pytestmark = pytest.mark.anyio
 
@@ -32,10 +32,7 @@ KEY = "sk-PLANTEDrecordingKEY0123456789"
 
 
 async def _play(command: list[str], env: dict[str, str]) -> list[list[Any]]:
-    process = await anyio.open_process(command, env=env, stderr=subprocess.DEVNULL)
-    client = AcpClient(process)
-    async with process, anyio.create_task_group() as tg:
-        tg.start_soon(client.read_loop)
+    async with running(command, env=env, stderr=subprocess.DEVNULL) as client:
         with anyio.fail_after(30):
             await client.initialize()
             sid = await client.new_session(cwd_for_tests())
@@ -44,12 +41,7 @@ async def _play(command: list[str], env: dict[str, str]) -> list[list[Any]]:
             stopped = await client.prompt(sid, "A long one", cancel_after=2)
             assert stopped.stop_reason == "cancelled"
             await client.prompt(sid, "Short please")
-        assert process.stdin is not None
-        await process.stdin.aclose()
-        with anyio.fail_after(15):
-            await process.wait()
-            await client.eof.wait()
-        tg.cancel_scope.cancel()
+        await client.finish(within=15)
     wire: list[list[Any]] = normalize([[d, m] for d, m in client.transcript])
     for _, message in wire:
         result = message.get("result")

@@ -37,7 +37,7 @@ from provider_server import (
 )
 from syrupy.assertion import SnapshotAssertion
 
-from acp_bridge.client import AcpClient, PromptResult, bridge_command
+from acp_bridge.client import AcpClient, PromptResult, bridge_command, running
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_records
@@ -94,7 +94,7 @@ async def run(
     env = dict(os.environ)
     env[key_env or ("ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY")] = KEY
     stderr_path = tmp_path / "stderr.txt"
-    with WireServer(replies) as server, stderr_path.open("wb") as err:
+    with WireServer(replies) as server:
         command = bridge_command(
             "--provider",
             provider,
@@ -106,21 +106,13 @@ async def run(
             "debug",
             *extra,
         )
-        process = await anyio.open_process(command, env=env, stderr=err)
-        client = AcpClient(process)
-        session = Session(client, server, state)
-        async with process, anyio.create_task_group() as tg:
-            tg.start_soon(client.read_loop)
+        async with running(command, env=env, stderr=stderr_path) as client:
+            session = Session(client, server, state)
             with anyio.fail_after(30):
                 await client.initialize()
                 sid = await client.new_session(CWD)
                 await play(client, sid)
-            assert process.stdin is not None
-            await process.stdin.aclose()
-            with anyio.fail_after(15):
-                await process.wait()
-                await client.eof.wait()
-            tg.cancel_scope.cancel()
+            await client.finish(within=15)
     session.stderr = stderr_path.read_text()
     for log in session.logs():
         check_log(log)

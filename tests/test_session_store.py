@@ -11,6 +11,7 @@ logs, normalized like `tests/test_sessions.py`.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -32,7 +33,7 @@ from harness import (
 )
 from syrupy.assertion import SnapshotAssertion
 
-from acp_bridge.client import CHUNK_KINDS, AcpClient, bridge_command, prompt_params
+from acp_bridge.client import CHUNK_KINDS, AcpClient, bridge_command, prompt_params, running
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.replay import replay_updates
@@ -587,10 +588,7 @@ async def test_load_after_sigkill_mid_stream_keeps_what_was_shown(
     command = bridge_command(
         "--provider", "fake", "--script", str(script), "--state-dir", str(state)
     )
-    process = await anyio.open_process(command, stderr=subprocess.DEVNULL)
-    killed = AcpClient(process)
-    async with process, anyio.create_task_group() as tg:
-        tg.start_soon(killed.read_loop)
+    async with running(command, stderr=subprocess.DEVNULL) as killed:
         with anyio.fail_after(30):
             await killed.initialize()
             sid = await killed.new_session(CWD)
@@ -602,10 +600,9 @@ async def test_load_after_sigkill_mid_stream_keeps_what_was_shown(
                     "params": prompt_params(sid, "Story?"),
                 }
             )
-            await wait_until(chunks_seen(killed, 4))
-        process.kill()
-        await process.wait()
-        tg.cancel_scope.cancel()
+            await killed.wait_until(chunks_seen(killed, 4))
+        killed.agent.send_signal(signal.SIGKILL)
+        await killed.agent.wait()
     shown = "".join(
         u["content"]["text"] for u in killed.updates if u["sessionUpdate"] == "agent_message_chunk"
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import anyio
 import pytest
 from harness import EVENT_LOG_VALIDATOR, cwd_for_tests
 
-from acp_bridge.client import CHUNK_KINDS, AcpClient, AgentExited, bridge_command
+from acp_bridge.client import CHUNK_KINDS, AgentExited, bridge_command, running
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import session_path
 from acp_bridge.log.upcast import load_log
@@ -89,10 +90,7 @@ async def one_session(index: int, tmp: Path, failures: list[str]) -> None:
     received: dict[tuple[str, str], str] = {}
     for round_no in range(KILLS_PER_SESSION + 1):
         script.write_text(json.dumps(random_script(rng, round_no)))
-        process = await anyio.open_process(command, stderr=subprocess.DEVNULL)
-        client = AcpClient(process)
-        async with process, anyio.create_task_group() as tg:
-            tg.start_soon(client.read_loop)
+        async with running(command, stderr=subprocess.DEVNULL) as client:
             with anyio.fail_after(60):
                 await client.initialize()
                 if session_id is None:
@@ -112,9 +110,7 @@ async def one_session(index: int, tmp: Path, failures: list[str]) -> None:
                                 f"received {text!r}"
                             )
             if round_no == KILLS_PER_SESSION:
-                await client.close_stdin()
-                await process.wait()
-                tg.cancel_scope.cancel()
+                await client.finish()
                 break
             live_from = len(client.updates)
             # Before a prompt, mid-stream, or between turns: wherever the clock says.
@@ -126,9 +122,8 @@ async def one_session(index: int, tmp: Path, failures: list[str]) -> None:
                         await client.prompt(session_id, f"round {round_no} prompt {turn}", settle=0)
                     except AgentExited:
                         break
-            process.kill()
-            await process.wait()
-            tg.cancel_scope.cancel()
+            client.agent.send_signal(signal.SIGKILL)
+            await client.agent.wait()
         for key, text in delivered(client.updates[live_from:]).items():
             received[key] = received.get(key, "") + text
     assert session_id is not None

@@ -17,9 +17,10 @@ import anyio.to_thread
 from .acp.agent import Agent
 from .jsonrpc.connection import Connection
 from .jsonrpc.errors import INTERNAL_ERROR, RpcError
+from .log.logfile import save_unwritten
 from .loop.turn import TurnConfig
 from .providers.base import Provider
-from .transport.outbox import Outbox, save_unwritten
+from .transport.outbox import Outbox
 from .transport.stdio import InputPoll, read_fd
 
 log = logging.getLogger("acp_bridge.server")

@@ -18,6 +18,7 @@ Through the real subprocess:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -51,6 +52,13 @@ SCRIPT: dict[str, Any] = {
 }
 
 BIG_CHUNK = "x" * 2000
+ENDLESS_SMALL: dict[str, Any] = {
+    "responses": [
+        {"events": [{"text": "Short."}]},
+        {"events": [{"endless": {"text": "tok "}}]},
+    ],
+    "when_exhausted": "repeat_last",
+}
 ENDLESS_BIG: dict[str, Any] = {
     "responses": [
         {"events": [{"text": "Short."}]},
@@ -192,7 +200,7 @@ def test_a_deleted_log_is_a_failure_and_a_streaming_turn_pauses_at_a_bound(
 
 
 def test_a_removed_state_folder_leaves_the_records_on_stderr(tmp_path: Path) -> None:
-    script = write_script(tmp_path, SCRIPT)
+    script = write_script(tmp_path, ENDLESS_SMALL)
     state = tmp_path / "state"
     err = tmp_path / "stderr.txt"
     command = bridge_command("--script", str(script), "--state-dir", str(state))
@@ -201,10 +209,16 @@ def test_a_removed_state_folder_leaves_the_records_on_stderr(tmp_path: Path) -> 
         async with running(command, stderr=err) as client:
             session = await start_session(client, tmp_path)
             assert (await prompt(client, session, "Hi"))["result"]["stopReason"] == "end_turn"
-            shutil.rmtree(state)
-            second = await prompt(client, session, "Tell me more")
-            assert second["result"]["stopReason"] == "end_turn"
-            assert log_error(second) is not None, second
+            streaming = await send_prompt(client, session, "Stream")
+            start = len(client.updates)
+            await client.wait_until(lambda: len(client.updates) >= start + 20)
+            shutil.rmtree(state)  # while the turn streams into the log
+            removed = len(client.updates)
+            await client.wait_until(lambda: len(client.updates) >= removed + 20)
+            await client.notify("session/cancel", {"sessionId": session})
+            answer = await client.wait_response(streaming)
+            assert answer["result"]["stopReason"] == "cancelled"
+            assert log_error(answer) is not None, answer
             assert (await prompt(client, session, "And then?"))["error"]["code"] == -32603
             assert await client.finish() == EXIT_RECORDS_LOST
             return session
@@ -223,10 +237,12 @@ def test_a_removed_state_folder_leaves_the_records_on_stderr(tmp_path: Path) -> 
     assert dumped is not None, stderr
     lines = dumped.group(1).splitlines()
     assert len(lines) == int(found.group(1))
-    # What stderr kept is the second turn, from its first record to its last.
-    types = [line.split('"type":"')[1].split('"')[0] for line in lines]
-    assert types[0] == "turn/start"
-    assert types[-1] == "turn/end"
+    # What stderr kept is the rest of the stopped turn, in order, to its end.
+    records = [json.loads(line) for line in lines]
+    seqs = [r["seq"] for r in records]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    assert records[-1]["type"] == "turn/end"
+    assert records[-1]["reason"] == "cancelled"
 
 
 def test_a_continued_log_is_never_started_anew(tmp_path: Path) -> None:

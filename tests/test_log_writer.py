@@ -84,10 +84,11 @@ async def test_file_and_memory_project_to_the_same_history(
 
 @pytest.mark.parametrize("replaced_by", ["file", "folder"])
 def test_a_record_the_path_cannot_take_is_kept_in_memory(tmp_path: Path, replaced_by: str) -> None:
-    """The log's folder renamed and something else put at its name: the next
-    record is refused (lost file, or a path that is no longer a folder) and kept,
-    never dropped."""
-    from acp_bridge.transport.outbox import LogFile
+    """The log's folder renamed and something else put at its name.  The open
+    file is still the log's own and whole, so the batch being written goes on
+    into it; the check before the next turn (`verify`) finds that the path no
+    longer names it, and from then on every record is kept, never dropped."""
+    from acp_bridge.log.logfile import LogFile, LogFileLost
 
     folder = tmp_path / "sessions"
     folder.mkdir()
@@ -98,8 +99,11 @@ def test_a_record_the_path_cannot_take_is_kept_in_memory(tmp_path: Path, replace
         folder.write_text("not a folder")
     else:
         folder.mkdir()
-    with pytest.raises(OSError):  # noqa: PT011 - ENOTDIR or the lost file, both are kept
-        log.write(b'{"seq":1}\n')
-    assert bytes(log.pending) == b'{"seq":1}\n'
-    assert (tmp_path / "moved" / "s.jsonl").read_bytes() == b'{"seq":0}\n'
+    log.write(b'{"seq":1}\n')
+    with pytest.raises(LogFileLost, match="deleted or moved"):
+        log.verify()
+    with pytest.raises(LogFileLost):
+        log.write(b'{"seq":2}\n')
+    assert bytes(log.pending) == b'{"seq":2}\n'
+    assert (tmp_path / "moved" / "s.jsonl").read_bytes() == b'{"seq":0}\n{"seq":1}\n'
     log.close()

@@ -21,7 +21,8 @@ from harness import EVENT_LOG_VALIDATOR
 from acp_bridge.log import upcast as upcast_module
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import delivered_prefix, derive_messages, replaced_turns
-from acp_bridge.log.lock import SessionLock, SessionLocked
+from acp_bridge.log.lock import SessionLocked
+from acp_bridge.log.logfile import LogFiles
 from acp_bridge.log.reader import LogCorrupt, read_records
 from acp_bridge.log.reopen import OUTCOME_UNKNOWN, closing_records
 from acp_bridge.log.replay import replay_updates
@@ -204,14 +205,14 @@ def test_reopen_cuts_a_torn_line_and_continues_seq(tmp_path: Path) -> None:
 
 
 def test_a_second_lock_on_a_session_is_refused(tmp_path: Path) -> None:
-    log_path = str(tmp_path / "sess_a.jsonl")
-    first = SessionLock.acquire(log_path)
+    log_path = tmp_path / "sess_a.jsonl"
+    log_path.write_bytes(b"")
+    first, second = LogFiles(), LogFiles()
+    held = first.claim(str(log_path))
     with pytest.raises(SessionLocked, match=f"process {os.getpid()}"):
-        SessionLock.acquire(log_path)
-    first.release()
-    second = SessionLock.acquire(log_path)
-    second.release(remove=True)
-    assert not os.path.exists(first.path)
+        second.claim(str(log_path))
+    first.release(held)
+    second.release(second.claim(str(log_path)))
 
 
 # -- forks ---------------------------------------------------------------------------------

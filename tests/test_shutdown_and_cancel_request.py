@@ -28,8 +28,8 @@ from harness import (
 
 from acp_bridge.client import AcpClient, bridge_command, prompt_params, running
 from acp_bridge.log.check import check_log
+from acp_bridge.log.logfile import LogFile
 from acp_bridge.log.reader import read_records
-from acp_bridge.transport.outbox import LogFile
 
 pytestmark = pytest.mark.anyio
 

@@ -13,6 +13,8 @@ import anyio
 from .. import __version__
 from ..jsonrpc.connection import Connection, Reply, current_reply
 from ..jsonrpc.errors import RequestId, RpcError
+from ..log.lock import SessionLocked
+from ..log.logfile import LogFileLost
 from ..log.reader import session_path
 from ..log.writer import SessionLog
 from ..loop.session import Session
@@ -23,7 +25,7 @@ from ..providers.base import Provider
 from ..transport.outbox import Outbox
 from . import config_options
 from . import params as P
-from .sessions import SESSION_CAPABILITIES, SessionMethods, ignore_mcp_servers
+from .sessions import SESSION_CAPABILITIES, SessionMethods, ignore_mcp_servers, locked_error
 
 log = logging.getLogger("acp_bridge.agent")
 
@@ -274,17 +276,26 @@ class Agent:
         self.outbox.flush_now()  # someone is waiting for this answer
 
     def _check_log_writable(self, session: Session) -> None:
-        """Refuse a new turn while earlier records cannot reach the disk.
+        """Refuse a new turn while its records could not reach the log.
 
-        The log is the session's only source of truth: the records that could
-        not be written are kept in memory and retried here; while that still
-        fails, the editor gets an error that says why, and nothing new starts.
+        The log is the session's only source of truth.  Before anything of the
+        turn is sent, the file is checked (`LogTarget.verify`: still there,
+        the same file, unchanged since this process wrote it, its lock ours)
+        and the records that could not be written earlier are retried; while
+        that fails, the editor gets an error that says why, and nothing starts.
         """
         file = session.log.file
-        if file.error is None:
-            return
         try:
-            file.write(b"")
+            self.outbox.check_log(file)
+        except SessionLocked as exc:
+            raise locked_error(session.id, exc) from None
+        except LogFileLost as exc:
+            raise RpcError(
+                -32603,
+                f"The session log can no longer be written: {exc.strerror}. Nothing more is "
+                "written to it; what it could not take is saved beside it when acp-bridge exits.",
+                {"path": file.path, "kind": "log_lost", "pendingBytes": len(file.pending)},
+            ) from None
         except OSError as exc:
             raise RpcError(
                 -32603,
@@ -293,7 +304,6 @@ class Agent:
                 "Free space or fix permissions, then send the prompt again.",
                 {"path": file.path, "pendingBytes": len(file.pending)},
             ) from exc
-        file.error = None
 
     def cancel(self, params: dict[str, Any]) -> None:
         session = self.sessions.get(P.session_id(params))

@@ -1,15 +1,16 @@
 """The ACP methods of stored sessions: load, resume, list, close, delete, fork,
 and the ``_acp-bridge/fork_at_turn`` and ``_acp-bridge/regenerate`` extensions.
 
-Each session open in this process holds its `SessionLock`, so two processes
-never append to one log.  Opening a stored session goes through
-`acp_bridge.log.reopen.reopen` (a torn line cut, a turn left open by a crash
-closed as ``crashed``), and ``session/load`` replays
+A session open in this process holds the lock of its log file (see
+`acp_bridge.log.logfile`), so two processes never append to one log.  Opening
+a stored session goes through `acp_bridge.log.reopen.reopen` (a torn line cut,
+a turn left open by a crash closed as ``crashed``), and ``session/load`` replays
 `acp_bridge.log.replay.replay_updates` of the log before it answers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -22,7 +23,8 @@ import orjson
 
 from ..jsonrpc.connection import Reply, current_reply
 from ..jsonrpc.errors import RpcError
-from ..log.lock import SessionLock, SessionLocked
+from ..log.lock import SessionLocked
+from ..log.logfile import LogFile
 from ..log.reader import LogCorrupt, session_path
 from ..log.reopen import reopen
 from ..log.replay import commands_update, replay_updates, title_from_prompt, title_update
@@ -57,7 +59,8 @@ Record = dict[str, Any]
 class SessionMethods:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
-        self.locks: dict[str, SessionLock] = {}
+        # The log file of each session this process has locked.
+        self.locks: dict[str, LogFile] = {}
         # Sessions that were shown the available commands in this process.
         self.announced: set[str] = set()
         agent.conn.requests.update(
@@ -76,26 +79,21 @@ class SessionMethods:
     # -- locks and opening -------------------------------------------------------
 
     def lock(self, session_id: str, path: str) -> None:
-        """Take the lock of a session this process is about to write (see `SessionLock`)."""
+        """Open and lock the log of a session this process is about to read and
+        write (`acp_bridge.log.logfile.LogFiles.claim`)."""
         try:
-            self.locks[session_id] = SessionLock.acquire(path)
+            self.locks[session_id] = self.agent.outbox.logs.claim(path)
         except SessionLocked as exc:
-            raise RpcError(
-                -32603,
-                f"Session {session_id} is open in another acp-bridge process"
-                + (f" (pid {exc.holder})" if exc.holder else "")
-                + "; close it there first.",
-                {"kind": "session_locked", "sessionId": session_id, "pid": exc.holder or None},
-            ) from None
+            raise locked_error(session_id, exc) from None
         except OSError as exc:
             raise RpcError(
                 -32603, f"Cannot lock the session: {exc.strerror or exc}", {"path": path}
             ) from exc
 
-    def _unlock(self, session_id: str, *, remove: bool = False) -> None:
-        lock = self.locks.pop(session_id, None)
-        if lock is not None:
-            lock.release(remove=remove)
+    def _unlock(self, session_id: str) -> None:
+        file = self.locks.pop(session_id, None)
+        if file is not None:
+            self.agent.outbox.logs.release(file)
 
     def _stored_path(self, session_id: str) -> str:
         try:
@@ -272,7 +270,10 @@ class SessionMethods:
         try:
             os.unlink(path)
         finally:
-            self._unlock(session_id, remove=True)
+            self._unlock(session_id)
+        # The lock file that earlier versions kept beside the log.
+        with contextlib.suppress(OSError):
+            os.unlink(path.removesuffix(".jsonl") + ".lock")
         return {}
 
     # -- fork --------------------------------------------------------------------
@@ -317,9 +318,11 @@ class SessionMethods:
         except ForkError as exc:
             raise RpcError.invalid_params("turn", str(exc)) from None
         path = session_path(agent.state_dir, session_id)
+        # Written first, then locked (the lock is the log's own): nobody else
+        # knows the new id yet.
+        await anyio.to_thread.run_sync(_write_new_log, path, records)
         self.lock(session_id, path)
         try:
-            await anyio.to_thread.run_sync(_write_new_log, path, records)
             reopened = reopen(path, agent.outbox)
         except BaseException:
             self._unlock(session_id)
@@ -374,6 +377,17 @@ def ignore_mcp_servers(params: dict[str, Any]) -> None:
     servers = P.mcp_servers(params)
     if servers:
         log.warning("MCP servers are not supported yet; ignoring %d server(s)", len(servers))
+
+
+def locked_error(session_id: str, exc: SessionLocked) -> RpcError:
+    """The answer when another process holds the session's log."""
+    return RpcError(
+        -32603,
+        f"Session {session_id} is open in another acp-bridge process"
+        + (f" (pid {exc.holder})" if exc.holder else "")
+        + "; close it there first.",
+        {"kind": "session_locked", "sessionId": session_id, "pid": exc.holder or None},
+    )
 
 
 def _busy(session_id: str, what: str) -> RpcError:

@@ -1,65 +1,56 @@
-"""One writer per session: an advisory lock beside each log.
+"""One writer per session: an advisory lock on the log file itself.
 
-`SessionLock.acquire` takes an exclusive, non-blocking ``flock`` on
-``<state>/sessions/<id>.lock`` and keeps it until `release` (or until the
-process dies: the kernel drops the lock of a killed process, so a crash never
-leaves a session locked for good).  A second process that tries to open the
-same session gets `SessionLocked`, which names the process that holds it.
+A process that writes a session's log holds an exclusive, non-blocking
+``flock`` on the descriptor it writes the log through (`lock_log`).  The lock
+belongs to the log's own inode, so nothing beside it can be deleted to lift
+it; removing or replacing the log is noticed by the writer instead (see
+`acp_bridge.log.logfile`).  The kernel drops the lock of a process that dies,
+so a crash never leaves a session locked for good.  A process that tries to
+lock a log another one holds gets `SessionLocked`, which names the holder when
+the system says who it is (``/proc/locks`` on Linux).
 """
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import fcntl
 import os
 
-from .reader import LOG_SUFFIX
+__all__ = ["SessionLocked", "lock_log"]
 
-__all__ = ["SessionLock", "SessionLocked", "lock_path"]
+_PROC_LOCKS = "/proc/locks"
 
 
-class SessionLocked(Exception):
+class SessionLocked(OSError):
+    """The log is locked by another process (or another descriptor of this one)."""
+
     def __init__(self, path: str, holder: str) -> None:
         who = f"process {holder}" if holder else "another process"
-        super().__init__(f"the session is open in {who} (lock {path})")
+        super().__init__(errno.EWOULDBLOCK, f"the session is open in {who}")
         self.path = path
         self.holder = holder
 
 
-def lock_path(log_path: str) -> str:
-    base = log_path.removesuffix(LOG_SUFFIX)
-    return base + ".lock"
+def lock_log(fd: int, path: str) -> None:
+    """Take the exclusive lock of the log open on ``fd``; `SessionLocked` if taken."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SessionLocked(path, holder_of(fd)) from None
 
 
-class SessionLock:
-    def __init__(self, path: str, fd: int) -> None:
-        self.path = path
-        self._fd: int | None = fd
-
-    @classmethod
-    def acquire(cls, log_path: str) -> SessionLock:
-        path = lock_path(log_path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            finally:
-                os.close(fd)
-            raise SessionLocked(path, holder) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        return cls(path, fd)
-
-    def release(self, *, remove: bool = False) -> None:
-        if self._fd is None:
-            return
-        if remove:
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
-        os.close(self._fd)
-        self._fd = None
+def holder_of(fd: int) -> str:
+    """The pid that holds a ``flock`` on the file open on ``fd``, or "" if unknown."""
+    try:
+        st = os.fstat(fd)
+        with open(_PROC_LOCKS, encoding="ascii", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return ""
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in text.splitlines():
+        # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2146437 0 EOF"; a waiter has "->".
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == inode:
+            return fields[4]
+    return ""

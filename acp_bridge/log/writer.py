@@ -38,7 +38,16 @@ class LogTarget(Protocol):
 
     def write(self, data: bytes) -> None: ...
 
-    def fsync(self) -> None: ...
+    def verify(self) -> None:
+        """Check the file is still this log's own and writable, and write
+        what is pending (before a turn starts); raises OSError if not."""
+
+    def fsync(self) -> None:
+        """Sync the file now, in the caller's thread."""
+
+    def sync_job(self) -> Callable[[], None]:
+        """An fsync of the file that may run in a worker thread while the
+        log goes on (it may even be closed meanwhile)."""
 
     def close(self) -> None: ...
 

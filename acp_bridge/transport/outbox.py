@@ -31,24 +31,26 @@ server can treat it as a disconnect.  A failed log write is kept in memory and
 retried on later batches (the delivered text must not be lost because a disk
 was briefly full); the file's ``error`` says why while it lasts, and a turn
 writing to it waits once it holds `LOG_HOLD_LIMIT` bytes.  What is still
-unwritten at exit is saved by `save_unwritten`.
+unwritten at exit is saved by `acp_bridge.log.logfile.save_unwritten`.  The
+log files themselves (their lock, the checks before each write, how many stay
+open) are `acp_bridge.log.logfile`'s: the outbox opens them through its
+`LogFiles` (``logs``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import fcntl
 import logging
 import os
 import stat
 from collections.abc import Callable
-from typing import Final, NoReturn
+from typing import Final
 
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
+from ..log.logfile import LogFile, LogFileLost, LogFiles, SessionLocked
 from ..log.writer import LogTarget
 
 _log = logging.getLogger("acp_bridge.outbox")
@@ -74,125 +76,6 @@ LOG_HOLD_LIMIT: Final = 1024 * 1024
 INPUT_PAUSE: Final = 1024 * 1024
 # How often a turn held by a failing log retries it.
 LOG_RETRY_INTERVAL: Final = 0.2
-
-
-class LogFileLost(OSError):
-    """The path no longer names the file this log was writing (deleted, replaced)."""
-
-
-class LogFile:
-    """An append-only file written only through the outbox.
-
-    Bytes that cannot be written (disk full, file size limit, permissions)
-    stay in ``pending``, in order, and go out first on the next write: a
-    failed write loses nothing, and a torn record can only be the last line.
-
-    The file is created private (0600).  Once it exists, the log only ever
-    writes to that same file: if the path stops naming it (the file or its
-    folder was deleted, another file was put in its place), the log is
-    ``lost`` for good and its records stay pending, because a new file there
-    would start in the middle of the session, which no reader accepts.
-    """
-
-    __slots__ = ("_create", "_fd", "_ident", "error", "lost", "path", "pending", "synced_at")
-
-    def __init__(self, path: str, *, create: bool = True) -> None:
-        self.path = path
-        # Whether the first write may create the file: only for a log that
-        # starts at seq 0 (a log continued from its records must exist).
-        self._create = create
-        self._fd: int | None = None
-        # (st_dev, st_ino) of the file, once it was opened.
-        self._ident: tuple[int, int] | None = None
-        self.pending = bytearray()
-        # Why the last write failed, while it is still failing.
-        self.error: str | None = None
-        # Why the file can never be written again, once that happened.
-        self.lost: str | None = None
-        # Event-loop time of the last fsync.
-        self.synced_at = float("-inf")
-
-    def write(self, data: bytes) -> None:
-        fd = self._fd
-        if fd is not None and data and not self.pending:
-            # The usual case, without a copy into ``pending`` first.
-            try:
-                self._check_same_file()
-            except OSError:  # lost, or the path cannot even be looked at: kept
-                self.pending += data
-                raise
-            written = 0
-            try:
-                while written < len(data):
-                    written += os.write(fd, data[written:] if written else data)
-            finally:
-                if written < len(data):
-                    self.pending += data[written:]
-            return
-        self.pending += data  # kept first: a failed open loses nothing either
-        if self.lost is not None:
-            raise LogFileLost(errno.ESTALE, self.lost)
-        if self._fd is None:
-            self._open()
-        elif self.pending:
-            self._check_same_file()
-        fd = self._fd
-        assert fd is not None
-        view = memoryview(self.pending)
-        written = 0
-        try:
-            while written < len(view):
-                written += os.write(fd, view[written:])
-        finally:
-            view.release()
-            del self.pending[:written]
-
-    def _open(self) -> None:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
-        if self._ident is None and self._create:
-            fd = os.open(self.path, flags | os.O_CREAT, 0o600)
-        else:  # the file must be there: the one this log started, or continues
-            try:
-                fd = os.open(self.path, flags)
-            except FileNotFoundError:
-                self._lose("the file or its folder was deleted")
-        st = os.fstat(fd)
-        ident = (st.st_dev, st.st_ino)
-        if self._ident is None:
-            self._ident = ident
-        elif ident != self._ident:
-            os.close(fd)
-            self._lose("another file was put in its place")
-        self._fd = fd
-
-    def _check_same_file(self) -> None:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            self._lose("the file or its folder was deleted")
-        if (st.st_dev, st.st_ino) != self._ident:
-            self._lose("another file was put in its place")
-
-    def _lose(self, why: str) -> NoReturn:
-        self.close()
-        self.lost = f"{why} while the session was running"
-        raise LogFileLost(errno.ESTALE, self.lost)
-
-    def fsync(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-        elif self._ident is not None and self.lost is None and os.path.exists(self.path):
-            # Closed since its last write (after an earlier sync): sync by path.
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
 
 _FSYNC: Final = b""
@@ -245,6 +128,8 @@ class Outbox:
         self.finished = anyio.Event()
         self._syncing: set[LogTarget] = set()
         self._resync: set[LogTarget] = set()
+        # The session log files, opened and locked on demand, few at a time.
+        self.logs = LogFiles()
         # Reads stdin now (`acp_bridge.transport.stdio.InputPoll`): called
         # before each batch is taken, so a Stop that arrived while the last
         # batch was written is answered in the next one, and by a streaming
@@ -295,7 +180,7 @@ class Outbox:
         return True
 
     def open_log(self, path: str, *, create: bool = True) -> LogFile:
-        return LogFile(path, create=create)
+        return self.logs.take(path, create=create)
 
     def write_log(self, log: LogTarget, data: bytes) -> None:
         self._queue.append((log, data))
@@ -558,32 +443,57 @@ class Outbox:
         written = self._write_stdout(data)
         return [data[written:]] if written < len(data) else []
 
+    def check_log(self, log: LogTarget) -> None:
+        """`LogTarget.verify` ``log`` before a turn starts.
+
+        A failure is reported (once, on stderr) and kept like a failed write,
+        then raised for the caller to refuse the turn.
+        """
+        try:
+            log.verify()
+        except OSError as exc:
+            self._log_failed(log, exc)
+            raise
+        self._log_written(log)
+
     def _write_log(self, target: LogTarget, data: bytes) -> None:
         try:
             target.write(data)
         except OSError as exc:
-            error = f"cannot write {target.path}: {exc.strerror or exc}"
-            if target.error is None:
-                if isinstance(exc, LogFileLost):
-                    _log.error(
-                        "%s; a new file there would start in the middle of the session, so "
-                        "its records are kept in memory and saved elsewhere at exit",
-                        error,
-                    )
-                else:
-                    _log.error(
-                        "%s; keeping %d bytes in memory, they will be written when the file "
-                        "accepts them",
-                        error,
-                        len(target.pending),
-                    )
-            target.error = error
-            self._failed_logs.add(target)
+            self._log_failed(target, exc)
         else:
-            if target in self._failed_logs:
-                self._failed_logs.discard(target)
-                _log.warning("%s is writable again; the kept records are written", target.path)
-                target.error = None
+            self._log_written(target)
+
+    def _log_failed(self, target: LogTarget, exc: OSError) -> None:
+        error = f"cannot write {target.path}: {exc.strerror or exc}"
+        if target.error is None:
+            if isinstance(exc, SessionLocked):
+                _log.error(
+                    "%s; its records are kept in memory and written once the other "
+                    "process has closed the session",
+                    error,
+                )
+            elif isinstance(exc, LogFileLost):
+                _log.error(
+                    "%s; nothing more is written to it (the log would no longer read "
+                    "back), so its records are kept in memory and saved elsewhere at exit",
+                    error,
+                )
+            else:
+                _log.error(
+                    "%s; keeping %d bytes in memory, they will be written when the file "
+                    "accepts them",
+                    error,
+                    len(target.pending),
+                )
+        target.error = error
+        self._failed_logs.add(target)
+
+    def _log_written(self, target: LogTarget) -> None:
+        if target in self._failed_logs:
+            self._failed_logs.discard(target)
+            _log.warning("%s is writable again; the kept records are written", target.path)
+            target.error = None
 
     def _write_stdout(self, data: bytes) -> int:
         """Write what the pipe takes now; return the bytes written (all, once broken)."""
@@ -630,70 +540,27 @@ class Outbox:
                 with anyio.move_on_after(wait):
                     await self._closing.wait()
             self._resync.discard(log)
-            await anyio.to_thread.run_sync(self._fsync, log)
+            # Taken here on the loop: the job syncs its own descriptor, so
+            # the log may be closed (`LogFiles` keeps few open) meanwhile.
+            job = log.sync_job()
+            await anyio.to_thread.run_sync(self._fsync, log, job)
             log.synced_at = anyio.current_time()
             if log not in self._resync:
                 break
         self._syncing.discard(log)
-        # Released until the next write, so idle sessions hold no descriptor
-        # (thousands of sessions must not exhaust them).  Closed here on the
-        # loop, never in the worker thread, so no write races with the close.
-        log.close()
 
-    def _fsync(self, log: LogTarget) -> None:
+    def _fsync(self, log: LogTarget, job: Callable[[], None] | None = None) -> None:
         try:
-            log.fsync()
+            if job is None:
+                log.fsync()
+            else:
+                job()
         except OSError as exc:
             _log.error("cannot fsync %s: %s", log.path, exc.strerror or exc)
 
 
 def _nothing() -> None:
     pass
-
-
-def save_unwritten(log: LogTarget) -> str:
-    """Keep a copy of what ``log`` could not write; return what to tell the user.
-
-    The copy goes to a private sibling file, ``<log>.unwritten-<pid>`` (not a
-    ``.jsonl``: it starts in the middle of the session, so no reader should
-    take it for a log), or, when that cannot be written either, to stderr
-    after the message.
-    """
-    data = bytes(log.pending)
-    records = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    session = os.path.basename(log.path).removesuffix(".jsonl")
-    reason = log.error or "the file did not accept them"
-    reason = reason.removeprefix(f"cannot write {log.path}: ")
-    head = (
-        f"acp-bridge: {records} record(s) ({len(data)} bytes) of session {session} could not "
-        f"be written to {log.path}: {reason}"
-    )
-    copy = f"{log.path}.unwritten-{os.getpid()}"
-    created = False
-    try:
-        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        created = True
-        try:
-            view = memoryview(data)
-            done = 0
-            while done < len(data):
-                done += os.write(fd, view[done:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        if created:
-            with contextlib.suppress(OSError):
-                os.unlink(copy)
-        return (
-            f"{head}; no copy could be saved beside it ({exc.strerror or exc}), so they follow "
-            f"on stderr between the markers:\n--- unwritten records of {session} ---\n"
-            + data.decode("utf-8", "replace")
-            + ("" if data.endswith(b"\n") else "\n")
-            + f"--- end of unwritten records of {session} ---"
-        )
-    log.pending.clear()
-    return f"{head}; a copy of them is in {copy}"
 
 
 def _shrink_pipe(fd: int, size: int) -> int:

@@ -1,0 +1,395 @@
+"""A session's log file on disk: locked, checked before it is written, and
+open only while it is in use.
+
+`LogFile` is the file of one session, written only through the process's
+ordered writer (`acp_bridge.transport.outbox.Outbox`).  Three guarantees:
+
+* One writer.  The descriptor a log is written through holds the session's
+  lock (`acp_bridge.log.lock.lock_log`, a ``flock`` on the log itself), taken
+  each time the file is opened.  A process that finds the lock taken writes
+  nothing and keeps its records in memory (`SessionLocked`, retried later).
+* The file is the one this process wrote.  The log knows the file's identity
+  (device, inode) and how many bytes it wrote there.  Before each write, one
+  ``fstat`` of the open descriptor checks that the file still has a name and
+  exactly that size; on each open, the path must name that same file with
+  that size.  A file deleted, replaced, cut short or written by someone else
+  makes the log *lost* for good (`LogFileLost`): its records stay in memory
+  and are saved beside it at exit (`save_unwritten`), because appending would
+  make a log no reader accepts.  `LogFile.verify` (before a turn starts) also
+  looks the path up, so a file moved away is noticed before a prompt streams.
+* Few descriptors.  `LogFiles` keeps the open logs in least-recently-used
+  order and closes the oldest beyond a share of the descriptor limit
+  (`open_logs_limit`), or all idle ones when an open fails with "too many
+  open files".  A closed log is opened again, locked and checked, on its next
+  write.  So thousands of sessions can be open in one process; the lock of a
+  session whose descriptor was closed is no longer held, but nothing can be
+  written behind this process's back unnoticed: the next open finds the lock
+  taken or the size changed, and writes nothing.
+
+Bytes that cannot be written (disk full, file size limit, permissions, a lost
+file) stay in ``pending``, in order, and go out first on the next write: a
+failed write loses nothing, and a torn record can only be the last line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import resource
+from collections import OrderedDict
+from collections.abc import Callable
+from functools import partial
+from typing import Final, NoReturn
+
+from .lock import SessionLocked, lock_log
+from .writer import LogTarget
+
+__all__ = [
+    "LogFile",
+    "LogFileLost",
+    "LogFiles",
+    "SessionLocked",
+    "open_logs_limit",
+    "save_unwritten",
+]
+
+# The open logs a process keeps: a quarter of its descriptor limit, within
+# these bounds (the rest is for tools, providers, pipes).
+OPEN_LOGS_MIN: Final = 4
+OPEN_LOGS_MAX: Final = 1024
+
+_OUT_OF_DESCRIPTORS: Final = (errno.EMFILE, errno.ENFILE)
+
+
+class LogFileLost(OSError):
+    """The path no longer names the file this log was writing, or the file
+    changed behind the log's back (deleted, replaced, cut short, written by
+    another program)."""
+
+
+def open_logs_limit() -> int:
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return OPEN_LOGS_MAX
+    return max(OPEN_LOGS_MIN, min(OPEN_LOGS_MAX, soft // 4))
+
+
+class LogFiles:
+    """The log files of a process: which are open, in least-recently-used order,
+    and the locks taken before a session's log is read (`claim`)."""
+
+    def __init__(self, limit: Callable[[], int] = open_logs_limit) -> None:
+        self._limit = limit
+        self._open: OrderedDict[LogFile, None] = OrderedDict()
+        self._claimed: dict[str, LogFile] = {}
+
+    def claim(self, path: str) -> LogFile:
+        """Open and lock the existing log at ``path`` before it is read.
+
+        `SessionLocked` if another process holds it.  The next `take` of the
+        same path returns this file, still locked, so no other process can
+        write between the read and the first append.
+        """
+        file = LogFile(path, create=False, pool=self)
+        try:
+            file.open()
+        except LogFileLost:
+            raise FileNotFoundError(errno.ENOENT, "no such session log", path) from None
+        self._claimed[path] = file
+        return file
+
+    def take(self, path: str, *, create: bool = True) -> LogFile:
+        """The file a session log writes to: the one claimed for ``path``, else a new one."""
+        file = self._claimed.pop(path, None)
+        if file is None:
+            return LogFile(path, create=create, pool=self)
+        file.adopt_size()
+        return file
+
+    def release(self, file: LogFile) -> None:
+        """Close ``file`` (and forget its claim, if it was never taken)."""
+        if self._claimed.get(file.path) is file:
+            del self._claimed[file.path]
+        file.close()
+
+    @property
+    def open_count(self) -> int:
+        return len(self._open)
+
+    def close_idle(self) -> None:
+        """Close every open log (each opens again on its next write)."""
+        for file in list(self._open):
+            file.close()
+
+    # -- for LogFile ---------------------------------------------------------
+
+    def open_fd(self, path: str, flags: int) -> int:
+        try:
+            return os.open(path, flags, 0o600)
+        except OSError as exc:
+            if exc.errno not in _OUT_OF_DESCRIPTORS or not self._open:
+                raise
+        self.close_idle()
+        return os.open(path, flags, 0o600)
+
+    def opened(self, file: LogFile) -> None:
+        self._open[file] = None
+        over = len(self._open) - self._limit()
+        while over > 0:
+            oldest = next(iter(self._open))
+            if oldest is file:
+                break
+            oldest.close()
+            over -= 1
+
+    def used(self, file: LogFile) -> None:
+        self._open.move_to_end(file)
+
+    def closed(self, file: LogFile) -> None:
+        self._open.pop(file, None)
+
+
+class LogFile:
+    """An append-only file written only through the outbox (see the module)."""
+
+    __slots__ = (
+        "_create",
+        "_fd",
+        "_ident",
+        "_pool",
+        "_size",
+        "error",
+        "lost",
+        "path",
+        "pending",
+        "synced_at",
+    )
+
+    def __init__(self, path: str, *, create: bool = True, pool: LogFiles | None = None) -> None:
+        self.path = path
+        # Whether the first open may create the file: only for a log that
+        # starts at seq 0 (a log continued from its records must exist).
+        self._create = create
+        self._pool = pool if pool is not None else LogFiles()
+        self._fd: int | None = None
+        # (st_dev, st_ino) of the file, once it was opened.
+        self._ident: tuple[int, int] | None = None
+        # The bytes the file holds, as far as this process knows (-1: not
+        # known yet, taken from the file when it is next opened).
+        self._size = -1
+        self.pending = bytearray()
+        # Why the last write failed, while it is still failing.
+        self.error: str | None = None
+        # Why the file can never be written again, once that happened.
+        self.lost: str | None = None
+        # Event-loop time of the last fsync.
+        self.synced_at = float("-inf")
+
+    def write(self, data: bytes) -> None:
+        fd = self._fd
+        if fd is not None and data and not self.pending:
+            # The usual case, without a copy into ``pending`` first.
+            try:
+                self._check_open(fd)
+            except OSError:  # lost, or cannot even be looked at: kept
+                self.pending += data
+                raise
+            self._pool.used(self)
+            written = 0
+            try:
+                while written < len(data):
+                    written += os.write(fd, data[written:] if written else data)
+            finally:
+                self._size += written
+                if written < len(data):
+                    self.pending += data[written:]
+            return
+        self.pending += data  # kept first: a failed open loses nothing either
+        self._write_pending()
+
+    def verify(self) -> None:
+        """Check that the path still names this log's file, unchanged since this
+        process wrote it, and that the lock is ours; then write what is pending.
+
+        Called before a turn starts, so a prompt never streams into a log
+        that cannot take its records.  Raises what `write` raises.
+        """
+        if self.lost is None and self._fd is not None and self._ident is not None:
+            try:
+                st = os.stat(self.path)
+            except (FileNotFoundError, NotADirectoryError):
+                self._lose("the file or its folder was deleted or moved")
+            if (st.st_dev, st.st_ino) != self._ident:
+                self._lose("another file was put in its place")
+        self._write_pending()
+
+    def _write_pending(self) -> None:
+        if self.lost is not None:
+            raise LogFileLost(errno.ESTALE, self.lost)
+        fd = self._fd
+        if fd is None:
+            fd = self.open()
+        else:
+            self._check_open(fd)
+            self._pool.used(self)
+        if not self.pending:
+            return
+        view = memoryview(self.pending)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.write(fd, view[written:])
+        finally:
+            view.release()
+            del self.pending[:written]
+            self._size += written
+
+    def open(self) -> int:
+        """Open the file, take its lock and check it is the file this log wrote."""
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+        create = self._ident is None and self._create
+        try:
+            fd = self._pool.open_fd(self.path, flags | (os.O_CREAT if create else 0))
+        except FileNotFoundError:
+            if create:
+                raise  # no folder yet: kept, and tried again on the next write
+            # The file this log started, or continues, must be there.
+            self._lose("the file or its folder was deleted")
+        try:
+            lock_log(fd, self.path)
+            st = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        ident = (st.st_dev, st.st_ino)
+        if self._ident is None:
+            self._ident = ident
+        elif ident != self._ident:
+            os.close(fd)
+            self._lose("another file was put in its place")
+        if self._size < 0:
+            self._size = st.st_size
+        elif st.st_size != self._size:
+            os.close(fd)
+            self._lose(self._changed(st.st_size))
+        self._fd = fd
+        self._pool.opened(self)
+        return fd
+
+    def adopt_size(self) -> None:
+        """Take the file's size as this log's own (the claimed file was read,
+        and perhaps had a torn last line cut, while its lock was held)."""
+        self._size = os.fstat(self._fd).st_size if self._fd is not None else -1
+
+    def _check_open(self, fd: int) -> None:
+        st = os.fstat(fd)
+        if st.st_nlink == 0:
+            self._lose("the file was deleted or another was put in its place")
+        if st.st_size != self._size:
+            self._lose(self._changed(st.st_size))
+
+    def _changed(self, size: int) -> str:
+        if size < self._size:
+            return f"the file was cut short ({size} bytes, {self._size} written)"
+        return f"something else wrote to the file ({size} bytes, {self._size} written here)"
+
+    def _lose(self, why: str) -> NoReturn:
+        self.close()
+        self.lost = f"{why} while the session was running"
+        raise LogFileLost(errno.ESTALE, self.lost)
+
+    def fsync(self) -> None:
+        """Sync the file now, in the caller's thread."""
+        self.sync_job()()
+
+    def sync_job(self) -> Callable[[], None]:
+        """An fsync of this file that may run in any thread (taken on the loop).
+
+        It syncs a duplicate of the descriptor (or, for a closed log, the file
+        at the path if it is still this one), so the log may be closed
+        meanwhile without a descriptor being reused under the sync.
+        """
+        if self._fd is not None:
+            try:
+                return partial(_fsync_fd, os.dup(self._fd))
+            except OSError:
+                pass  # out of descriptors: by path (which reports the error)
+        if self._ident is None or self.lost is not None:
+            return _nothing
+        return partial(_fsync_path, self.path, self._ident)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            self._pool.closed(self)
+            os.close(fd)
+
+
+def _fsync_fd(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_path(path: str, ident: tuple[int, int]) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return  # gone: the next write reports it
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) == ident:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _nothing() -> None:
+    pass
+
+
+def save_unwritten(log: LogTarget) -> str:
+    """Keep a copy of what ``log`` could not write; return what to tell the user.
+
+    The copy goes to a private sibling file, ``<log>.unwritten-<pid>`` (not a
+    ``.jsonl``: it starts in the middle of the session, so no reader should
+    take it for a log), or, when that cannot be written either, to stderr
+    after the message.
+    """
+    data = bytes(log.pending)
+    records = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    session = os.path.basename(log.path).removesuffix(".jsonl")
+    reason = log.error or "the file did not accept them"
+    reason = reason.removeprefix(f"cannot write {log.path}: ")
+    head = (
+        f"acp-bridge: {records} record(s) ({len(data)} bytes) of session {session} could not "
+        f"be written to {log.path}: {reason}"
+    )
+    copy = f"{log.path}.unwritten-{os.getpid()}"
+    created = False
+    try:
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        created = True
+        try:
+            view = memoryview(data)
+            done = 0
+            while done < len(data):
+                done += os.write(fd, view[done:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        if created:
+            with contextlib.suppress(OSError):
+                os.unlink(copy)
+        return (
+            f"{head}; no copy could be saved beside it ({exc.strerror or exc}), so they follow "
+            f"on stderr between the markers:\n--- unwritten records of {session} ---\n"
+            + data.decode("utf-8", "replace")
+            + ("" if data.endswith(b"\n") else "\n")
+            + f"--- end of unwritten records of {session} ---"
+        )
+    log.pending.clear()
+    return f"{head}; a copy of them is in {copy}"

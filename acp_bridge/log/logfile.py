@@ -118,7 +118,8 @@ class LogFiles:
         return len(self._open)
 
     def close_idle(self) -> None:
-        """Close every open log (each opens again on its next write)."""
+        """Close every open log (each opens again on its next write; one being
+        synced is closed once its sync is done)."""
         for file in list(self._open):
             file.close()
 
@@ -136,15 +137,21 @@ class LogFiles:
     def opened(self, file: LogFile) -> None:
         self._open[file] = None
         over = len(self._open) - self._limit()
-        while over > 0:
-            oldest = next(iter(self._open))
-            if oldest is file:
+        if over <= 0:
+            return
+        for oldest in list(self._open):
+            if over <= 0 or oldest is file:
                 break
-            oldest.close()
-            over -= 1
+            if not oldest.syncing:  # a sync in a worker thread uses its descriptor
+                oldest.close()
+                over -= 1
 
     def used(self, file: LogFile) -> None:
-        self._open.move_to_end(file)
+        try:
+            self._open.move_to_end(file)
+        except KeyError:  # closed, but its descriptor waited for a sync: open again
+            self._open[file] = None
+            file.keep_open()
 
     def closed(self, file: LogFile) -> None:
         self._open.pop(file, None)
@@ -154,11 +161,13 @@ class LogFile:
     """An append-only file written only through the outbox (see the module)."""
 
     __slots__ = (
+        "_close_later",
         "_create",
         "_fd",
         "_ident",
         "_pool",
         "_size",
+        "_syncs",
         "error",
         "lost",
         "path",
@@ -175,6 +184,10 @@ class LogFile:
         self._fd: int | None = None
         # (st_dev, st_ino) of the file, once it was opened.
         self._ident: tuple[int, int] | None = None
+        # Syncs running in a worker thread (`begin_sync`), and whether the
+        # descriptor is to be closed when the last of them is done.
+        self._syncs = 0
+        self._close_later = False
         # The bytes the file holds, as far as this process knows (-1: not
         # known yet, taken from the file when it is next opened).
         self._size = -1
@@ -299,37 +312,50 @@ class LogFile:
         self.lost = f"{why} while the session was running"
         raise LogFileLost(errno.ESTALE, self.lost)
 
+    @property
+    def syncing(self) -> bool:
+        return self._syncs > 0
+
     def fsync(self) -> None:
         """Sync the file now, in the caller's thread."""
-        self.sync_job()()
-
-    def sync_job(self) -> Callable[[], None]:
-        """An fsync of this file that may run in any thread (taken on the loop).
-
-        It syncs a duplicate of the descriptor (or, for a closed log, the file
-        at the path if it is still this one), so the log may be closed
-        meanwhile without a descriptor being reused under the sync.
-        """
         if self._fd is not None:
-            try:
-                return partial(_fsync_fd, os.dup(self._fd))
-            except OSError:
-                pass  # out of descriptors: by path (which reports the error)
+            os.fsync(self._fd)
+        elif self._ident is not None and self.lost is None:
+            _fsync_path(self.path, self._ident)
+
+    def begin_sync(self) -> Callable[[], None]:
+        """An fsync of this file to run in a worker thread (taken on the loop);
+        `end_sync` on the loop once it has run.
+
+        Meanwhile the descriptor it syncs stays open: the log is not closed
+        for other logs (`LogFiles`), and a `close` waits for `end_sync`.  A
+        closed log is synced at its path, if that is still this file.
+        """
+        self._syncs += 1
+        if self._fd is not None:
+            return partial(os.fsync, self._fd)
         if self._ident is None or self.lost is not None:
             return _nothing
         return partial(_fsync_path, self.path, self._ident)
 
+    def keep_open(self) -> None:
+        """Written again after a `close` that waited for a sync: not closed after all."""
+        self._close_later = False
+
+    def end_sync(self) -> None:
+        self._syncs -= 1
+        if not self._syncs and self._close_later:
+            self.close()
+
     def close(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            self._pool.closed(self)
-            os.close(fd)
-
-
-def _fsync_fd(fd: int) -> None:
-    try:
-        os.fsync(fd)
-    finally:
+        if self._fd is None:
+            return
+        self._pool.closed(self)
+        if self._syncs:
+            self._close_later = True  # a worker thread syncs it: closed after
+            return
+        fd, self._fd = self._fd, None
+        self._close_later = False
         os.close(fd)
 
 

@@ -45,9 +45,11 @@ class LogTarget(Protocol):
     def fsync(self) -> None:
         """Sync the file now, in the caller's thread."""
 
-    def sync_job(self) -> Callable[[], None]:
-        """An fsync of the file that may run in a worker thread while the
-        log goes on (it may even be closed meanwhile)."""
+    def begin_sync(self) -> Callable[[], None]:
+        """An fsync of the file to run in a worker thread while the log goes
+        on; `end_sync` (on the loop) once it has run."""
+
+    def end_sync(self) -> None: ...
 
     def close(self) -> None: ...
 

@@ -540,10 +540,11 @@ class Outbox:
                 with anyio.move_on_after(wait):
                     await self._closing.wait()
             self._resync.discard(log)
-            # Taken here on the loop: the job syncs its own descriptor, so
-            # the log may be closed (`LogFiles` keeps few open) meanwhile.
-            job = log.sync_job()
-            await anyio.to_thread.run_sync(self._fsync, log, job)
+            job = log.begin_sync()
+            try:
+                await anyio.to_thread.run_sync(self._fsync, log, job)
+            finally:
+                log.end_sync()
             log.synced_at = anyio.current_time()
             if log not in self._resync:
                 break

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from .errors import RemoteError, RequestId, RpcError
+from .errors import RemoteError, RequestId, RpcError, is_out_of_descriptors
 from .framing import FrameTooLarge, LineFramer
 from .messages import (
     Notification,
@@ -190,6 +190,15 @@ class Connection:
                     result = await handler(req.params)
                 except RpcError as exc:
                     reply.error(exc)
+                    return
+                except OSError as exc:
+                    if not is_out_of_descriptors(exc):
+                        log.exception("%s failed", req.method)
+                        reply.error(RpcError.internal(f"{req.method} failed"))
+                        return
+                    # A state of the process, not a bug: said in one line.
+                    log.error("%s failed: %s", req.method, exc.strerror or exc)
+                    reply.error(RpcError.out_of_descriptors(req.method))
                     return
                 except Exception:
                     log.exception("%s failed", req.method)

@@ -8,6 +8,8 @@ ones JSON-RPC and ACP name; anything else a handler raises becomes
 
 from __future__ import annotations
 
+import errno
+import resource
 from typing import Any, Final
 
 PARSE_ERROR: Final = -32700
@@ -63,8 +65,27 @@ class RpcError(Exception):
         return cls(INTERNAL_ERROR, "Internal error", {"detail": detail})
 
     @classmethod
+    def out_of_descriptors(cls, method: str) -> RpcError:
+        """A request that failed because the process may open no more files."""
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        limit = "" if soft == resource.RLIM_INFINITY else f" (its limit is {soft})"
+        return cls(
+            INTERNAL_ERROR,
+            f"Too many open files: acp-bridge cannot open another file now{limit}, so "
+            f"{method} could not be done. Try again once fewer files are open, or raise the "
+            "limit (ulimit -n) for acp-bridge.",
+            {"kind": "too_many_open_files", "method": method},
+        )
+
+    @classmethod
     def cancelled(cls) -> RpcError:
         return cls(REQUEST_CANCELLED, "Request cancelled")
+
+
+def is_out_of_descriptors(exc: BaseException) -> bool:
+    """Whether ``exc`` says the process (EMFILE) or the system (ENFILE) has no
+    file descriptor left."""
+    return isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)
 
 
 class RemoteError(Exception):

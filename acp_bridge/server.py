@@ -20,6 +20,7 @@ from .jsonrpc.errors import INTERNAL_ERROR, RpcError
 from .log.logfile import save_unwritten
 from .loop.turn import TurnConfig
 from .providers.base import Provider
+from .stderr_log import MUST_DELIVER
 from .transport.outbox import Outbox
 from .transport.stdio import InputPoll, read_fd
 
@@ -186,6 +187,7 @@ def report_unwritten(outbox: Outbox) -> bool:
     """Say on stderr which records never reached their log and where a copy went."""
     lost = outbox.unwritten_logs()
     for log_file in lost:
-        # Through the logging handler, which never blocks on a full stderr.
-        log.error(save_unwritten(log_file))
+        # Through the logging handler, which never blocks on a full stderr;
+        # never dropped for its size (the records may follow in the message).
+        log.error(save_unwritten(log_file), extra={MUST_DELIVER: True})
     return bool(lost)

@@ -9,14 +9,17 @@ the event loop: streaming, cancels and new requests would all stop.  Here:
   whenever stderr takes it.  When the buffer is full a line is dropped and
   counted, and the count is written in its place once stderr drains
   (``acp-bridge: 12 log message(s) dropped: stderr was not being read``).
+  A message logged with ``extra={MUST_DELIVER: True}`` (the records a log
+  file could not take, at exit) is never dropped for the bound.
 * `RepeatFilter` rate-limits repeated messages (the same logger, level and
   message template): a burst of `BURST` goes through, then the first one over
   the limit says so, then one per `INTERVAL` seconds, each saying how many
   were suppressed before it.
   A flood of junk frames costs a few lines, not one per frame.
 
-At exit `logging.shutdown` flushes the handler, waiting at most
-`EXIT_FLUSH_SECONDS` for a stderr that nobody reads.
+At exit `logging.shutdown` flushes the handler: it waits as long as stderr
+keeps taking what is written (at most `EXIT_FLUSH_LIMIT` seconds), and gives up
+after `EXIT_FLUSH_SECONDS` without progress on a stderr that nobody reads.
 """
 
 from __future__ import annotations
@@ -31,12 +34,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["RepeatFilter", "StderrHandler", "install"]
+__all__ = ["MUST_DELIVER", "RepeatFilter", "StderrHandler", "install"]
 
 BUFFER_BYTES: Final = 256 * 1024
 BURST: Final = 10
 INTERVAL: Final = 1.0
 EXIT_FLUSH_SECONDS: Final = 0.5
+EXIT_FLUSH_LIMIT: Final = 10.0
+# The `logging` ``extra`` key of a message that must not be dropped.
+MUST_DELIVER: Final = "acp_bridge_must_deliver"
 FORMAT: Final = "acp-bridge %(levelname)s %(name)s: %(message)s"
 
 
@@ -62,6 +68,8 @@ class StderrHandler(logging.Handler):
         self._queued_bytes = 0
         self._writing = False
         self._broken = False
+        # When stderr last took bytes (monotonic).
+        self._progress_at = 0.0
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="stderr-writer", daemon=True)
         self._thread.start()
@@ -72,21 +80,25 @@ class StderrHandler(logging.Handler):
         except Exception:
             self.handleError(record)
             return
-        self.enqueue(line)
+        self.enqueue(line, bounded=not getattr(record, MUST_DELIVER, False))
 
-    def enqueue(self, line: bytes) -> None:
-        """Queue bytes for stderr, or count them as dropped; never blocks."""
+    def enqueue(self, line: bytes, *, bounded: bool = True) -> None:
+        """Queue bytes for stderr, or count them as dropped; never blocks.
+
+        ``bounded=False``: queued even beyond the buffer's bound.
+        """
         with self._cond:
             if self._broken:
                 self.dropped += 1  # stderr is gone: nothing will be written again
                 return
-            if self._queued_bytes + len(line) > self.buffer_bytes:
+            if bounded and self._queued_bytes + len(line) > self.buffer_bytes:
                 self.dropped += 1
                 last = self._queue[-1] if self._queue else None
                 if isinstance(last, _Dropped):
                     last.count += 1
                 else:
                     self._queue.append(_Dropped(1))
+                    self._cond.notify()  # the count is written once stderr drains
                 return
             self._queue.append(line)
             self._queued_bytes += len(line)
@@ -125,16 +137,22 @@ class StderrHandler(logging.Handler):
                 select.select([], [self.fd], [], 1.0)
                 continue
             view = view[written:]
+            self._progress_at = time.monotonic()
 
-    def flush(self, timeout: float = EXIT_FLUSH_SECONDS) -> None:
-        """Wait until the buffer is written, at most ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
+    def flush(
+        self, timeout: float = EXIT_FLUSH_SECONDS, *, limit: float = EXIT_FLUSH_LIMIT
+    ) -> None:
+        """Wait until the buffer is written: while stderr takes bytes, for at
+        most ``limit`` seconds; ``timeout`` seconds once it takes nothing."""
+        start = time.monotonic()
         with self._cond:
+            self._progress_at = max(self._progress_at, start)
             while self._queue or self._writing:
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                left = min(self._progress_at + timeout, start + limit) - now
                 if left <= 0:
                     return
-                self._cond.wait(left)
+                self._cond.wait(min(left, 0.05))
 
 
 class RepeatFilter(logging.Filter):

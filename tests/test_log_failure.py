@@ -25,6 +25,7 @@ import resource
 import shutil
 import stat
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from acp_bridge.client import AcpClient, RequestId, bridge_command, prompt_param
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 from acp_bridge.log.writer import SessionLog
+from acp_bridge.stderr_log import BUFFER_BYTES
 from acp_bridge.transport.outbox import LOG_HOLD_LIMIT, Outbox
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux prlimit")
@@ -243,6 +245,65 @@ def test_a_removed_state_folder_leaves_the_records_on_stderr(tmp_path: Path) -> 
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
     assert records[-1]["type"] == "turn/end"
     assert records[-1]["reason"] == "cancelled"
+
+
+def test_records_too_many_for_stderr_s_buffer_still_reach_it_at_exit(tmp_path: Path) -> None:
+    """The disk is full at exit, and what the log could not take is larger than
+    the stderr handler's buffer: no copy can be saved beside the log, and the
+    records still reach stderr, whole (they used to be dropped for their size,
+    so the exit said nothing at all of them)."""
+    script = write_script(tmp_path, ENDLESS_BIG)
+    state = tmp_path / "state"
+    command = bridge_command("--script", str(script), "--state-dir", str(state))
+    # A pipe, not a file: the file size limit would cut a stderr file short.
+    read_end, write_end = os.pipe()
+    received: list[bytes] = []
+
+    def read_stderr() -> None:
+        while chunk := os.read(read_end, 1 << 16):
+            received.append(chunk)
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+
+    async def drive() -> str:
+        async with running(command, stderr=write_end) as client:
+            os.close(write_end)
+            limit = (LIMIT, resource.RLIM_INFINITY)
+            resource.prlimit(client.agent.pid, resource.RLIMIT_FSIZE, limit)
+            session = await start_session(client, tmp_path)
+            assert (await prompt(client, session, "Hi"))["result"]["stopReason"] == "end_turn"
+            await send_prompt(client, session, "Stream")
+            start = len(client.updates)
+            # Twice the buffer's bound, in 2,000-byte chunks, all kept in memory.
+            chunks = 2 * BUFFER_BYTES // len(BIG_CHUNK)
+            await client.wait_until(lambda: len(client.updates) >= start + chunks)
+            # The editor leaves mid-stream while the disk is still full.
+            assert await client.finish() == EXIT_RECORDS_LOST
+            return session
+
+    session = anyio.run(drive)
+    reader.join(timeout=30)
+    os.close(read_end)
+    stderr = b"".join(received).decode()
+    found = unwritten_report(stderr)
+    assert int(found.group(2)) > BUFFER_BYTES
+    assert "no copy could be saved beside it" in stderr
+    begin, end = (
+        f"--- unwritten records of {session} ---\n",
+        f"--- end of unwritten records of {session} ---",
+    )
+    dumped = re.search(rf"{begin}(.*){end}", stderr, re.S)
+    assert dumped is not None, stderr[-2000:]
+    assert len(dumped.group(1).encode()) == int(found.group(2))
+    # The file and what stderr kept, joined, are the whole session.
+    path = state / "sessions" / f"{session}.jsonl"
+    whole = tmp_path / "whole.jsonl"
+    whole.write_bytes(path.read_bytes() + dumped.group(1).encode())
+    records = read_records(whole)
+    check_log(records)
+    assert records[-1]["type"] == "turn/end"
+    assert records[-1]["reason"] == "disconnected"
 
 
 def test_a_continued_log_is_never_started_anew(tmp_path: Path) -> None:

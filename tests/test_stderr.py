@@ -20,7 +20,7 @@ import pytest
 from harness import ROOT
 
 from acp_bridge.client import bridge_command, running
-from acp_bridge.stderr_log import RepeatFilter, StderrHandler
+from acp_bridge.stderr_log import MUST_DELIVER, RepeatFilter, StderrHandler
 
 HANG = 60.0  # seconds: only to turn a hang into a failure, never a speed limit
 
@@ -69,6 +69,26 @@ def test_a_full_stderr_drops_and_counts_instead_of_blocking(blocking: bool) -> N
     dropped = sum(int(note.split()[1]) for note in notes)
     assert len(delivered) + dropped == total
     assert delivered[0].startswith("message 0 ")  # in order, oldest first
+    os.close(read_end)
+    os.close(write_end)
+
+
+def test_a_line_too_long_for_the_buffer_is_counted_at_once_unless_it_must_be_delivered() -> None:
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    handler = StderrHandler(write_end, buffer_bytes=1024)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.handle(_record("y" * 4000))  # the queue was empty: nothing else wakes the writer
+    handler.flush(timeout=HANG)  # returns once the count is written (a hang-guard only)
+    assert not handler._queue
+    assert os.read(read_end, 1 << 16) == (
+        b"acp-bridge: 1 log message(s) dropped: stderr was not being read\n"
+    )
+    must = _record("z" * 4000)
+    setattr(must, MUST_DELIVER, True)
+    handler.handle(must)
+    handler.flush(timeout=HANG)
+    assert os.read(read_end, 1 << 16) == b"z" * 4000 + b"\n"
     os.close(read_end)
     os.close(write_end)
 

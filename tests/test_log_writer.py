@@ -107,3 +107,35 @@ def test_a_record_the_path_cannot_take_is_kept_in_memory(tmp_path: Path, replace
     assert bytes(log.pending) == b'{"seq":2}\n'
     assert (tmp_path / "moved" / "s.jsonl").read_bytes() == b'{"seq":0}\n{"seq":1}\n'
     log.close()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_a_log_being_synced_keeps_its_descriptor_until_the_sync_is_done(tmp_path: Path) -> None:
+    """Few logs stay open (here one): the oldest is closed when another opens,
+    unless a worker thread is syncing it; a close waits for the sync too."""
+    from acp_bridge.log.logfile import LogFiles
+
+    pool = LogFiles(limit=lambda: 1)
+    first = pool.take(str(tmp_path / "a.jsonl"))
+    second = pool.take(str(tmp_path / "b.jsonl"))
+    before = _open_fds()
+    first.write(b'{"seq":0}\n')
+    job = first.begin_sync()  # taken on the loop; runs in a worker thread
+    second.write(b'{"seq":0}\n')  # over the limit, but the first is being synced
+    assert _open_fds() == before + 2
+    first.close()  # the session closes meanwhile
+    assert _open_fds() == before + 2
+    job()  # the sync, on a descriptor that is still the first log's
+    first.end_sync()
+    assert _open_fds() == before + 1
+    second.write(b'{"seq":1}\n')
+    first.write(b'{"seq":1}\n')  # opened, locked and checked again; the second closes
+    assert _open_fds() == before + 1
+    assert (tmp_path / "a.jsonl").read_bytes() == b'{"seq":0}\n{"seq":1}\n'
+    assert (tmp_path / "b.jsonl").read_bytes() == b'{"seq":0}\n{"seq":1}\n'
+    first.close()
+    second.close()

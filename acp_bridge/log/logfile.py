@@ -113,10 +113,6 @@ class LogFiles:
             del self._claimed[file.path]
         file.close()
 
-    @property
-    def open_count(self) -> int:
-        return len(self._open)
-
     def close_idle(self) -> None:
         """Close every open log (each opens again on its next write; one being
         synced is closed once its sync is done)."""

@@ -300,8 +300,8 @@ class LogFile:
 
     def _changed(self, size: int) -> str:
         if size < self._size:
-            return f"the file was cut short ({size} bytes, {self._size} written)"
-        return f"something else wrote to the file ({size} bytes, {self._size} written here)"
+            return f"the file was cut short (it holds {size} of the {self._size} bytes written)"
+        return f"something else wrote to the file (it holds {size} bytes, {self._size} from here)"
 
     def _lose(self, why: str) -> NoReturn:
         self.close()

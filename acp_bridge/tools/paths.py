@@ -1,9 +1,18 @@
-"""Paths a tool touches: made absolute and checked against the session's directories."""
+"""Paths a tool touches: made absolute and checked against the session's directories.
+
+`resolve`, `within` and `in_system_dir` only look at the text of a path;
+`inside` follows symlinks (a blocking call: run it in a worker thread).
+`acp_bridge.tools.localfs` resolves and opens paths at the moment of use.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import Final
+
+# Never read or written by a tool, even when the user allows it.
+SYSTEM_DIRS: Final = ("/proc", "/sys", "/dev")
 
 
 def resolve(path: str, cwd: str) -> str:
@@ -22,10 +31,16 @@ def _forms(path: str) -> set[str]:
 def inside(path: str, roots: Iterable[str]) -> bool:
     """Whether ``path`` (absolute) lies in one of ``roots``, following symlinks."""
     bases = {base for root in roots for base in _forms(root)}
-    return all(any(_within(form, base) for base in bases) for form in _forms(path))
+    return all(any(within(form, base) for base in bases) for form in _forms(path))
 
 
-def _within(path: str, root: str) -> bool:
+def in_system_dir(path: str) -> bool:
+    """Whether the absolute ``path`` is in /proc, /sys or /dev (or is one of them)."""
+    return any(within(os.path.normpath(path), base) for base in SYSTEM_DIRS)
+
+
+def within(path: str, root: str) -> bool:
+    """Whether the absolute, normalized ``path`` is ``root`` or lies under it."""
     try:
         return os.path.commonpath([path, root]) == root
     except ValueError:

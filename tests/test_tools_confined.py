@@ -293,6 +293,35 @@ async def test_an_allowed_outside_file_swapped_after_the_grant_is_not_written_th
     assert f"leads to {other}" in result["text"]
 
 
+@pytest.mark.parametrize("capabilities", [{}, FULL_CAPABILITIES], ids=["disk", "editor"])
+async def test_an_allowed_outside_read_swapped_after_the_grant_is_refused(
+    tmp_path: Path, elsewhere: Path, capabilities: dict[str, Any]
+) -> None:
+    """Reads too: public.txt is allowed, and swapped for a link to secret.txt
+    while the user is asked; the read is refused, on the disk and through the
+    editor (which is never asked for the file)."""
+    public = elsewhere / "public.txt"
+    public.write_text("public\n")
+    script = {
+        "responses": [
+            {"events": [tool_call("call_1", "read_file", path=str(public))]},
+            REPORT,
+        ]
+    }
+
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        secret = elsewhere / "secret.txt"
+        editor.permission_answers = [swap_then_allow(replace_by_link(public, secret))]
+        return [await client.prompt(sid, "Read it")]
+
+    played = await play(tmp_path, script, turns, capabilities=capabilities)
+    assert played.editor.methods() == ["session/request_permission"]
+    (result,) = report(played.results[0])["tool_results"]
+    assert result["is_error"]
+    assert OUTSIDE_TEXT not in result["text"]
+    assert f"leads to {elsewhere / 'secret.txt'}" in result["text"]
+
+
 async def test_an_allowed_outside_file_is_written_in_place_keeping_its_mode(
     tmp_path: Path, elsewhere: Path
 ) -> None:
@@ -331,10 +360,14 @@ def unblock(fifo: Path) -> None:
     os.close(fd)
 
 
-async def test_a_fifo_is_refused_and_the_bridge_keeps_serving(tmp_path: Path) -> None:
+@pytest.mark.parametrize("capabilities", [{}, FULL_CAPABILITIES], ids=["disk", "editor"])
+async def test_a_fifo_is_refused_and_the_bridge_keeps_serving(
+    tmp_path: Path, capabilities: dict[str, Any]
+) -> None:
     """search_text skips the FIFO in the cwd with a note; read_file of it is a
-    tool error, refused before it is opened; meanwhile the bridge answers
-    another request at once (its event loop is never blocked)."""
+    tool error, refused before it is opened (or handed to the editor);
+    meanwhile the bridge answers another request at once (its event loop is
+    never blocked)."""
     script = {
         "responses": [
             {
@@ -349,6 +382,8 @@ async def test_a_fifo_is_refused_and_the_bridge_keeps_serving(tmp_path: Path) ->
 
     def setup(editor: WorkspaceEditor) -> None:
         os.mkfifo(editor.root / "pipe")
+        # Should the bridge hand it over anyway, this editor does not open it either.
+        editor.hang.add("fs/read_text_file")
 
     async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
         box: dict[str, PromptResult] = {}
@@ -374,10 +409,11 @@ async def test_a_fifo_is_refused_and_the_bridge_keeps_serving(tmp_path: Path) ->
         script,
         turns,
         files={"notes.txt": "buy milk\n"},
-        capabilities={},
+        capabilities=capabilities,
         editor_setup=setup,
         extra=("--tool-timeout", "5"),
     )
+    assert played.editor.calls == []
     ws = played.workspace
     results = results_by_id(played.results[0])
     search = results["call_1"]["text"].splitlines()

@@ -193,7 +193,9 @@ class ToolContext:
 
         def check() -> str:
             bounds = localfs.Bounds.of(roots, allowed)
-            return bounds.spelled(localfs.confine(path, bounds, verb))
+            real = localfs.confine(path, bounds, verb)
+            localfs.check_regular(real, path)
+            return bounds.spelled(real)
 
         return await _on_disk(verb, path, check)
 

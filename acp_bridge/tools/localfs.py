@@ -11,6 +11,9 @@ never a special file.
   O_NONBLOCK`` after an ``lstat`` of it, and checks with ``fstat`` what it
   opened: FIFOs, sockets and devices are refused before they are opened (and
   one swapped in meanwhile cannot block the open).
+* `check_regular` refuses a special file before its path is handed to the
+  editor (which cannot be kept from following a symlink swapped in later,
+  but gets the path resolved).
 * `write_text` writes a temporary file in the same real directory and renames
   it over the target relative to that directory (an existing file keeps its
   mode), so a swapped symlink can neither redirect the write nor leave half a
@@ -94,7 +97,7 @@ def confine(path: str, bounds: Bounds, verb: str = "read") -> str:
     if in_system_dir(path) or in_system_dir(real):
         raise Refused(system_text(path, real))
     if not bounds.admits(real):
-        where = path if path == real else f"{path} leads to {real}, which is"
+        where = f"{path} is" if path == real else f"{path} leads to {real}, which is"
         raise Refused(
             f"{where} outside the session's directories and was not allowed for this call: "
             f"it was not {verb}"
@@ -191,6 +194,19 @@ def _check_entry(name: str, dir_fd: int, shown: str) -> os.stat_result | None:
     if st.st_dev in _system_devices():
         raise Refused(system_text(shown, shown))
     return st
+
+
+def check_regular(real: str, shown: str) -> None:
+    """Refuse the real path ``real`` if it exists and is not a regular file
+    (for a path handed to the editor, which would open it)."""
+    try:
+        mode = os.lstat(real).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", shown)
+    if not stat.S_ISREG(mode):
+        raise NotRegular(f"{shown} is {_kind(mode)}: only regular files are opened")
 
 
 def open_regular(real: str, shown: str = "") -> int:

@@ -1,14 +1,12 @@
 """Paths a tool touches: made absolute and checked against the session's directories.
 
-`resolve`, `within` and `in_system_dir` only look at the text of a path;
-`inside` follows symlinks (a blocking call: run it in a worker thread).
-`acp_bridge.tools.localfs` resolves and opens paths at the moment of use.
+They only look at the text of a path; `acp_bridge.tools.localfs` resolves
+paths (symlinks included) and opens them at the moment of use.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from typing import Final
 
 # Never read or written by a tool, even when the user allows it.
@@ -21,17 +19,6 @@ def resolve(path: str, cwd: str) -> str:
     if not os.path.isabs(expanded):
         expanded = os.path.join(cwd, expanded)
     return os.path.normpath(expanded)
-
-
-def _forms(path: str) -> set[str]:
-    # Symlinks inside a root may point out of it: compare where they lead too.
-    return {os.path.normpath(path), os.path.realpath(path)}
-
-
-def inside(path: str, roots: Iterable[str]) -> bool:
-    """Whether ``path`` (absolute) lies in one of ``roots``, following symlinks."""
-    bases = {base for root in roots for base in _forms(root)}
-    return all(any(within(form, base) for base in bases) for form in _forms(path))
 
 
 def in_system_dir(path: str) -> bool:

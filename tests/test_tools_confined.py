@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+from acp_schema import AcpSchema
 from harness import report, tool_call, update_seen, wait_until
 from test_tools import REPORT, Played, play
 from workspace_editor import FULL_CAPABILITIES, WorkspaceEditor
@@ -67,7 +68,7 @@ def links_out(elsewhere: Path) -> Callable[[WorkspaceEditor], None]:
 
 
 async def test_symlinks_out_of_the_workspace_are_asked_for_and_proc_is_never_read(
-    tmp_path: Path, elsewhere: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, elsewhere: Path, monkeypatch: pytest.MonkeyPatch, acp_schema: AcpSchema
 ) -> None:
     """env.txt -> /proc/self/environ (with a key in the bridge's environment) and
     notes.txt -> an outside file, on the local disk: the walkers skip both with
@@ -126,6 +127,8 @@ async def test_symlinks_out_of_the_workspace_are_asked_for_and_proc_is_never_rea
     assert str(elsewhere / "env") in allowed.splitlines()[1]
     statuses = {c["tool_call_id"]: c["status"] for c in played.of_type("tool/call")}
     assert statuses["call_3"] == statuses["call_5"] == "refused"
+    acp_schema.check_transcript(played.run.client.transcript)
+    played.run.check_logs()
 
 
 async def test_through_the_editor_the_resolved_path_is_sent_and_proc_never(

@@ -29,7 +29,6 @@ import contextlib
 import errno
 import functools
 import os
-import secrets
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -217,22 +216,27 @@ def open_regular(real: str, shown: str = "") -> int:
         raise IsADirectoryError(errno.EISDIR, "is a directory", shown)
     dir_fd = open_dir(parent, shown=shown)
     try:
-        st = _check_entry(name, dir_fd, shown)
-        if st is None:
-            raise FileNotFoundError(errno.ENOENT, "no such file", shown)
-        try:
-            fd = os.open(name, _READ, dir_fd=dir_fd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise _swapped(shown) from None
-            raise
-        opened = os.fstat(fd)
-        if not stat.S_ISREG(opened.st_mode) or not os.path.samestat(st, opened):
-            os.close(fd)
-            raise Refused(f"{shown} changed while it was being opened: it was not read")
-        return fd
+        return open_in(dir_fd, name, shown)
     finally:
         os.close(dir_fd)
+
+
+def open_in(dir_fd: int, name: str, shown: str) -> int:
+    """A read-only descriptor of the regular file ``name`` of the directory ``dir_fd``."""
+    st = _check_entry(name, dir_fd, shown)
+    if st is None:
+        raise FileNotFoundError(errno.ENOENT, "no such file", shown)
+    try:
+        fd = os.open(name, _READ, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _swapped(shown) from None
+        raise
+    opened = os.fstat(fd)
+    if not stat.S_ISREG(opened.st_mode) or not os.path.samestat(st, opened):
+        os.close(fd)
+        raise Refused(f"{shown} changed while it was being opened: it was not read")
+    return fd
 
 
 def read_text(path: str, bounds: Bounds, line: int | None = None, limit: int | None = None) -> str:
@@ -261,7 +265,7 @@ def write_text(path: str, bounds: Bounds, content: str) -> None:
     dir_fd = open_dir(parent, create=True, shown=path)
     try:
         st = _check_entry(name, dir_fd, path)
-        temp = f".{name}.{secrets.token_hex(6)}.tmp"
+        temp = f".{name}.{os.urandom(6).hex()}.tmp"
         # A new file gets the usual 0666 less the umask; an existing one its own mode.
         fd = os.open(temp, _CREATE, 0o600 if st else 0o666, dir_fd=dir_fd)
         try:

@@ -42,6 +42,8 @@ class Walk:
     outside: list[str] = field(default_factory=list)
     system: list[str] = field(default_factory=list)
     special: list[str] = field(default_factory=list)
+    # The directory whose files are being yielded: its real path and descriptor.
+    _here: tuple[str, int] | None = field(default=None, repr=False)
 
     def files(self, root: str) -> Iterator[tuple[str, str]]:
         """Every file under ``root`` (or ``root`` itself when it is a file)."""
@@ -57,23 +59,37 @@ class Walk:
         stack = [(root, real_root)]
         while stack:
             shown, real = stack.pop()
+            listing = self._list(real, shown)
+            if listing is None:
+                continue
+            fd, entries = listing
             subdirs: list[tuple[str, str]] = []
-            for name, kind in self._list(real, shown):
-                path, entry = os.path.join(shown, name), os.path.join(real, name)
-                if kind == "dir":
-                    if not name.startswith(".") and name not in SKIP_DIRS:
-                        subdirs.append((path, entry))
-                elif kind == "file":
-                    yield path, entry
-                else:
-                    target = self._follow(path, entry)
-                    if target is not None:
-                        yield path, target
+            # The directory stays open while its files are yielded: `open` opens them from it.
+            self._here = (real, fd)
+            try:
+                for name, kind in entries:
+                    path, entry = os.path.join(shown, name), os.path.join(real, name)
+                    if kind == "dir":
+                        if not name.startswith(".") and name not in SKIP_DIRS:
+                            subdirs.append((path, entry))
+                    elif kind == "file":
+                        yield path, entry
+                    else:
+                        target = self._follow(path, entry)
+                        if target is not None:
+                            yield path, target
+            finally:
+                self._here = None
+                os.close(fd)
             stack.extend(reversed(subdirs))
 
     def open(self, path: str, real: str) -> int | None:
         """A read-only descriptor of a file `files` yielded; None when it is skipped."""
         try:
+            here = self._here
+            parent, name = os.path.split(real)
+            if here is not None and here[0] == parent:
+                return localfs.open_in(here[1], name, path)
             return localfs.open_regular(real, path)
         except localfs.NotRegular:
             self.special.append(path)
@@ -98,20 +114,19 @@ class Walk:
             out.append(_note(self.special, "that are FIFOs, sockets or devices (never opened)"))
         return out
 
-    def _list(self, real: str, shown: str) -> list[tuple[str, Kind]]:
-        """The entries of the real directory ``real``, sorted by name."""
+    def _list(self, real: str, shown: str) -> tuple[int, list[tuple[str, Kind]]] | None:
+        """A descriptor of the real directory ``real`` and its entries, sorted by name."""
         try:
             fd = localfs.open_dir(real, listed=True, shown=shown)
         except (localfs.Refused, OSError):
-            return []
+            return None
         try:
             with os.scandir(fd) as it:
                 entries = [(e.name, _kind(e)) for e in it]
         except OSError:
-            return []
-        finally:
             os.close(fd)
-        return sorted(entries)
+            return None
+        return fd, sorted(entries)
 
     def _follow(self, path: str, entry: str) -> str | None:
         """The real path of the symlinked file ``entry``, if the walk may yield it."""

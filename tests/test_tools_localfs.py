@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from pathlib import Path
+from typing import Any
 
+import anyio
+import anyio.to_thread
 import pytest
 
-from acp_bridge.tools import localfs
+from acp_bridge.tools import ToolContext, localfs
+from acp_bridge.tools.base import ClientCapabilities
 from acp_bridge.tools.walk import Walk
 
 
@@ -197,3 +202,45 @@ def test_an_allowed_outside_folder_is_walked_but_not_its_links_into_proc(
     walk = Walk(bounds(ws, outside))
     assert [p for p, _ in walk.files(str(outside))] == [str(outside / "victim.txt")]
     assert walk.system == [str(outside / "env")]
+
+
+@pytest.mark.anyio
+async def test_a_write_stopped_in_its_thread_says_what_the_file_holds(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Stop does not wait for a local write stuck in its worker thread; the
+    call's partial result says the file holds its old or all its new content."""
+    started, release = threading.Event(), threading.Event()
+
+    def stuck_write(path: str, bounds: localfs.Bounds, content: str) -> None:
+        started.set()
+        release.wait(10)
+
+    monkeypatch.setattr(localfs, "write_text", stuck_write)
+    ctx = ToolContext(
+        session_id="s",
+        cwd=str(ws),
+        roots=[str(ws)],
+        capabilities=ClientCapabilities(),
+        call_id="c",
+        request=_unused,
+        settle=_unused,
+        cleanup=_unused,
+        update=lambda fields: None,
+        stopped=lambda: True,
+    )
+    try:
+        with anyio.fail_after(10), anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ctx.write_text, str(ws / "a.txt"), "new")
+                await anyio.to_thread.run_sync(started.wait)
+                scope.cancel()
+    finally:
+        release.set()
+    assert ctx.partial is not None
+    assert ctx.partial.is_error
+    assert "either its old content or all of the new one" in ctx.partial.text
+
+
+async def _unused(method: str, params: dict[str, Any]) -> Any:
+    raise AssertionError(f"no editor request expected: {method}")

@@ -30,10 +30,10 @@ resolved path, for this call only.
 editor's advertised capabilities, editor requests that a Stop cancels, and
 `ToolContext.read_text`/`write_text` which use the editor when it offers file
 access and the local file system otherwise; both resolve the path again when
-they use it, and refuse it unless it still lies in the session's directories
-or in a path allowed for the call (`acp_bridge.tools.localfs`).  A tool that can give a real
-partial result when it is stopped (a command's output so far) sets
-``ctx.partial`` before re-raising the cancellation.
+they use it and refuse it unless it still lies in the session's directories
+or in a path allowed for the call (`acp_bridge.tools.localfs`).  A tool that
+can give a real partial result when it is stopped (a command's output so
+far) sets ``ctx.partial`` before re-raising the cancellation.
 """
 
 from __future__ import annotations

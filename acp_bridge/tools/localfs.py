@@ -7,10 +7,12 @@ never a special file.
 * `open_dir` opens a real directory one component at a time from ``/`` with
   ``O_DIRECTORY | O_NOFOLLOW``: a symlink swapped into the path after
   `confine` makes it fail instead of leading elsewhere.
-* `open_regular` opens a regular file of such a directory with ``O_NOFOLLOW |
-  O_NONBLOCK`` after an ``lstat`` of it, and checks with ``fstat`` what it
-  opened: FIFOs, sockets and devices are refused before they are opened (and
-  one swapped in meanwhile cannot block the open).
+* `open_regular` (`open_in`, given the directory's descriptor) opens a regular
+  file of such a directory with ``O_NOFOLLOW | O_NONBLOCK`` after an ``lstat``
+  of it, and checks with ``fstat`` what it opened: FIFOs, sockets and devices
+  are refused before they are opened (and one swapped in meanwhile cannot
+  block the open), and so is a file of the file systems of /proc, /sys or
+  /dev mounted elsewhere.
 * `check_regular` refuses a special file before its path is handed to the
   editor (which cannot be kept from following a symlink swapped in later,
   but gets the path resolved).

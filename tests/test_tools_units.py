@@ -12,7 +12,8 @@ from pydantic import BaseModel
 from acp_bridge.tools import TOOLS, Tool, ToolContext, ToolOutput, ToolRegistry
 from acp_bridge.tools import permissions as perm
 from acp_bridge.tools.base import ClientCapabilities
-from acp_bridge.tools.paths import inside, resolve, truncate
+from acp_bridge.tools.localfs import check_paths
+from acp_bridge.tools.paths import in_system_dir, resolve, truncate
 from acp_bridge.tools.state import from_records, hidden_env
 
 
@@ -21,17 +22,28 @@ def test_resolve_makes_paths_absolute_from_the_cwd() -> None:
     assert resolve("/etc/passwd", "/w") == "/etc/passwd"
 
 
-def test_inside_confines_to_the_roots_and_follows_symlinks(tmp_path: Path) -> None:
+def test_check_paths_confines_to_the_roots_and_follows_symlinks(tmp_path: Path) -> None:
     root = tmp_path / "root"
     other = tmp_path / "other"
     root.mkdir()
     other.mkdir()
+
+    def inside(path: str, roots: list[str]) -> bool:
+        outside, system = check_paths([path], roots)
+        return not outside and not system
+
     assert inside(str(root / "a.txt"), [str(root)])
     assert inside(str(other / "b"), [str(root), str(other)])
     assert not inside(str(tmp_path / "rootless.txt"), [str(root)])
     assert not inside(os.path.normpath(str(root / ".." / "x")), [str(root)])
     (root / "link").symlink_to(other)
     assert not inside(str(root / "link" / "secret"), [str(root)])
+    (other / "back").symlink_to(root / "a.txt")
+    # Named outside, even if it leads inside: asked for.
+    assert not inside(str(other / "back"), [str(root)])
+    assert in_system_dir("/proc")
+    assert in_system_dir("/dev/null")
+    assert not in_system_dir("/procfs/x")
 
 
 def test_truncate_states_the_cut() -> None:

@@ -22,26 +22,32 @@ The model sees ``name``, ``description`` and the JSON Schema of ``args_model``.
 ``kind`` is the ACP ``ToolKind`` shown by the editor; ``read_only`` tools run
 in every mode without asking, the others follow the session's mode and
 permissions (`acp_bridge.tools.permissions`).  ``paths`` names the files a
-call touches: each must lie in the session's directories or the user is asked.
+call touches: each is resolved (symlinks included) and must lie in the
+session's directories or the user is asked; what the user allowed is the
+resolved path, for this call only.
 
 `ToolContext` is the session seen from a running call: its directories, the
 editor's advertised capabilities, editor requests that a Stop cancels, and
 `ToolContext.read_text`/`write_text` which use the editor when it offers file
-access and the local file system otherwise.  A tool that can give a real
-partial result when it is stopped (a command's output so far) sets
-``ctx.partial`` before re-raising the cancellation.
+access and the local file system otherwise; both resolve the path again when
+they use it and refuse it unless it still lies in the session's directories
+or in a path allowed for the call (`acp_bridge.tools.localfs`).  A tool that
+can give a real partial result when it is stopped (a command's output so
+far) sets ``ctx.partial`` before re-raising the cancellation.
 """
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
+import anyio
+import anyio.to_thread
 from pydantic import BaseModel
 
+from . import localfs
 from .paths import resolve
 
 ToolKind = Literal[
@@ -49,6 +55,7 @@ ToolKind = Literal[
 ]
 
 A = TypeVar("A", bound=BaseModel)
+R = TypeVar("R")
 
 
 class ToolError(Exception):
@@ -118,6 +125,9 @@ class ToolContext:
     max_output: int = 50_000
     # Set by a tool that is being cancelled and has a real partial result.
     partial: ToolOutput | None = None
+    # Real paths outside the session's directories that the user allowed for
+    # this call (set by the runner once the user said yes).
+    allowed: tuple[str, ...] = ()
 
     def resolve(self, path: str) -> str:
         """``path`` made absolute (relative paths are taken from the session's cwd)."""
@@ -125,9 +135,16 @@ class ToolContext:
 
     async def read_text(self, path: str, line: int | None = None, limit: int | None = None) -> str:
         """A text file (or the editor's unsaved buffer of it) through ``fs/read_text_file``
-        when the editor offers it, else from the local disk."""
+        when the editor offers it, else from the local disk.
+
+        Either way ``path`` is resolved now (symlinks included) and must lie in
+        the session's directories or in a path allowed for this call; the
+        editor is sent the resolved path (`acp_bridge.tools.localfs`)."""
         if self.capabilities.read_text_file:
-            params: dict[str, Any] = {"sessionId": self.session_id, "path": path}
+            params: dict[str, Any] = {
+                "sessionId": self.session_id,
+                "path": await self._confined(path, "read"),
+            }
             if line is not None:
                 params["line"] = line
             if limit is not None:
@@ -137,48 +154,65 @@ class ToolContext:
             if not isinstance(content, str):
                 raise ToolError(f"the editor returned no content for {path}")
             return content
-        return _read_local(path, line, limit)
+        roots, allowed = self.roots, self.allowed
+
+        def read() -> str:
+            return localfs.read_text(path, localfs.Bounds.of(roots, allowed), line, limit)
+
+        return await _on_disk("read", path, read)
 
     async def write_text(self, path: str, content: str) -> None:
-        """Write through ``fs/write_text_file`` if the editor offers it, else to the local disk."""
+        """Write through ``fs/write_text_file`` if the editor offers it, else to the
+        local disk: atomically, in the real directory ``path`` resolves to now."""
         if self.capabilities.write_text_file:
+            target = await self._confined(path, "written")
             await self.settle(
                 "fs/write_text_file",
-                {"sessionId": self.session_id, "path": path, "content": content},
+                {"sessionId": self.session_id, "path": target, "content": content},
             )
             return
-        _write_local(path, content)
+        roots, allowed = self.roots, self.allowed
+
+        def write() -> None:
+            localfs.write_text(path, localfs.Bounds.of(roots, allowed), content)
+
+        try:
+            await _on_disk("write", path, write)
+        except anyio.get_cancelled_exc_class():
+            # Left to its worker thread: the rename may still happen.
+            self.partial = ToolOutput(
+                f"The user stopped the turn while {path} was being written: it holds "
+                "either its old content or all of the new one.",
+                is_error=True,
+            )
+            raise
+
+    async def _confined(self, path: str, verb: str) -> str:
+        """``path`` resolved and checked now, spelled from its root as the session names it."""
+        roots, allowed = self.roots, self.allowed
+
+        def check() -> str:
+            bounds = localfs.Bounds.of(roots, allowed)
+            real = localfs.confine(path, bounds, verb)
+            localfs.check_regular(real, path)
+            return bounds.spelled(real)
+
+        return await _on_disk(verb, path, check)
 
 
-def _write_local(path: str, content: str) -> None:
+async def _on_disk(verb: str, path: str, work: Callable[[], R]) -> R:
+    """``work()`` in a worker thread (a Stop abandons it), its failures as `ToolError`s."""
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(content)
-    except OSError as exc:
-        raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _read_local(path: str, line: int | None, limit: int | None) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            if line is None and limit is None:
-                return f.read()
-            start = max(line or 1, 1)
-            out: list[str] = []
-            for number, text in enumerate(f, 1):
-                if number < start:
-                    continue
-                if limit is not None and len(out) >= limit:
-                    break
-                out.append(text)
-            return "".join(out)
+        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+    except localfs.Refused as exc:
+        raise ToolError(str(exc)) from None
     except FileNotFoundError:
         raise ToolError(f"no such file: {path}") from None
     except IsADirectoryError:
         raise ToolError(f"{path} is a directory") from None
     except OSError as exc:
-        raise ToolError(f"cannot read {path}: {exc.strerror or exc}") from None
+        what = "read" if verb == "read" else "write"
+        raise ToolError(f"cannot {what} {path}: {exc.strerror or exc}") from None
 
 
 class Tool(ABC, Generic[A]):

@@ -2,8 +2,9 @@
 
 They go through the editor (``fs/read_text_file``, ``fs/write_text_file``,
 which see unsaved buffers) when it advertised those capabilities in
-``initialize``, and through the local file system otherwise.  Writes and
-edits carry a ``diff`` in their tool call.
+``initialize``, and through the local file system otherwise; either way the
+path is resolved and checked when it is used (`ToolContext.read_text`).
+Writes and edits carry a ``diff`` in their tool call.
 """
 
 from __future__ import annotations

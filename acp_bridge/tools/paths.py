@@ -1,9 +1,16 @@
-"""Paths a tool touches: made absolute and checked against the session's directories."""
+"""Paths a tool touches: made absolute and checked against the session's directories.
+
+They only look at the text of a path; `acp_bridge.tools.localfs` resolves
+paths (symlinks included) and opens them at the moment of use.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from typing import Final
+
+# Never read or written by a tool, even when the user allows it.
+SYSTEM_DIRS: Final = ("/proc", "/sys", "/dev")
 
 
 def resolve(path: str, cwd: str) -> str:
@@ -14,18 +21,13 @@ def resolve(path: str, cwd: str) -> str:
     return os.path.normpath(expanded)
 
 
-def _forms(path: str) -> set[str]:
-    # Symlinks inside a root may point out of it: compare where they lead too.
-    return {os.path.normpath(path), os.path.realpath(path)}
+def in_system_dir(path: str) -> bool:
+    """Whether the absolute ``path`` is in /proc, /sys or /dev (or is one of them)."""
+    return any(within(os.path.normpath(path), base) for base in SYSTEM_DIRS)
 
 
-def inside(path: str, roots: Iterable[str]) -> bool:
-    """Whether ``path`` (absolute) lies in one of ``roots``, following symlinks."""
-    bases = {base for root in roots for base in _forms(root)}
-    return all(any(_within(form, base) for base in bases) for form in _forms(path))
-
-
-def _within(path: str, root: str) -> bool:
+def within(path: str, root: str) -> bool:
+    """Whether the absolute, normalized ``path`` is ``root`` or lies under it."""
     try:
         return os.path.commonpath([path, root]) == root
     except ValueError:

@@ -8,9 +8,13 @@ the order the model asked for).  For each call:
    arguments that do not fit the tool's model: ``refused`` with the
    validation errors;
 2. the ``tool_call_update`` with kind, title, locations and ``rawInput``;
-3. the permission decision (`acp_bridge.tools.permissions`), which may ask
-   the user (``session/request_permission``); a refusal or a rejection is a
-   ``refused`` call whose result says the user declined;
+3. the paths the call touches are resolved, symlinks included (in a worker
+   thread): one in ``/proc``, ``/sys`` or ``/dev`` refuses the call; then the
+   permission decision (`acp_bridge.tools.permissions`), which may ask the
+   user (``session/request_permission``, saying where an outside path really
+   leads); a refusal or a rejection is a ``refused`` call whose result says
+   the user declined.  What the user allowed is the resolved path, given to
+   the tool as ``ctx.allowed``;
 4. ``tool/call`` ``dispatched``, ``in_progress``, the run (bounded by the
    per-tool timeout), then ``tool/result`` and the final update
    (``completed``, or ``failed`` for an error result).
@@ -32,13 +36,14 @@ import logging
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import anyio.to_thread
 from pydantic import ValidationError
 
 from ..jsonrpc.connection import ConnectionClosed
 from ..jsonrpc.errors import RemoteError
+from . import localfs
 from . import permissions as perm
 from .base import ToolContext, ToolError, ToolOutput
-from .paths import inside
 from .state import ToolState
 from .texts import unavailable_tool_text
 
@@ -76,6 +81,11 @@ def _text(text: str) -> list[dict[str, Any]]:
 
 def _shown(text: str) -> list[dict[str, Any]]:
     return [{"type": "content", "content": {"type": "text", "text": text}}]
+
+
+def _spelled(path: str, real: str) -> str:
+    """An outside path as the user is asked about it: where it really leads."""
+    return path if path == real else f"{path} (which leads to {real})"
 
 
 class ToolRunner:
@@ -153,7 +163,19 @@ class ToolRunner:
             "rawInput": call["input"],
         }
         turn.show_tool(shown)
-        outside = [p for p in paths if not inside(p, state.roots)]
+        outside: list[tuple[str, str]] = []
+        system: list[tuple[str, str]] = []
+        if paths:
+            # Resolving follows symlinks: blocking file system calls, in a worker thread.
+            outside, system = await anyio.to_thread.run_sync(
+                localfs.check_paths, paths, state.roots, abandon_on_cancel=True
+            )
+            if turn.cause is not None:
+                return  # stopped meanwhile: still undispatched
+        if system:
+            text = f"{name} was refused: " + localfs.system_text(*system[0]) + ". It did not run."
+            self._finish(call, "refused", ToolOutput(text, is_error=True))
+            return
         decision = perm.decide(
             mode=state.mode,
             kind=tool.kind,
@@ -169,7 +191,7 @@ class ToolRunner:
             self._finish(call, "refused", ToolOutput(text, is_error=True))
             return
         if decision == perm.ASK:
-            why = await self._ask(call, shown, outside)
+            why = await self._ask(call, shown, [_spelled(p, real) for p, real in outside])
             if why is STOPPED:
                 return
             if why is not None:
@@ -179,6 +201,8 @@ class ToolRunner:
                 return
         if turn.cause is not None:
             return  # stopped while asking: still undispatched
+        # What the user allowed is the resolved path, and only for this call.
+        ctx.allowed = tuple(real for _, real in outside)
         if state.mode == "read_only" and not tool.read_only:
             # Switched to read-only while the user was being asked.
             self._finish(call, "refused", ToolOutput(perm.read_only_text(name), is_error=True))
@@ -198,6 +222,9 @@ class ToolRunner:
         state, turn = self.state, self.turn
         name = call["name"]
         tool_call = {k: v for k, v in shown.items() if k != "sessionUpdate"}
+        if outside:
+            text = perm.outside_text(outside)
+            tool_call["content"] = _shown(text[:1].upper() + text[1:])
         params = {
             "sessionId": state.session_id,
             "toolCall": tool_call,

@@ -1,8 +1,12 @@
 """Built-in search tools over the session's directories: ``find_files`` and ``search_text``.
 
 ACP has no editor method for searching, so these read the local file system,
-only under the session's ``cwd`` and additional directories (hidden
-directories such as ``.git`` and ``node_modules`` are skipped).
+only under the session's ``cwd`` and additional directories, or a directory
+the user allowed for the call (hidden directories such as ``.git`` and
+``node_modules`` are skipped).  The walk is confined (`acp_bridge.tools.walk`):
+a file whose real path leaves those directories, or leads into a system
+directory, is skipped, and so is a FIFO, socket or device; the result says
+what was skipped.
 """
 
 from __future__ import annotations
@@ -10,24 +14,26 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import anyio
 from pydantic import BaseModel, Field
 
+from . import localfs
 from .base import Tool, ToolContext, ToolError, ToolOutput
 from .paths import truncate
+from .walk import Walk
 
 MAX_MATCHES = 200
-_SKIP_DIRS = {"node_modules", "__pycache__"}
 
 
-def _walk(root: str) -> Iterator[str]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
-        for name in sorted(filenames):
-            yield os.path.join(dirpath, name)
+# Where a call's walk may go: the session's directories and the real paths the
+# user allowed for the call (resolved into `localfs.Bounds` in the worker thread).
+Scope = tuple[list[str], tuple[str, ...]]
+
+
+def _scope(ctx: ToolContext) -> Scope:
+    return list(ctx.roots), ctx.allowed
 
 
 class FindArgs(BaseModel):
@@ -78,20 +84,23 @@ class FindFiles(_SearchTool[FindArgs]):
 
     async def run(self, args: FindArgs, ctx: ToolContext) -> ToolOutput:
         roots = self.paths(args, ctx)
-        found = await anyio.to_thread.run_sync(_find, roots, args.pattern, abandon_on_cancel=True)
-        return _listing(found, "files", ctx)
+        found, notes = await anyio.to_thread.run_sync(
+            _find, _scope(ctx), roots, args.pattern, abandon_on_cancel=True
+        )
+        return _listing(found, "files", ctx, notes)
 
 
-def _find(roots: list[str], pattern: str) -> list[str]:
+def _find(scope: Scope, roots: list[str], pattern: str) -> tuple[list[str], list[str]]:
+    walk = Walk(localfs.Bounds.of(*scope))
     out: list[str] = []
     for root in roots:
-        for path in _walk(root):
+        for path, _ in walk.files(root):
             rel = os.path.relpath(path, root)
             if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern):
                 out.append(path)
                 if len(out) > MAX_MATCHES:
-                    return out
-    return out
+                    return out, walk.notes()
+    return out, walk.notes()
 
 
 class SearchText(_SearchTool[SearchArgs]):
@@ -108,39 +117,45 @@ class SearchText(_SearchTool[SearchArgs]):
         except re.error as exc:
             raise ToolError(f"not a valid regular expression: {exc}") from None
         roots = self.paths(args, ctx)
-        found = await anyio.to_thread.run_sync(
-            _search, roots, regex, args.glob, abandon_on_cancel=True
+        found, notes = await anyio.to_thread.run_sync(
+            _search, _scope(ctx), roots, regex, args.glob, abandon_on_cancel=True
         )
-        return _listing(found, "matching lines", ctx)
+        return _listing(found, "matching lines", ctx, notes)
 
 
-def _search(roots: list[str], regex: re.Pattern[str], glob: str | None) -> list[str]:
+def _search(
+    scope: Scope, roots: list[str], regex: re.Pattern[str], glob: str | None
+) -> tuple[list[str], list[str]]:
+    walk = Walk(localfs.Bounds.of(*scope))
     out: list[str] = []
     for root in roots:
-        files = [root] if os.path.isfile(root) else _walk(root)
-        for path in files:
+        for path, real in walk.files(root):
             if glob and not fnmatch.fnmatch(os.path.basename(path), glob):
                 continue
+            fd = walk.open(path, real)
+            if fd is None:
+                continue
             try:
-                with open(path, encoding="utf-8") as f:
+                with open(fd, encoding="utf-8") as f:
                     for number, line in enumerate(f, 1):
                         if regex.search(line):
                             out.append(f"{path}:{number}: {line.rstrip()[:300]}")
                             if len(out) > MAX_MATCHES:
-                                return out
+                                return out, walk.notes()
             except (OSError, UnicodeDecodeError):
                 continue  # binary or unreadable: not a text match
-    return out
+    return out, walk.notes()
 
 
-def _listing(found: list[str], what: str, ctx: ToolContext) -> ToolOutput:
+def _listing(found: list[str], what: str, ctx: ToolContext, notes: list[str]) -> ToolOutput:
+    skipped = "".join("\n" + note for note in notes)
     if not found:
-        return ToolOutput(f"No {what} found.", raw_output={"count": 0})
+        return ToolOutput(f"No {what} found.{skipped}", raw_output={"count": 0})
     more = len(found) > MAX_MATCHES
     shown = found[:MAX_MATCHES]
     text = "\n".join(shown)
     if more:
         text += f"\n[more than {MAX_MATCHES} {what}; showing the first {MAX_MATCHES}: narrow it]"
     return ToolOutput(
-        truncate(text, ctx.max_output), raw_output={"count": len(shown), "more": more}
+        truncate(text, ctx.max_output) + skipped, raw_output={"count": len(shown), "more": more}
     )

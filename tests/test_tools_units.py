@@ -67,12 +67,35 @@ def test_permission_decisions(
     )
 
 
-def test_chosen_reads_only_known_selected_options() -> None:
-    selected = {"outcome": {"outcome": "selected", "optionId": "allow_always"}}
-    assert perm.chosen(selected) == "allow_always"
-    assert perm.chosen({"outcome": {"outcome": "cancelled"}}) is None
-    assert perm.chosen({"outcome": {"outcome": "selected", "optionId": "yes!"}}) is None
-    assert perm.chosen(None) is None
+def test_chosen_reads_only_offered_selected_options() -> None:
+    def selected(option: object) -> dict[str, object]:
+        return {"outcome": {"outcome": "selected", "optionId": option}}
+
+    offered = perm.OPTIONS
+    assert perm.chosen(selected("allow_always"), offered) == ("allow_always", None)
+    assert perm.chosen({"outcome": {"outcome": "cancelled"}}, offered) == (None, None)
+    # Not offered: a dismissal, never an allow, and the problem is named.
+    option, problem = perm.chosen(selected("allow_always"), perm.OUTSIDE_OPTIONS)
+    assert option is None
+    assert problem == "option 'allow_always' was not offered (offered: allow_once, reject_once)"
+    assert perm.chosen(selected("yes!"), offered)[0] is None
+    malformed = {
+        "null": (None, "the result is null, not an object"),
+        "no outcome": ({}, "the result has no 'outcome'"),
+        "outcome a string": ({"outcome": "selected"}, "'outcome' is a string, not an object"),
+        "unknown kind": (
+            {"outcome": {"outcome": "chosen"}},
+            "'outcome.outcome' is 'chosen', not 'selected' or 'cancelled'",
+        ),
+        "no optionId": (
+            {"outcome": {"outcome": "selected"}},
+            "'outcome.optionId' is null, not a string",
+        ),
+        "numeric optionId": (selected(1), "'outcome.optionId' is a number, not a string"),
+        "list optionId": (selected(["allow_once"]), "'outcome.optionId' is an array, not a string"),
+    }
+    for name, (answer, why) in malformed.items():
+        assert perm.chosen(answer, offered) == (None, why), name
 
 
 def test_builtin_tools_have_exactly_the_specified_arguments() -> None:

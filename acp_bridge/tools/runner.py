@@ -198,11 +198,9 @@ class ToolRunner:
         state, turn = self.state, self.turn
         name = call["name"]
         tool_call = {k: v for k, v in shown.items() if k != "sessionUpdate"}
-        params = {
-            "sessionId": state.session_id,
-            "toolCall": tool_call,
-            "options": perm.OUTSIDE_OPTIONS if outside else perm.OPTIONS,
-        }
+        offered = perm.OUTSIDE_OPTIONS if outside else perm.OPTIONS
+        params = {"sessionId": state.session_id, "toolCall": tool_call, "options": offered}
+        option: str | None = None
         try:
             result = await turn.await_editor(
                 "permission:" + call["id"],
@@ -215,8 +213,12 @@ class ToolRunner:
             raise
         except (RemoteError, ConnectionClosed) as exc:
             log.info("permission request for %s failed: %s", call["id"], exc)
-            result = None
-        option = perm.chosen(result)
+        else:
+            option, problem = perm.chosen(result, offered)
+            if problem is not None:
+                log.warning(
+                    "permission answer for %s taken as a dismissal: %s", call["id"], problem
+                )
         if option is None and turn.cause is not None:
             # The editor answered "cancelled" because the user pressed Stop.
             self._permission_stopped(call)

@@ -110,14 +110,21 @@ async def run_bridge(
     client = AcpClient(process)
     run = Run(client, state_dir, stderr_path=stderr)
     async with process, anyio.create_task_group() as tg:
-        tg.start_soon(client.read_loop)
-        with anyio.fail_after(30):
-            await play(client)
-        if close_stdin and process.stdin is not None:
-            await process.stdin.aclose()
-        with anyio.fail_after(15):
-            run.returncode = await process.wait()
-            await client.eof.wait()
+        try:
+            tg.start_soon(client.read_loop)
+            with anyio.fail_after(30):
+                await play(client)
+            if close_stdin and process.stdin is not None:
+                await process.stdin.aclose()
+            with anyio.fail_after(15):
+                run.returncode = await process.wait()
+                await client.eof.wait()
+        except BaseException:
+            # A failure (a hang past its bound, say) fails now, not whenever a
+            # wedged bridge exits, and leaves no bridge behind.
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            raise
         tg.cancel_scope.cancel()
     return run
 

@@ -5,24 +5,26 @@ Through the real subprocess.  A pattern that makes a backtracking engine spin
 Syntax RE2 lacks gets an error naming it.  A search that would read for a
 very long time (a sparse file of a terabyte of NULs, valid UTF-8 with no line
 end) answers a Stop with ``cancelled``, a ``--tool-timeout`` with its
-timeout result, and a stdin EOF with the process's exit: the search's thread
-stops too, or the interpreter would wait for it at exit.
+timeout result, and a stdin EOF or a SIGTERM with the process's exit: the
+search's thread stops too, or the interpreter would wait for it at exit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+import anyio
 import pytest
-from harness import assert_cancelled, prompt_until, report, tool_call
+from harness import assert_cancelled, prompt_until, report, tool_call, wait_until
 from test_tools import REPORT, play
 from workspace_editor import WorkspaceEditor
 
-from acp_bridge.client import AcpClient, PromptResult
+from acp_bridge.client import AcpClient, AgentExited, PromptResult, prompt_params
 
 pytestmark = pytest.mark.anyio
 linux = pytest.mark.skipif(sys.platform != "linux", reason="watches /proc/PID/fd")
@@ -154,3 +156,24 @@ async def test_stdin_eof_during_a_long_search_ends_the_process(tmp_path: Path) -
     (result,) = played.of_type("tool/result")
     assert result["is_error"] is True
     assert "stopped the turn while this search_text call was running" in str(result["content"])
+
+
+@linux
+async def test_sigterm_during_a_long_search_ends_the_process(tmp_path: Path) -> None:
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        huge_file(editor.root)
+
+        async def prompt() -> None:
+            with contextlib.suppress(AgentExited):
+                await client.request("session/prompt", prompt_params(sid, "Search"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(prompt)
+            await wait_until(reading(editor.root / "huge.txt")(client, 0))
+            cast(Any, client.process).send_signal(signal.SIGTERM)
+        return []
+
+    played = await play(tmp_path, search("needle"), turns)
+    assert played.run.returncode == 0
+    (result,) = played.of_type("tool/result")
+    assert result["is_error"] is True

@@ -99,6 +99,16 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
         help="stop a tool call that runs longer than this "
         f"(default: 300, at most {MAX_TOOL_TIMEOUT:g})",
     )
+    p.add_argument(
+        "--pass-env",
+        action="append",
+        type=_variable_names,
+        default=d(None),
+        metavar="NAME",
+        help="let the variable NAME through to run_command and leave its value in tool "
+        "results, although it looks secret (repeatable, or names separated by commas; "
+        "also $ACP_BRIDGE_PASS_ENV)",
+    )
 
 
 # Bounds of the numeric options: finite, and small enough that a typo
@@ -189,6 +199,34 @@ def _count(maximum: int | None, minimum: int = 1) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _variable_names(text: str) -> tuple[str, ...]:
+    from .tools.secret_env import parse_pass_env
+
+    try:
+        names = parse_pass_env([text])
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not names:
+        raise argparse.ArgumentTypeError("expected a variable name, got nothing")
+    return names
+
+
+def _pass_env(flags: Sequence[tuple[str, ...]] | None) -> tuple[str, ...]:
+    """The names of --pass-env, then those of $ACP_BRIDGE_PASS_ENV (a bad one
+    there is skipped with a warning: the editor's environment is no option line)."""
+    import os
+
+    from .tools.secret_env import ENV_PASS_ENV, parse_pass_env
+
+    names = [name for names in flags or [] for name in names]
+    for item in os.environ.get(ENV_PASS_ENV, "").replace(",", " ").split():
+        try:
+            names.extend(parse_pass_env([item]))
+        except ValueError as exc:
+            logging.getLogger("acp_bridge").warning("%s: %s; ignored", ENV_PASS_ENV, exc)
+    return tuple(dict.fromkeys(names))
 
 
 # For options whose only natural bound is the type (token counts and the like).
@@ -308,6 +346,7 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
             cancel_deadline=args.cancel_deadline,
             idle_timeout=args.idle_timeout or None,
             tool_timeout=args.tool_timeout,
+            pass_env=_pass_env(args.pass_env),
         ),
     )
     return anyio.run(serve, options)

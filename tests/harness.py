@@ -52,6 +52,12 @@ class Run:
     client: AcpClient
     state_dir: Path
     returncode: int | None = None
+    # Where the bridge's stderr went, when `run_bridge` was given a file for it.
+    stderr_path: Path | None = None
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text() if self.stderr_path is not None else ""
 
     def logs(self) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {}
@@ -88,23 +94,37 @@ async def run_bridge(
     extra: tuple[str, ...] = (),
     close_stdin: bool = True,
     command: list[str] | None = None,
+    stderr: Path | None = None,
 ) -> Run:
     """Spawn the bridge (or ``command``, given the bridge's options), run
-    ``play``, then close stdin and wait for exit."""
+    ``play``, then close stdin and wait for exit.  With ``stderr``, the
+    bridge's stderr goes to that file (read as `Run.stderr`)."""
     options = ("--provider", "fake", "--script", str(script), "--state-dir", str(state_dir))
     command = [*command, *options, *extra] if command else bridge_command(*options, *extra)
-    process = await anyio.open_process(command, stderr=subprocess.DEVNULL)
+    err = stderr.open("wb") if stderr is not None else None
+    try:
+        process = await anyio.open_process(command, stderr=err or subprocess.DEVNULL)
+    finally:
+        if err is not None:
+            err.close()
     client = AcpClient(process)
-    run = Run(client, state_dir)
+    run = Run(client, state_dir, stderr_path=stderr)
     async with process, anyio.create_task_group() as tg:
-        tg.start_soon(client.read_loop)
-        with anyio.fail_after(30):
-            await play(client)
-        if close_stdin and process.stdin is not None:
-            await process.stdin.aclose()
-        with anyio.fail_after(15):
-            run.returncode = await process.wait()
-            await client.eof.wait()
+        try:
+            tg.start_soon(client.read_loop)
+            with anyio.fail_after(30):
+                await play(client)
+            if close_stdin and process.stdin is not None:
+                await process.stdin.aclose()
+            with anyio.fail_after(15):
+                run.returncode = await process.wait()
+                await client.eof.wait()
+        except BaseException:
+            # A failure (a hang past its bound, say) fails now, not whenever a
+            # wedged bridge exits, and leaves no bridge behind.
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            raise
         tg.cancel_scope.cancel()
     return run
 

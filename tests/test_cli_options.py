@@ -97,3 +97,18 @@ def test_the_bounds_themselves_are_accepted(tmp_path: Path) -> None:
     )
     assert run.returncode == 1
     assert run.stderr == f"acp-bridge: no session 'sess_none' in {tmp_path}\n"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("1X", "acp-bridge: --pass-env: '1X' is not an environment variable name"),
+        ("A, 1X", "acp-bridge: --pass-env: '1X' is not an environment variable name"),
+        (",", "acp-bridge: --pass-env: expected a variable name, got nothing"),
+    ],
+)
+def test_a_bad_pass_env_name_is_refused(tmp_path: Path, value: str, message: str) -> None:
+    run = _run("--pass-env", value, cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr.splitlines()[-1] == message

@@ -88,6 +88,7 @@ async def play(
     capabilities: dict[str, Any] | None = None,
     extra: tuple[str, ...] = (),
     editor_setup: Callable[[WorkspaceEditor], None] | None = None,
+    stderr: Path | None = None,
 ) -> Played:
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -109,7 +110,9 @@ async def play(
             tg.cancel_scope.cancel()
 
     script = {"when_exhausted": "error", **script}
-    run = await run_bridge(write_script(tmp_path, script), tmp_path / "state", go, extra=extra)
+    run = await run_bridge(
+        write_script(tmp_path, script), tmp_path / "state", go, extra=extra, stderr=stderr
+    )
     return Played(run, session[0], results, editor, workspace)
 
 

@@ -14,7 +14,8 @@ from acp_bridge.tools import permissions as perm
 from acp_bridge.tools.base import ClientCapabilities
 from acp_bridge.tools.localfs import check_paths
 from acp_bridge.tools.paths import in_system_dir, resolve, truncate
-from acp_bridge.tools.state import from_records, hidden_env
+from acp_bridge.tools.secret_env import Redactor, env_policy, is_secret, parse_pass_env
+from acp_bridge.tools.state import from_records
 
 
 def test_resolve_makes_paths_absolute_from_the_cwd() -> None:
@@ -79,12 +80,35 @@ def test_permission_decisions(
     )
 
 
-def test_chosen_reads_only_known_selected_options() -> None:
-    selected = {"outcome": {"outcome": "selected", "optionId": "allow_always"}}
-    assert perm.chosen(selected) == "allow_always"
-    assert perm.chosen({"outcome": {"outcome": "cancelled"}}) is None
-    assert perm.chosen({"outcome": {"outcome": "selected", "optionId": "yes!"}}) is None
-    assert perm.chosen(None) is None
+def test_chosen_reads_only_offered_selected_options() -> None:
+    def selected(option: object) -> dict[str, object]:
+        return {"outcome": {"outcome": "selected", "optionId": option}}
+
+    offered = perm.OPTIONS
+    assert perm.chosen(selected("allow_always"), offered) == ("allow_always", None)
+    assert perm.chosen({"outcome": {"outcome": "cancelled"}}, offered) == (None, None)
+    # Not offered: a dismissal, never an allow, and the problem is named.
+    option, problem = perm.chosen(selected("allow_always"), perm.OUTSIDE_OPTIONS)
+    assert option is None
+    assert problem == "option 'allow_always' was not offered (offered: allow_once, reject_once)"
+    assert perm.chosen(selected("yes!"), offered)[0] is None
+    malformed = {
+        "null": (None, "the result is null, not an object"),
+        "no outcome": ({}, "the result has no 'outcome'"),
+        "outcome a string": ({"outcome": "selected"}, "'outcome' is a string, not an object"),
+        "unknown kind": (
+            {"outcome": {"outcome": "chosen"}},
+            "'outcome.outcome' is 'chosen', not 'selected' or 'cancelled'",
+        ),
+        "no optionId": (
+            {"outcome": {"outcome": "selected"}},
+            "'outcome.optionId' is null, not a string",
+        ),
+        "numeric optionId": (selected(1), "'outcome.optionId' is a number, not a string"),
+        "list optionId": (selected(["allow_once"]), "'outcome.optionId' is an array, not a string"),
+    }
+    for name, (answer, why) in malformed.items():
+        assert perm.chosen(answer, offered) == (None, why), name
 
 
 def test_builtin_tools_have_exactly_the_specified_arguments() -> None:
@@ -136,10 +160,92 @@ def test_state_from_the_log() -> None:
     assert from_records(records) == ("accept_edits", {"write_file": "allow_always"})
 
 
-def test_hidden_env_names_key_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "x")
-    names = hidden_env(["MY_KEY_VAR"])
-    assert {"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "DEEPSEEK_API_KEY", "MY_KEY_VAR"} <= set(names)
+def test_env_policy_hides_secret_variables_and_lets_named_ones_through() -> None:
+    environ = {
+        "DEEPSEEK_API_KEY": "x",
+        "MY_KEY_VAR": "not-a-secret-name",
+        "PATH": "/usr/bin",
+        "GITHUB_TOKEN": "ghp_0123456789abcdef",
+    }
+    policy = env_policy(environ, key_env="MY_KEY_VAR", passed=["GITHUB_TOKEN"])
+    assert set(policy.hidden) == {
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "MY_KEY_VAR",
+    }
+    # The provider's key is redacted; a value let through and a short one are not.
+    assert policy.redactor.values == ("not-a-secret-name",)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("AWS_SECRET_ACCESS_KEY", "v"),
+        ("AWS_ACCESS_KEY_ID", "v"),
+        ("STRIPE_SECRET_KEY", "v"),
+        ("openai_api_key", "v"),
+        ("ApiKey", "v"),
+        ("SSH_PRIVATE_KEY", "v"),
+        ("GITHUB_TOKEN", "v"),
+        ("tokenfile", "v"),
+        ("SECRET", "v"),
+        ("DB_PASSWORD", "v"),
+        ("MYSQL_PASSWD", "v"),
+        ("GOOGLE_APPLICATION_CREDENTIALS", "v"),
+        ("NPM_AUTH", "v"),
+        ("SMTP_PASS", "v"),
+        ("MYSQL_PWD", "v"),
+        ("DATABASE_URL", "postgres://app:hunter2hunter2@db:5432/app"),
+        ("REPO", "https://ghp_0123456789@github.com/o/r.git"),
+    ],
+)
+def test_secret_variables(name: str, value: str) -> None:
+    assert is_secret(name, value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PATH", "/usr/bin"),
+        ("PWD", "/home/u"),
+        ("OLDPWD", "/home/u"),
+        ("KEYBOARD_LAYOUT", "us"),
+        ("AUTHOR", "me"),
+        ("SSH_AUTH_SOCK", "/tmp/agent.sock"),
+        ("DATABASE_URL", "postgres://db:5432/app"),
+        ("HOME_PAGE", "mailto:me@example.com"),
+    ],
+)
+def test_not_secret_variables(name: str, value: str) -> None:
+    assert not is_secret(name, value)
+
+
+def test_a_url_with_userinfo_redacts_the_whole_value_and_its_password() -> None:
+    url = "postgres://app:hunter2hunter2@db:5432/app"
+    policy = env_policy({"DATABASE_URL": url})
+    redact = policy.redactor.text
+    assert "DATABASE_URL" in policy.hidden
+    assert redact(f"url={url}") == "url=[redacted]"
+    assert redact("pw: hunter2hunter2") == "pw: [redacted]"
+    assert redact("user app") == "user app"
+
+
+def test_redactor_replaces_values_everywhere_in_json() -> None:
+    r = Redactor(["s3cr3t-value", "s3cr3t"])
+    value = {"a": ["x s3cr3t-value y", {"s3cr3t-value": 1}], "n": 2, "t": ("s3cr3t",)}
+    assert r.json(value) == {
+        "a": ["x [redacted] y", {"[redacted]": 1}],
+        "n": 2,
+        "t": ["[redacted]"],
+    }
+    assert Redactor().text("anything") == "anything"
+
+
+def test_parse_pass_env() -> None:
+    assert parse_pass_env(["A_TOKEN, B", "C  A_TOKEN", ""]) == ("A_TOKEN", "B", "C")
+    with pytest.raises(ValueError, match="'1X' is not an environment variable name"):
+        parse_pass_env(["1X"])
 
 
 def test_capabilities_from_initialize() -> None:

@@ -47,13 +47,21 @@ class Terminal:
         return {"exitCode": self.exit_code, "signal": self.signal}
 
 
+@dataclass(frozen=True)
+class Raw:
+    """A permission answer sent exactly as given (a malformed one, say)."""
+
+    result: Any
+
+
 class WorkspaceEditor:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.calls: list[tuple[str, Json]] = []
         self.terminals: dict[str, Terminal] = {}
         # Answers to permission requests, in order: an optionId, "dismiss"
-        # (outcome cancelled), or "hang" (never answer until cancelled).
+        # (outcome cancelled), "hang" (never answer until cancelled), or a
+        # `Raw` result sent as it is.
         self.permission_answers: list[Any] = []
         self.served_answers: list[str] = []
         # Methods whose requests are never answered (until $/cancel_request).
@@ -213,10 +221,13 @@ class WorkspaceEditor:
 
     # -- permissions -----------------------------------------------------------
 
-    async def permission(self, params: Json) -> Json:
+    async def permission(self, params: Json) -> Any:
         answer: Any = self.permission_answers.pop(0) if self.permission_answers else "dismiss"
         if callable(answer):
             answer = await answer()
+        if isinstance(answer, Raw):
+            self.served_answers.append("raw")
+            return answer.result
         self.served_answers.append(answer)
         if answer == "hang":
             await anyio.sleep_forever()

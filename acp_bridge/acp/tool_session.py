@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +11,8 @@ from ..jsonrpc.errors import RpcError
 from ..loop.session import Session
 from ..tools.base import ClientCapabilities
 from ..tools.modes import MODE_OPTION, MODES, mode_state
-from ..tools.state import ToolState, from_records, hidden_env
+from ..tools.secret_env import env_policy
+from ..tools.state import ToolState, from_records
 from . import config_options
 from . import params as P
 
@@ -38,6 +40,11 @@ def tool_state(
     mode, rules = from_records(records)
     provider_config = getattr(session.provider, "config", None)
     key_env = getattr(provider_config, "key_env", None)
+    env = env_policy(
+        os.environ,
+        key_env=key_env if isinstance(key_env, str) else None,
+        passed=agent.config.pass_env,
+    )
 
     def emit(update: dict[str, Any]) -> None:
         session.outbox.send(session.frames.update(update))
@@ -50,7 +57,8 @@ def tool_state(
         request=agent.conn.request,
         log=session.log,
         emit=emit,
-        hidden_env=hidden_env([key_env] if isinstance(key_env, str) else []),
+        hidden_env=env.hidden,
+        redactor=env.redactor,
         tool_timeout=agent.config.tool_timeout,
         cancel_deadline=agent.config.cancel_deadline,
         mode=mode,

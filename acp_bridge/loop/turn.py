@@ -95,6 +95,9 @@ class TurnConfig:
     idle_timeout: float | None = 300.0
     # Longest a tool call may run before it is stopped (seconds).
     tool_timeout: float = 300.0
+    # Secret-looking variables let through to commands and not redacted
+    # from tool results (--pass-env, ACP_BRIDGE_PASS_ENV).
+    pass_env: tuple[str, ...] = ()
 
 
 class TurnState(enum.Enum):

@@ -5,8 +5,9 @@ is embedded in the tool call so the user watches it live; the tool waits for
 the exit (at most ``timeout_s``), reads the output, and always calls
 ``terminal/release``.  Stopped or timed out, the terminal is killed
 (``terminal/kill``), its output so far is read, and that partial output is the
-result, with the interruption stated.  The provider's API key variables are
-set empty in the command's environment.  Without the editor's ``terminal``
+result, with the interruption stated.  The secret variables of the bridge's
+environment (`acp_bridge.tools.secret_env`) are set empty in the command's
+environment.  Without the editor's ``terminal``
 capability the tool says so and runs nothing.
 """
 

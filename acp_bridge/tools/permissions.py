@@ -14,7 +14,10 @@ The user's answer: allow once / allow always / reject once / reject always.
 "Always" answers are remembered per tool name for the session, in the
 session log (``permission/rule`` records).  A rejection, a dismissal (the
 editor answers ``cancelled`` or an error outside a Stop) becomes the call's
-result: the user declined, do not retry the same call.
+result: the user declined, do not retry the same call.  An answer that is
+not one of the offered options (an ``allow_always`` where only allow once
+was offered, an unknown id, a malformed outcome) is a dismissal, and stderr
+says what was wrong with it.
 """
 
 from __future__ import annotations
@@ -54,14 +57,50 @@ def decide(*, mode: str, kind: str, read_only: bool, outside: bool, remembered: 
     return ASK
 
 
-def chosen(result: Any) -> str | None:
-    """The option the user chose, from a ``session/request_permission`` result;
-    None when dismissed or cancelled."""
-    outcome = result.get("outcome") if isinstance(result, dict) else None
-    if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
-        return None
+def chosen(result: Any, offered: list[dict[str, Any]]) -> tuple[str | None, str | None]:
+    """The option the user chose, from a ``session/request_permission`` result,
+    and what was wrong with the answer.  The option is None for a dismissal
+    (``cancelled``) and for any answer that is not one of the ``offered``
+    options: an unknown or unoffered ``optionId`` is never taken as allow."""
+    if not isinstance(result, dict):
+        return None, f"the result is {_kind(result)}, not an object"
+    if "outcome" not in result:
+        return None, "the result has no 'outcome'"
+    outcome = result["outcome"]
+    if not isinstance(outcome, dict):
+        return None, f"'outcome' is {_kind(outcome)}, not an object"
+    kind = outcome.get("outcome")
+    if kind == "cancelled":
+        return None, None
+    if kind != "selected":
+        return None, f"'outcome.outcome' is {_shown(kind)}, not 'selected' or 'cancelled'"
     option = outcome.get("optionId")
-    return option if option in (ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS) else None
+    if not isinstance(option, str):
+        return None, f"'outcome.optionId' is {_kind(option)}, not a string"
+    ids = [o["optionId"] for o in offered]
+    if option not in ids:
+        return None, f"option {_shown(option)} was not offered (offered: {', '.join(ids)})"
+    return option, None
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    return "a string" if isinstance(value, str) else type(value).__name__
+
+
+def _shown(value: Any) -> str:
+    """A value of the editor's answer, short enough for a log line."""
+    text = repr(value) if isinstance(value, str) else _kind(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def declined_text(name: str, why: str) -> str:

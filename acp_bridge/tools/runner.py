@@ -116,19 +116,24 @@ class ToolRunner:
             self.queue.pop(0)
 
     def _finish(self, call: dict[str, Any], status: str, output: ToolOutput) -> None:
+        """Record and show a call's result: the one way every tool result takes
+        to the log, the editor and the model, so the environment's secrets are
+        redacted here (`acp_bridge.tools.secret_env`)."""
         rec = self.turn.rec
         if call["id"] not in rec.unanswered:
             rec.tool_call(call["id"], call["name"], call["input"], status)
         self._unqueue(call)
-        rec.tool_result(call["id"], _text(output.text), is_error=output.is_error)
+        redact = self.state.redactor
+        text = redact.text(output.text)
+        rec.tool_result(call["id"], _text(text), is_error=output.is_error)
         update: dict[str, Any] = {
             "sessionUpdate": "tool_call_update",
             "toolCallId": call["id"],
             "status": "failed" if output.is_error else "completed",
-            "content": output.content + _shown(output.text),
+            "content": redact.json(output.content) + _shown(text),
         }
         if output.raw_output is not None:
-            update["rawOutput"] = output.raw_output
+            update["rawOutput"] = redact.json(output.raw_output)
         self.turn.show_tool(update)
 
     async def _one(self, call: dict[str, Any]) -> None:
@@ -225,11 +230,9 @@ class ToolRunner:
         if outside:
             text = perm.outside_text(outside)
             tool_call["content"] = _shown(text[:1].upper() + text[1:])
-        params = {
-            "sessionId": state.session_id,
-            "toolCall": tool_call,
-            "options": perm.OUTSIDE_OPTIONS if outside else perm.OPTIONS,
-        }
+        offered = perm.OUTSIDE_OPTIONS if outside else perm.OPTIONS
+        params = {"sessionId": state.session_id, "toolCall": tool_call, "options": offered}
+        option: str | None = None
         try:
             result = await turn.await_editor(
                 "permission:" + call["id"],
@@ -242,8 +245,12 @@ class ToolRunner:
             raise
         except (RemoteError, ConnectionClosed) as exc:
             log.info("permission request for %s failed: %s", call["id"], exc)
-            result = None
-        option = perm.chosen(result)
+        else:
+            option, problem = perm.chosen(result, offered)
+            if problem is not None:
+                log.warning(
+                    "permission answer for %s taken as a dismissal: %s", call["id"], problem
+                )
         if option is None and turn.cause is not None:
             # The editor answered "cancelled" because the user pressed Stop.
             self._permission_stopped(call)
@@ -365,7 +372,8 @@ class ToolRunner:
             return box["result"]
 
         def update(fields: dict[str, Any]) -> None:
-            turn.show_tool({"sessionUpdate": "tool_call_update", "toolCallId": call_id, **fields})
+            shown = state.redactor.json(fields)
+            turn.show_tool({"sessionUpdate": "tool_call_update", "toolCallId": call_id, **shown})
 
         return ToolContext(
             session_id=state.session_id,

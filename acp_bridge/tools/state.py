@@ -8,8 +8,6 @@ Mode switches and remembered choices are session-level log records
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,16 +16,7 @@ from ..log.writer import SessionLog
 from .base import ClientCapabilities, EditorRequest
 from .modes import DEFAULT_MODE, MODES, config_option
 from .registry import TOOLS, ToolRegistry
-
-_KEY_NAME = re.compile(r"(API_KEY|_TOKEN|_SECRET)$")
-
-
-def hidden_env(extra: Iterable[str] = ()) -> tuple[str, ...]:
-    """Variables a command must not see: the provider key variables and any
-    variable of this process whose name looks like a key."""
-    names = {"ANTHROPIC_API_KEY", "OPENAI_API_KEY", *extra}
-    names.update(name for name in os.environ if _KEY_NAME.search(name))
-    return tuple(sorted(names))
+from .secret_env import Redactor
 
 
 @dataclass
@@ -43,7 +32,10 @@ class ToolState:
     registry: ToolRegistry = field(default_factory=lambda: TOOLS)
     mode: str = DEFAULT_MODE
     rules: dict[str, str] = field(default_factory=dict)
+    # Variables set empty for commands, and what is redacted from every tool
+    # result (`acp_bridge.tools.secret_env`).
     hidden_env: tuple[str, ...] = ()
+    redactor: Redactor = field(default_factory=Redactor)
     tool_timeout: float = 300.0
     cancel_deadline: float = 5.0
 

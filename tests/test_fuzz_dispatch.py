@@ -112,7 +112,7 @@ blocks = st.one_of(
 
 VALID_PARAMS: dict[str, st.SearchStrategy[Json]] = {
     "initialize": st.fixed_dictionaries(
-        {"protocolVersion": st.sampled_from([1, 1, 2, "1.0"])},
+        {"protocolVersion": st.sampled_from([1, 1, 2, 0])},
         optional={
             "clientCapabilities": st.just(
                 {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}

@@ -80,16 +80,12 @@ class Agent:
     # -- initialize ----------------------------------------------------------
 
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        version = params.get("protocolVersion")
-        if version is None:
-            raise RpcError.invalid_params("protocolVersion", "is required")
-        if isinstance(version, bool) or not isinstance(version, int | str):
-            raise RpcError.invalid_params("protocolVersion", "must be an integer")
+        P.protocol_version(params)
         # Recorded in each new session's log (session/start).
         self.client_capabilities = P.optional(params, "clientCapabilities", dict)
         self.client_info = P.optional(params, "clientInfo", dict)
         # We speak version 1 only: the same version if asked for it, else our
-        # latest (a legacy string version from old clients also gets 1).
+        # latest.
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {

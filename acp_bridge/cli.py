@@ -122,6 +122,7 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
     )
     g.add_argument(
         "--base-url",
+        type=_base_url,
         default=d(None),
         metavar="URL",
         help="API base URL (default: https://api.anthropic.com for anthropic, "
@@ -189,6 +190,16 @@ def _count(maximum: int | None, minimum: int = 1) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _base_url(text: str) -> str:
+    """``--base-url``: an http(s) URL with a host, checked before anything starts."""
+    from .providers.config import base_url_problem
+
+    problem = base_url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{problem}, got {text!r}")
+    return text
 
 
 # For options whose only natural bound is the type (token counts and the like).

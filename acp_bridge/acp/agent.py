@@ -23,7 +23,12 @@ from ..providers.base import Provider
 from ..transport.outbox import Outbox
 from . import config_options
 from . import params as P
-from .sessions import SESSION_CAPABILITIES, SessionMethods, ignore_mcp_servers
+from .sessions import (
+    SESSION_CAPABILITIES,
+    SessionMethods,
+    ignore_mcp_servers,
+    require_directory,
+)
 
 log = logging.getLogger("acp_bridge.agent")
 
@@ -126,6 +131,7 @@ class Agent:
         cwd = P.absolute_path(params, "cwd")
         extra_dirs = P.additional_directories(params)
         ignore_mcp_servers(params)
+        await require_directory(cwd, "cwd")
         # The provider first: if it cannot start, the editor is told why and
         # no session file is left behind.
         provider = await self.new_provider()

@@ -2,7 +2,7 @@
 
     acp-bridge [serve]        serve ACP v1 on stdin/stdout (what an editor runs)
     acp-bridge demo           play an editor session in the terminal
-    acp-bridge history ID     print the model history of a stored session
+    acp-bridge history ID     print the messages of its next model request
     acp-bridge sessions       list stored sessions
     acp-bridge show ID        print a stored session as a timeline
 
@@ -248,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     history = sub.add_parser(
         "history",
         parents=[_common(False)],
-        help="print the model history derived from a stored session, as JSON",
+        help="print the messages of the next model request of a stored session, as JSON",
     )
     history.add_argument(
         "session_id", metavar="SESSION_ID", help="the id that session/new answered (sess_...)"

@@ -2,7 +2,7 @@
 
     acp-bridge [serve]        serve ACP v1 on stdin/stdout (what an editor runs)
     acp-bridge demo           play an editor session in the terminal
-    acp-bridge history ID     print the model history of a stored session
+    acp-bridge history ID     print the messages of its next model request
     acp-bridge sessions       list stored sessions
     acp-bridge show ID        print a stored session as a timeline
 
@@ -132,6 +132,7 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
     )
     g.add_argument(
         "--base-url",
+        type=_base_url,
         default=d(None),
         metavar="URL",
         help="API base URL (default: https://api.anthropic.com for anthropic, "
@@ -229,6 +230,16 @@ def _pass_env(flags: Sequence[tuple[str, ...]] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def _base_url(text: str) -> str:
+    """``--base-url``: an http(s) URL with a host, checked before anything starts."""
+    from .providers.config import base_url_problem
+
+    problem = base_url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{problem}, got {text!r}")
+    return text
+
+
 # For options whose only natural bound is the type (token counts and the like).
 _positive_int = _count(None)
 
@@ -275,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     history = sub.add_parser(
         "history",
         parents=[_common(False)],
-        help="print the model history derived from a stored session, as JSON",
+        help="print the messages of the next model request of a stored session, as JSON",
     )
     history.add_argument(
         "session_id", metavar="SESSION_ID", help="the id that session/new answered (sess_...)"

@@ -20,12 +20,17 @@ from .client import AcpClient, bridge_command
 from .paths import make_private_dirs
 from .providers.scripted import parse_report
 
+THINKING = "The user wants a story. Keep it short and calm."
+THINKING_CHUNK = 8
+# A Stop after this many chunks or fewer comes before any answer text.
+THINKING_CHUNKS = -(-len(THINKING) // THINKING_CHUNK)
+
 DEMO_SCRIPT: dict[str, Any] = {
     "description": "acp-bridge demo: a story that is stopped mid-stream, then a report",
     "responses": [
         {
             "events": [
-                {"reasoning": "The user wants a story. Keep it short and calm.", "chunk_size": 8},
+                {"reasoning": THINKING, "chunk_size": THINKING_CHUNK},
                 {
                     "text": "Once upon a time, a lighthouse keeper named Ada counted ships "
                     "instead of sheep. Every night she wrote their names in a blue "
@@ -150,13 +155,26 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
         except ValueError:
             reported = {}
         saw = reported.get("last_assistant_text")
-        same = saw == seen
-        mark = f"{green}✓{reset}" if same else f"{red}✗{reset}"
-        say(
-            f"{mark} the model's next request held the interrupted answer "
-            f"({'exactly the text you saw' if same else 'NOT the text you saw'}; "
-            f"interrupted: {orjson.dumps(reported.get('last_assistant_interrupted')).decode()})"
-        )
+        if not seen:
+            # Stopped while the model was only thinking: there is no answer
+            # text to compare, and saying it matched would prove nothing.
+            same = saw in (None, "")
+            mark = f"{dim}–{reset}" if same else f"{red}✗{reset}"
+            say(
+                f"{mark} the Stop came while the model was still thinking: no answer text was "
+                "shown, so there is no interrupted answer for the next request to hold"
+                f"{'' if same else f' (yet it held {saw!r})'}; to see one, stop later "
+                f"(--stop-after {THINKING_CHUNKS + 1} or more)"
+            )
+        else:
+            same = saw == seen
+            mark = f"{green}✓{reset}" if same else f"{red}✗{reset}"
+            interrupted = orjson.dumps(reported.get("last_assistant_interrupted")).decode()
+            say(
+                f"{mark} the model's next request held the interrupted answer "
+                f"({'exactly the text you saw' if same else 'NOT the text you saw'}; "
+                f"interrupted: {interrupted})"
+            )
         log_path = os.path.join(state_dir, "sessions", session_id + ".jsonl")
         records = (await anyio.Path(log_path).read_bytes()).count(b"\n")
         say()

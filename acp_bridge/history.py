@@ -1,5 +1,10 @@
 """``acp-bridge history SESSION_ID``: what the model will see next.
 
+The messages printed are those a model request carries
+(`acp_bridge.providers.sent.sent_messages` of the derived history), the
+function both real providers build their requests from, so the two cannot
+disagree: no message the request lacks, the note after a reply cut short.
+
 A damaged log is reported as ``file:line: field: reason`` with status 1,
 never with a traceback: the records are validated against their models
 (`acp_bridge.log.reader.validate_records`) before the history is derived.
@@ -15,6 +20,7 @@ import orjson
 from .log.derive import derive_messages
 from .log.reader import LogCorrupt, validate_records
 from .log.upcast import load_log
+from .providers.sent import sent_messages
 from .sessions_cli import resolve
 
 log = logging.getLogger("acp_bridge.history")
@@ -35,7 +41,7 @@ def print_history(state_dir: str, session_id: str) -> int:
         sys.stderr.write(f"acp-bridge: cannot read {path}: {exc.strerror or exc}\n")
         return 1
     try:
-        messages = derive_messages(records)
+        messages = sent_messages(derive_messages(records))
     except Exception as exc:  # a record shape the models let through: still no traceback
         log.debug("deriving the history of %s failed", path, exc_info=True)
         sys.stderr.write(

@@ -15,6 +15,7 @@ import mmap
 import os
 import re
 import subprocess
+import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,7 +240,12 @@ def _coalesce_timed(stream: list[list[Any]]) -> list[list[Any]]:
 
 
 def cwd_for_tests() -> str:
-    return os.path.abspath(os.sep + "workspace")
+    """A session's cwd for tests: an absolute directory that exists (``session/new``
+    refuses any other), the same for every test of a run; snapshots replace it
+    by ``<cwd>``."""
+    path = os.path.join(os.path.realpath(tempfile.gettempdir()), "acp-bridge-tests-workspace")
+    os.makedirs(path, exist_ok=True)
+    return path
 
 
 # -- stopping a turn at a chosen point ------------------------------------------

@@ -231,3 +231,21 @@ def openai_text(
         sse(None, "[DONE]"),
     ]
     return out
+
+
+# -- streams that end cleanly without their finish event -------------------------------
+
+
+def anthropic_unfinished(pieces: Sequence[str] = ()) -> list[str]:
+    """An Anthropic body that ends (a clean end of the chunked body) with no
+    ``message_delta`` and no ``message_stop``: text only if ``pieces``."""
+    out = [anthropic_start(), *anthropic_text_block(0, list(pieces))]
+    return out
+
+
+def openai_unfinished(pieces: Sequence[str] = ()) -> list[str]:
+    """An OpenAI-compatible body that ends cleanly with no ``finish_reason`` and
+    no ``[DONE]``: the role chunk, then text only if ``pieces``."""
+    out = [openai_chunk({"role": "assistant", "content": ""})]
+    out += [openai_chunk({"content": p}) for p in pieces]
+    return out

@@ -106,7 +106,7 @@ def field_cases(session_id: str, cwd: str) -> Iterator[Case]:
             f"{method} {field} {params}", req(rid, method, params), rid, INVALID_PARAMS, field
         )
 
-    for version in (None, True, 1.5, {"v": 1}, [1]):
+    for version in (None, True, 1.5, {"v": 1}, [1], "1", -1, 65536):
         params: Json = {} if version is None else {"protocolVersion": version}
         yield bad("initialize", params, "protocolVersion")
     yield bad(
@@ -178,6 +178,36 @@ def field_cases(session_id: str, cwd: str) -> Iterator[Case]:
         [{"type": "resource", "resource": {"uri": "file:///a", "blob": 1}}],
         "prompt[0].resource.blob",
     )
+    # What the schema types but the history does not carry is checked too.
+    png = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+    yield prompt([{**png, "data": "not base64!"}], "prompt[0].data")
+    yield prompt([{**png, "data": "iVBORw0KGgo"}], "prompt[0].data")  # padding cut off
+    yield prompt([{**png, "data": ""}], "prompt[0].data")
+    yield prompt([text, {**png, "mimeType": "text/html"}], "prompt[1].mimeType")
+    yield prompt([{**png, "mimeType": "image/"}], "prompt[0].mimeType")
+    yield prompt([{**png, "uri": 5}], "prompt[0].uri")
+    yield prompt(
+        [{"type": "resource", "resource": {"uri": "file:///a", "blob": "%%%"}}],
+        "prompt[0].resource.blob",
+    )
+    yield prompt(
+        [{"type": "resource", "resource": {"uri": "file:///a", "text": "t", "_meta": 5}}],
+        "prompt[0].resource._meta",
+    )
+    yield prompt([{**text, "annotations": 5}], "prompt[0].annotations")
+    yield prompt([{**text, "_meta": 5}], "prompt[0]._meta")
+    yield prompt([{**link, "_meta": "x"}], "prompt[0]._meta")
+    yield prompt([{**png, "annotations": [1]}], "prompt[0].annotations")
+    yield prompt([{**text, "annotations": {"priority": "high"}}], "prompt[0].annotations.priority")
+    yield prompt(
+        [{**text, "annotations": {"audience": ["user", "robot"]}}],
+        "prompt[0].annotations.audience[1]",
+    )
+    yield prompt([{**text, "annotations": {"audience": "user"}}], "prompt[0].annotations.audience")
+    yield prompt(
+        [{**text, "annotations": {"lastModified": 1}}], "prompt[0].annotations.lastModified"
+    )
+    yield prompt([{**text, "annotations": {"_meta": 1}}], "prompt[0].annotations._meta")
 
 
 def protocol_cases() -> list[Case]:

@@ -16,7 +16,6 @@ I3  `check_log` accepts the session log.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable
 from itertools import pairwise
@@ -25,6 +24,7 @@ from typing import Any, cast
 import anyio
 import anyio.abc
 import pytest
+from harness import cwd_for_tests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pipe_peer import CorkedSend, InProcess, bridge_on_pipes
@@ -35,7 +35,7 @@ from acp_bridge.log.derive import derive_messages, is_visible_text
 from acp_bridge.providers.base import Provider
 
 CHUNK_KINDS = {"agent_message_chunk": "text", "agent_thought_chunk": "reasoning"}
-CWD = os.path.abspath(os.sep + "workspace")
+CWD = cwd_for_tests()
 Json = dict[str, Any]
 
 

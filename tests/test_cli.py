@@ -107,6 +107,30 @@ def test_demo_runs_end_to_end_with_the_default_state_dir(tmp_path: Path) -> None
     assert messages[1]["content"][-1]["text"] in out
 
 
+@pytest.mark.parametrize("stop_after", ["1", "6"])
+def test_a_demo_stopped_while_thinking_claims_no_text_it_did_not_show(
+    tmp_path: Path, stop_after: str
+) -> None:
+    result = run("demo", "--stop-after", stop_after, "--state-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    stopped = out[: out.index("■ Stopped")]
+    assert "(thinking)" in stopped
+    assert "Agent:" not in stopped  # no answer text was shown before the Stop
+    assert "✓" not in out
+    assert "exactly the text you saw" not in out
+    assert "no answer text was shown" in out
+    assert "--stop-after 7 or more" in out
+
+
+def test_a_demo_stopped_in_the_answer_checks_the_text_shown(tmp_path: Path) -> None:
+    result = run("demo", "--stop-after", "7", "--state-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Agent: Once" in out[: out.index("■ Stopped")]
+    assert "✓ the model's next request held the interrupted answer (exactly the text you saw" in out
+
+
 def test_history_of_an_unknown_or_bad_session(tmp_path: Path) -> None:
     missing = run("history", "sess_nope", "--state-dir", str(tmp_path))
     assert missing.returncode == 1

@@ -6,6 +6,7 @@ the option, says what was expected and repeats what was given.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,46 @@ def test_a_bad_pass_env_name_is_refused(tmp_path: Path, value: str, message: str
     assert run.returncode == 2
     assert run.stdout == ""
     assert run.stderr.splitlines()[-1] == message
+
+
+@pytest.mark.parametrize("url", ["not a url", "api.openai.com/v1", "ftp://example.com", "http://"])
+def test_a_bad_base_url_is_refused_at_start(tmp_path: Path, url: str) -> None:
+    """Refused before anything starts, not at the first prompt after its retries."""
+    run = _run("--provider", "openai", "--base-url", url, cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr.splitlines()[-1] == (
+        "acp-bridge: --base-url: expected an http:// or https:// URL with a host "
+        f"(like https://api.openai.com/v1), got {url!r}"
+    )
+
+
+def test_a_bad_base_url_in_a_profile_is_the_error_of_session_new(tmp_path: Path) -> None:
+    """From a config file it is a start-up error: session/new says it, and the
+    process exits 2 when the editor closes stdin (as for a bad script)."""
+    config = tmp_path / "bridge.toml"
+    config.write_text('[profiles.default]\nprovider = "openai"\nbase_url = "localhost:8080"\n')
+    frames = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/new",
+            "params": {"cwd": str(tmp_path), "mcpServers": []},
+        },
+    ]
+    run = subprocess.run(
+        [sys.executable, "-m", "acp_bridge", "--config", str(config), "--state-dir", str(tmp_path)],
+        input="".join(json.dumps(f) + "\n" for f in frames),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    answers = {m["id"]: m for m in map(json.loads, run.stdout.splitlines())}
+    assert "result" in answers[1]
+    error = answers[2]["error"]
+    assert error["code"] == -32603
+    assert error["data"]["kind"] == "startup"
+    assert "base_url: expected an http:// or https:// URL with a host" in error["message"]
+    assert "'localhost:8080'" in error["message"]

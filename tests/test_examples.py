@@ -171,3 +171,21 @@ def test_the_readme_zed_snippet_is_the_current_form_and_runs_the_zed_example() -
     options = build_parser().parse_args(entry["args"])
     assert options.provider == "fake"
     assert Path(options.script).name == STORY.name
+
+
+def test_every_zed_snippet_of_the_readme_tags_its_entries_custom() -> None:
+    """Zed loads an ``agent_servers`` entry only with ``"type": "custom"``: every
+    snippet says it, the real-model ones included, and each entry's args parse."""
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    snippets = [
+        json.loads(block.split("```", 1)[0])
+        for block in readme.split("```json")[1:]
+        if '"agent_servers"' in block.split("```", 1)[0]
+    ]
+    assert len(snippets) >= 2
+    entries = [entry for snippet in snippets for entry in snippet["agent_servers"].values()]
+    assert len(entries) >= 6
+    for entry in entries:
+        assert entry["type"] == "custom", entry
+        assert entry["command"].endswith("/bin/acp-bridge")
+        build_parser().parse_args(entry["args"])

@@ -43,6 +43,7 @@ from typing import Any
 
 import anyio
 import orjson
+from harness import cwd_for_tests
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pipe_peer import Json, bridge_on_pipes, id_key, is_response
@@ -74,7 +75,10 @@ KNOWN_CODES = frozenset(
         RESOURCE_NOT_FOUND,
     }
 )
-CWD = os.path.abspath(os.sep + "workspace")
+CWD = cwd_for_tests()
+# A cwd with a raw U+2028 in its name (session/new wants one that exists).
+ODD_CWD = os.path.join(CWD, "a\u2028b")
+os.makedirs(ODD_CWD, exist_ok=True)
 SCRIPT: Json = {
     "when_exhausted": "repeat_last",
     "responses": [{"events": [{"text": "a fuzzed answer", "chunk_size": 5, "chunk_delay_ms": 1}]}],
@@ -112,7 +116,7 @@ blocks = st.one_of(
 
 VALID_PARAMS: dict[str, st.SearchStrategy[Json]] = {
     "initialize": st.fixed_dictionaries(
-        {"protocolVersion": st.sampled_from([1, 1, 2, "1.0"])},
+        {"protocolVersion": st.sampled_from([1, 1, 2, 0])},
         optional={
             "clientCapabilities": st.just(
                 {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
@@ -122,7 +126,7 @@ VALID_PARAMS: dict[str, st.SearchStrategy[Json]] = {
     ),
     "session/new": st.fixed_dictionaries(
         {
-            "cwd": st.sampled_from([CWD, "/srv/a\u2028b", "/"]),
+            "cwd": st.sampled_from([CWD, ODD_CWD, "/"]),
             "mcpServers": st.sampled_from(
                 [[], [{"name": "m", "command": "/bin/true", "args": [], "env": []}]]
             ),

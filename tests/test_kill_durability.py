@@ -155,7 +155,7 @@ async def kill_once(
         async with anyio.create_task_group() as tg:
             tg.start_soon(client.read_loop)
             await client.initialize()
-            sid = await client.new_session(str(state))
+            sid = await client.new_session(str(folder))
             # Queued in one write: the turns run back to back.
             await client.send(
                 *(

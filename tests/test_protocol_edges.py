@@ -69,6 +69,23 @@ async def test_a_cwd_with_nul_is_refused_and_nothing_is_stored(tmp_path: Path) -
         assert await client.finish() == 0
 
 
+async def test_session_new_wants_a_cwd_that_is_an_existing_directory(tmp_path: Path) -> None:
+    script = tmp_path / "a-file.json"
+    script.write_text("{}")
+    async with bridge(tmp_path) as client:
+        await client.initialize()
+        for cwd in (str(tmp_path / "no-such-directory"), str(script)):
+            answer = await client.request("session/new", {"cwd": cwd, "mcpServers": []})
+            error = answer["error"]
+            assert error["code"] == -32602
+            assert error["data"]["field"] == "cwd"
+            assert "must be an existing directory" in error["message"]
+        sessions = tmp_path / "state" / "sessions"
+        assert not sessions.exists() or list(sessions.iterdir()) == []
+        assert (await client.new_session(str(tmp_path))).startswith("sess_")
+        assert await client.finish() == 0
+
+
 async def test_a_bad_script_is_the_error_of_session_new(tmp_path: Path) -> None:
     script = tmp_path / "bad.json"
     script.write_text('{"responses": [{"events": [{"tetx": "hi"}]}]}')
@@ -102,7 +119,19 @@ async def test_fork_params_are_checked_like_session_new(tmp_path: Path) -> None:
         nul_cwd = await client.request(
             "_acp-bridge/fork_at_turn", {"sessionId": session_id, "turn": 1, "cwd": "/a\0b"}
         )
-        for answer, field in ((bad_dirs, "additionalDirectories[0]"), (nul_cwd, "cwd")):
+        missing = str(tmp_path / "no-such-directory")
+        missing_cwd = await client.request(
+            "session/fork", {"sessionId": session_id, "cwd": missing}
+        )
+        missing_at_turn = await client.request(
+            "_acp-bridge/fork_at_turn", {"sessionId": session_id, "turn": 1, "cwd": missing}
+        )
+        for answer, field in (
+            (bad_dirs, "additionalDirectories[0]"),
+            (nul_cwd, "cwd"),
+            (missing_cwd, "cwd"),
+            (missing_at_turn, "cwd"),
+        ):
             assert answer["error"]["code"] == -32602
             assert answer["error"]["data"]["field"] == field
         assert await client.finish() == 0

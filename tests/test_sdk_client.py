@@ -28,6 +28,7 @@ from acp.schema import ClientCapabilities, Implementation, PromptResponse
 from acp_bridge import __version__
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records, session_path
+from acp_bridge.providers.notes import INTERRUPTED_NOTE
 
 pytestmark = pytest.mark.anyio
 
@@ -225,9 +226,11 @@ async def test_two_hundred_stops_in_one_process(tmp_path: Path) -> None:
     assert len(history) == 2 * ROUNDS
     for i, (text, _span, _mid) in enumerate(rounds):
         user, assistant = history[2 * i], history[2 * i + 1]
+        # `history` prints what the model receives: after a Stop, the note first.
+        note = [{"type": "text", "text": INTERRUPTED_NOTE}] if i else []
         assert user == {
             "role": "user",
-            "content": [{"type": "text", "text": f"round {i}"}],
+            "content": [*note, {"type": "text", "text": f"round {i}"}],
             "interrupted": False,
         }, f"round {i}"
         assert assistant["role"] == "assistant", f"round {i}"

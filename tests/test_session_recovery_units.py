@@ -27,6 +27,8 @@ from acp_bridge.log.reader import LogCorrupt, read_records
 from acp_bridge.log.reopen import OUTCOME_UNKNOWN, closing_records
 from acp_bridge.log.replay import replay_updates
 from acp_bridge.log.upcast import load_log, upcast
+from acp_bridge.providers.notes import CRASHED_NOTE, INTERRUPTED_NOTE
+from acp_bridge.providers.sent import sent_messages
 from acp_bridge.sessions.fork import ForkError, fork_records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "log-v1.jsonl"
@@ -147,6 +149,10 @@ def test_a_crash_mid_stream_keeps_the_delivered_text() -> None:
     ]
     history = derive_messages(repaired)
     assert history[-1]["interrupted"] is True
+    assert history[-1]["crashed"] is True
+    # The model is told the agent stopped, not that the user did.
+    follow = {"role": "user", "content": [{"type": "text", "text": "Go on"}], "interrupted": False}
+    assert sent_messages([*history, follow])[-1]["content"][0]["text"] == CRASHED_NOTE
     replayed = [u["update"] for u in replay_updates(repaired)]
     marks = [u["_meta"]["acpBridge"] for u in replayed if "_meta" in u]
     assert marks
@@ -169,6 +175,12 @@ def test_a_crash_while_a_stop_was_recorded_completes_the_stop() -> None:
     repaired = closed(records)
     assert [r.get("reason") for r in repaired if r["type"] == "turn/end"] == ["cancelled"]
     check_log(repaired)
+    # The user's Stop it was: the model is told so.
+    history = derive_messages(repaired)
+    assert history[-1]["interrupted"] is True
+    assert "crashed" not in history[-1]
+    follow = {"role": "user", "content": [{"type": "text", "text": "Go on"}], "interrupted": False}
+    assert sent_messages([*history, follow])[-1]["content"][0]["text"] == INTERRUPTED_NOTE
 
 
 def test_an_ended_log_needs_no_closing() -> None:

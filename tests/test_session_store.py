@@ -11,6 +11,7 @@ logs, normalized like `tests/test_sessions.py`.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from collections.abc import Awaitable, Callable
@@ -422,6 +423,7 @@ async def test_list_filters_by_cwd_and_pages(
 ) -> None:
     monkeypatch.setenv("ACP_BRIDGE_LIST_PAGE_SIZE", "2")
     other = CWD + "-other"
+    os.makedirs(other, exist_ok=True)  # session/new wants a directory that exists
     pages: list[Json] = []
 
     async def play(client: AcpClient) -> None:

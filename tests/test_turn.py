@@ -220,6 +220,55 @@ def test_a_provider_retry_is_logged_and_shown_as_a_notice_never_as_reasoning() -
     check_replay(records, served.client, set())
 
 
+# -- a provider stream that ends without its finish event ----------------------------
+
+
+class UnfinishedProvider:
+    """Streams its events, then ends without `Finish` (whatever the wire format)."""
+
+    name = "unfinished"
+
+    def __init__(self, events: list[StreamEvent]) -> None:
+        self.events = events
+
+    def stream(self, request: ModelRequest) -> Any:
+        return self._open()
+
+    @asynccontextmanager
+    async def _open(self) -> AsyncIterator[_Events]:
+        yield _Events(list(self.events))
+
+
+@pytest.mark.parametrize(
+    "events",
+    [[], [TextDelta(0, "Half an "), TextDelta(0, "answer")]],
+    ids=["before-output", "after-output"],
+)
+def test_a_stream_without_its_finish_event_fails_as_cut_never_end_turn(
+    events: list[StreamEvent],
+) -> None:
+    box: Json = {}
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize()
+        session_id = box["session"] = await client.new_session(CWD)
+        box["result"] = await client.prompt(session_id, "Hi", settle=0)
+
+    _, logs = serve_with(play, provider=lambda: UnfinishedProvider(events))
+    response = box["result"].response
+    assert "result" not in response, response  # not {"stopReason": "end_turn"}
+    assert response["error"]["data"]["kind"] == "cut"
+    assert "without its finish event" in response["error"]["message"]
+    records = logs[box["session"]]
+    check_log(records)
+    assert not [r for r in records if r["type"] == "assistant/message"]
+    (attempt,) = [r for r in records if r["type"] == "assistant/attempt"]
+    assert attempt["outcome"] == "provider_error"
+    assert records[-1]["type"] == "turn/end"
+    assert records[-1]["reason"] == "error"
+    assert derive_messages(records)[-1]["role"] == "user"  # nothing of it in the history
+
+
 # -- a bug in the loop ---------------------------------------------------------------
 
 

@@ -25,7 +25,13 @@ from ..providers.base import Provider
 from ..transport.outbox import Outbox
 from . import config_options
 from . import params as P
-from .sessions import SESSION_CAPABILITIES, SessionMethods, ignore_mcp_servers, locked_error
+from .sessions import (
+    SESSION_CAPABILITIES,
+    SessionMethods,
+    ignore_mcp_servers,
+    locked_error,
+    require_directory,
+)
 
 log = logging.getLogger("acp_bridge.agent")
 
@@ -82,16 +88,12 @@ class Agent:
     # -- initialize ----------------------------------------------------------
 
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        version = params.get("protocolVersion")
-        if version is None:
-            raise RpcError.invalid_params("protocolVersion", "is required")
-        if isinstance(version, bool) or not isinstance(version, int | str):
-            raise RpcError.invalid_params("protocolVersion", "must be an integer")
+        P.protocol_version(params)
         # Recorded in each new session's log (session/start).
         self.client_capabilities = P.optional(params, "clientCapabilities", dict)
         self.client_info = P.optional(params, "clientInfo", dict)
         # We speak version 1 only: the same version if asked for it, else our
-        # latest (a legacy string version from old clients also gets 1).
+        # latest.
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -132,6 +134,7 @@ class Agent:
         cwd = P.absolute_path(params, "cwd")
         extra_dirs = P.additional_directories(params)
         ignore_mcp_servers(params)
+        await require_directory(cwd, "cwd")
         # The provider first: if it cannot start, the editor is told why and
         # no session file is left behind.
         provider = await self.new_provider()

@@ -41,6 +41,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("acp_bridge.sessions")
 
+
+async def require_directory(path: str, field: str) -> None:
+    """A new session's working directory must exist: else ``-32602`` naming ``field``.
+
+    (A session whose cwd is missing could run no tool there, and would only
+    fail later, at the first tool call.)  Checked in a worker thread: a
+    stat may block.
+    """
+    if not await anyio.to_thread.run_sync(os.path.isdir, path):
+        raise RpcError.invalid_params(field, f"must be an existing directory, got {P.echo(path)}")
+
 FORK_AT_TURN: Final = "_acp-bridge/fork_at_turn"
 REGENERATE: Final = "_acp-bridge/regenerate"
 ENV_PAGE_SIZE: Final = "ACP_BRIDGE_LIST_PAGE_SIZE"
@@ -280,6 +291,7 @@ class SessionMethods:
 
     async def fork(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = P.absolute_path(params, "cwd")
+        await require_directory(cwd, "cwd")
         ignore_mcp_servers(params)
         dirs = P.additional_directories(params)
         return await self._fork(P.session_id(params), cwd, None, dirs)
@@ -289,6 +301,8 @@ class SessionMethods:
         if turn < 1:
             raise RpcError.invalid_params("turn", "must be a turn number (1 or more)")
         cwd = None if params.get("cwd") is None else P.absolute_path(params, "cwd")
+        if cwd is not None:
+            await require_directory(cwd, "cwd")
         return await self._fork(P.session_id(params), cwd, turn, None)
 
     async def _fork(

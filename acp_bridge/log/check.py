@@ -91,6 +91,9 @@ def _check_message_shape(message: Mapping[str, Any], index: int) -> None:
         raise HistoryInvalid("'interrupted' must be a boolean", index)
     if interrupted and role == "user":
         raise HistoryInvalid("a user message cannot be interrupted", index)
+    crashed = message.get("crashed", False)
+    if crashed is not False and (crashed is not True or not interrupted):
+        raise HistoryInvalid("'crashed' may only be true, on an interrupted message", index)
     content = message.get("content")
     if not isinstance(content, list) or not content:
         raise HistoryInvalid("empty message: content must be a non-empty list", index)

@@ -5,8 +5,11 @@ list every provider adapter receives (``ModelRequest.messages``)::
 
     {"role": "user" | "assistant",
      "content": [HistoryBlock, ...],       # never empty
-     "interrupted": bool}                  # on every message; true only for an
-                                           # assistant message cut by a user stop
+     "interrupted": bool,                  # on every message; true only for an
+                                           # assistant message cut short: by a user
+                                           # stop, or by a crash (then also:)
+     "crashed": true}                      # only on an interrupted message that
+                                           # crash recovery rebuilt (`log.reopen`)
 
 Only the three surface records contribute: ``user/message`` and
 ``assistant/message`` become messages, and each ``tool/result`` becomes a
@@ -49,6 +52,7 @@ from .records import SURFACE_TYPES
 
 __all__ = [
     "ASSISTANT_BLOCK_TYPES",
+    "RECOVERED_CRASHED",
     "USER_BLOCK_TYPES",
     "HistoryProjection",
     "HistoryView",
@@ -67,6 +71,8 @@ ASSISTANT_BLOCK_TYPES: Final = frozenset({"text", "reasoning", "tool_call"})
 USER_BLOCK_TYPES: Final = frozenset({"text", "resource_link", "resource", "image", "tool_result"})
 _PROMPT_BLOCK_TYPES: Final = USER_BLOCK_TYPES - {"tool_result"}
 _TEXT_TYPES: Final = frozenset({"text", "reasoning"})
+# ``assistant/message.recovered`` of a message that crash recovery rebuilt.
+RECOVERED_CRASHED: Final = "crashed"
 
 
 def derive_messages(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -165,13 +171,26 @@ def _surface_message(record: Mapping[str, Any]) -> Message:
         return _message("user", _clean_blocks(record.get("content"), _PROMPT_BLOCK_TYPES))
     if kind == "assistant/message":
         content = _clean_blocks(record.get("content"), ASSISTANT_BLOCK_TYPES)
-        return _message("assistant", content, interrupted=record.get("interrupted") is True)
+        interrupted = record.get("interrupted") is True
+        crashed = interrupted and record.get("recovered") == RECOVERED_CRASHED
+        return _message("assistant", content, interrupted=interrupted, crashed=crashed)
     result = _tool_result_block(record)  # tool/result
     return _message("user", [] if result is None else [result])
 
 
-def _message(role: str, content: list[Block], *, interrupted: bool = False) -> Message:
-    return {"role": role, "content": content, "interrupted": interrupted}
+def _message(
+    role: str, content: list[Block], *, interrupted: bool = False, crashed: bool = False
+) -> Message:
+    message: Message = {"role": role, "content": content, "interrupted": interrupted}
+    if crashed:
+        message["crashed"] = True
+    return message
+
+
+def _crashed(messages: Sequence[Message]) -> bool:
+    """Whether the last interrupted message of ``messages`` was cut by a crash."""
+    last = next((m for m in reversed(messages) if m["interrupted"]), None)
+    return last is not None and last.get("crashed") is True
 
 
 def _tool_result_block(record: Mapping[str, Any]) -> Block | None:
@@ -263,7 +282,7 @@ def _merge_same_role(messages: list[Message]) -> list[Message]:
         if role == "user":
             content = _tool_results_first(content)
         interrupted = any(message["interrupted"] for message in group)
-        merged.append(_message(role, content, interrupted=interrupted))
+        merged.append(_message(role, content, interrupted=interrupted, crashed=_crashed(group)))
     return merged
 
 
@@ -291,7 +310,14 @@ def _pair_tool_calls(
         else:
             previous = out[-1]["content"] if out and out[-1]["role"] == "assistant" else []
             content = _keep_called_results(message["content"], _call_ids(previous))
-        out.append(_message(message["role"], content, interrupted=message["interrupted"]))
+        out.append(
+            _message(
+                message["role"],
+                content,
+                interrupted=message["interrupted"],
+                crashed=message.get("crashed") is True,
+            )
+        )
     return out, used_ids
 
 

@@ -31,14 +31,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .derive import join_parts, visible_blocks
+from .derive import RECOVERED_CRASHED, join_parts, visible_blocks
 from .records import FINAL_TOOL_STATUSES
 from .upcast import gc_paused, load_log
 from .writer import RecordWriter, SessionLog
 
 __all__ = ["CRASHED", "Closing", "Reopened", "closing_records", "reopen"]
 
-CRASHED: Final = "crashed"
+CRASHED: Final = RECOVERED_CRASHED
 OUTCOME_UNKNOWN: Final = (
     "The outcome of this tool call is unknown: the agent stopped before the tool "
     "returned a result. It may or may not have run."

@@ -320,6 +320,15 @@ class Turn:
             raise StreamIdleTimeout(idle.limit or 0.0)
         if self.cause is not None or self.fenced:
             return None  # stopped: the turn's ending records what was delivered
+        if stream.asm.finish is None:
+            # Whatever the provider: a stream that ends without saying why
+            # the model stopped is cut short, never a finished reply.
+            raise ProviderError(
+                f"the {session.provider.name} stream ended without its finish event; "
+                "the reply is incomplete",
+                kind="cut",
+                retryable=True,
+            )
         return self._commit(stream)
 
     async def _consume(self, request: ModelRequest, stream: _Stream, idle: _IdleWatch) -> None:
@@ -396,20 +405,17 @@ class Turn:
             stream.asm.end_stream()
 
     def _commit(self, stream: _Stream) -> str:
-        """A stream that ended normally becomes the step's assistant message."""
+        """A stream that ended with its finish event becomes the step's assistant message."""
         asm = stream.asm
+        finish = asm.finish
+        assert finish is not None  # see _stream_step
         content = asm.blocks()  # AssemblyError: a malformed stream, see run()
         self.stream = None
         if content:
-            self.rec.message(
-                content, interrupted=False, finish=asm.finish or "end_turn", usage=asm.usage
-            )
+            self.rec.message(content, interrupted=False, finish=finish, usage=asm.usage)
         else:
             self.rec.attempt("empty", [])
         calls = asm.completed_tool_calls()
-        finish = asm.finish
-        if finish is None:
-            finish = "tool_use" if calls else "end_turn"
         self._pending_tools = calls if finish == "tool_use" else []
         if finish != "tool_use":
             self._close_open_tools("model ended the turn without running this tool")

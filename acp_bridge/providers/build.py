@@ -13,6 +13,7 @@ from .config import (
     DEFAULT_MODELS,
     ConfigError,
     ProviderConfig,
+    base_url_problem,
 )
 from .retry import RetryPolicy
 
@@ -45,6 +46,10 @@ def provider_config(settings: dict[str, Any], *, idle_timeout: float | None) -> 
             raise ConfigError(f"{name} must be a positive integer, not {value!r}")
     if budget is not None and budget < 1024 and provider == "anthropic":
         raise ConfigError(f"thinking_budget must be at least 1024 tokens, not {budget}")
+    base_url = settings.get("base_url") or DEFAULT_BASE_URLS[provider]
+    problem = base_url_problem(base_url) if isinstance(base_url, str) else "expected a string"
+    if problem is not None:
+        raise ConfigError(f"base_url: {problem}, got {base_url!r}")
     retry = RetryPolicy(
         max_retries=int(settings.get("max_retries", 3)),
         base_delay=float(settings.get("retry_base_delay", 0.5)),
@@ -52,7 +57,7 @@ def provider_config(settings: dict[str, Any], *, idle_timeout: float | None) -> 
     return ProviderConfig(
         provider=provider,
         models=tuple(models),
-        base_url=settings.get("base_url") or DEFAULT_BASE_URLS[provider],
+        base_url=base_url,
         key_env=settings.get("api_key_env") or DEFAULT_KEY_ENVS[provider],
         max_tokens=max_tokens,
         system=system,

@@ -37,6 +37,7 @@ __all__ = [
     "FLAG_KEYS",
     "ConfigError",
     "ProviderConfig",
+    "base_url_problem",
     "load_profile",
 ]
 
@@ -59,6 +60,25 @@ FLAG_KEYS: Final = (
     "max_retries",
 )
 PROFILE_KEYS: Final = frozenset({*FLAG_KEYS, "retry_base_delay", "images"})
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an API base URL (an ``http``/``https`` URL with a
+    host), or None when it can.  Checked at start, so a typo fails there and
+    not at the first prompt, after its retries."""
+    from urllib.parse import urlsplit
+
+    expected = "expected an http:// or https:// URL with a host (like https://api.openai.com/v1)"
+    if not url or any(c.isspace() for c in url):
+        return expected
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  # raises ValueError for a port that is not a number
+    except ValueError:
+        return expected
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return expected
+    return None
 
 
 class ConfigError(Exception):

@@ -10,8 +10,9 @@ What Anthropic receives, per history block:
   ``reasoning`` -> ``thinking`` with its signature, only when it has one and
   the message was not interrupted (thinking cut before its signature is
   rejected by the API, and a prior turn's thinking may be omitted);
-* an interrupted assistant message keeps its delivered text only; the next
-  user message starts with `notes.INTERRUPTED_NOTE` (after any tool results).
+* the messages themselves, an interrupted message's text only and the note
+  after it, are those of `sent.sent_messages`, shared with the OpenAI wire
+  and ``acp-bridge history``.
 
 Messages left empty are dropped and same-role neighbours merged, so roles
 still alternate.
@@ -23,7 +24,8 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from .base import ProviderError
-from .notes import INTERRUPTED_NOTE, resource_text
+from .notes import resource_text
+from .sent import sent_messages
 
 __all__ = ["IMAGE_TYPES", "anthropic_messages"]
 
@@ -32,15 +34,12 @@ IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/w
 
 def anthropic_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    note = False
-    for message in messages:
+    for message in sent_messages(messages):
         if message["role"] == "assistant":
             content = _assistant(message)
-            note = bool(message.get("interrupted"))
             role = "assistant"
         else:
-            content = _user(message["content"], note)
-            note = False
+            content = _user(message["content"])
             role = "user"
         if not content:
             continue
@@ -75,11 +74,9 @@ def _assistant(message: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _user(blocks: list[dict[str, Any]], note: bool) -> list[dict[str, Any]]:
+def _user(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     results = [_tool_result(b) for b in blocks if b["type"] == "tool_result"]
     rest: list[dict[str, Any]] = []
-    if note:
-        rest.append({"type": "text", "text": INTERRUPTED_NOTE})
     for block in blocks:
         kind = block["type"]
         if kind == "text":

@@ -14,8 +14,9 @@ What an OpenAI-compatible server receives:
   an assistant message with tool calls after the last user prompt (DeepSeek's
   rule: reasoning goes back within the tool loop of the current turn, never
   from earlier turns; servers that never stream reasoning never get it);
-* an interrupted assistant message keeps its delivered text only; the next
-  user message starts with `notes.INTERRUPTED_NOTE`.
+* the messages themselves, an interrupted message's text only and the note
+  after it, are those of `sent.sent_messages`, shared with the Anthropic wire
+  and ``acp-bridge history``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import Any
 
 import orjson
 
-from .notes import INTERRUPTED_NOTE, resource_text
+from .notes import resource_text
+from .sent import sent_messages
 
 __all__ = ["openai_messages"]
 
@@ -34,20 +36,16 @@ def openai_messages(messages: Sequence[dict[str, Any]], system: str | None) -> l
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
+    sent = sent_messages(messages)
     last_prompt = max(
-        (i for i, m in enumerate(messages) if m["role"] == "user" and _has_prompt(m)),
+        (i for i, m in enumerate(sent) if m["role"] == "user" and _has_prompt(m)),
         default=-1,
     )
-    note = False
-    for i, message in enumerate(messages):
+    for i, message in enumerate(sent):
         if message["role"] == "assistant":
-            assistant = _assistant(message, in_tool_loop=i > last_prompt)
-            if assistant is not None:
-                out.append(assistant)
-            note = bool(message.get("interrupted"))
+            out.append(_assistant(message, in_tool_loop=i > last_prompt))
         else:
-            out.extend(_user(message["content"], note))
-            note = False
+            out.extend(_user(message["content"]))
     return out
 
 
@@ -55,7 +53,7 @@ def _has_prompt(message: dict[str, Any]) -> bool:
     return any(block["type"] != "tool_result" for block in message["content"])
 
 
-def _assistant(message: dict[str, Any], *, in_tool_loop: bool) -> dict[str, Any] | None:
+def _assistant(message: dict[str, Any], *, in_tool_loop: bool) -> dict[str, Any]:
     text = "".join(b["text"] for b in message["content"] if b["type"] == "text")
     calls = [
         {
@@ -66,8 +64,6 @@ def _assistant(message: dict[str, Any], *, in_tool_loop: bool) -> dict[str, Any]
         for b in message["content"]
         if b["type"] == "tool_call"
     ]
-    if not text and not calls:
-        return None
     out: dict[str, Any] = {"role": "assistant", "content": text or None}
     if calls:
         out["tool_calls"] = calls
@@ -77,11 +73,9 @@ def _assistant(message: dict[str, Any], *, in_tool_loop: bool) -> dict[str, Any]
     return out
 
 
-def _user(blocks: list[dict[str, Any]], note: bool) -> list[dict[str, Any]]:
+def _user(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
-    if note:
-        parts.append({"type": "text", "text": INTERRUPTED_NOTE})
     for block in blocks:
         kind = block["type"]
         if kind == "tool_result":

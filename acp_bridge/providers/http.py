@@ -175,11 +175,14 @@ class HttpStream:
             item = await sse.__anext__()
             self._queue.extend(self._parser.feed(item.event, item.data))
         except StopAsyncIteration:
-            self._finished = True
             try:
                 self._queue.extend(self._parser.end())
             except ProviderError as exc:
+                # A body that ended without its finish event: a failed
+                # attempt, retried like any other before output (so the
+                # stream is not finished: the next call makes the retry).
                 return await self._failed(exc)
+            self._finished = True
         except ProviderError as exc:
             return await self._failed(exc)
         except httpx.ReadTimeout:

@@ -212,7 +212,7 @@ def test_secret_variables(name: str, value: str) -> None:
         ("OLDPWD", "/home/u"),
         ("KEYBOARD_LAYOUT", "us"),
         ("AUTHOR", "me"),
-        ("SSH_AUTH_SOCK", "/tmp/agent.sock"),
+        ("SSH_AUTH_SOCK", "/run/user/1000/ssh-agent.sock"),
         ("DATABASE_URL", "postgres://db:5432/app"),
         ("HOME_PAGE", "mailto:me@example.com"),
     ],

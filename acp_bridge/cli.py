@@ -330,7 +330,7 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
     if sys.stdin.isatty():
         sys.stderr.write(
             "acp-bridge: serving ACP on stdin/stdout; an editor starts it this way. "
-            "To see it work, run: acp-bridge demo\n"
+            "To see it work, run: acp-bridge demo; to choose its model: acp-bridge setup\n"
         )
     load: Callable[[], Callable[[], Provider]]
     if args.provider == "fake" or (args.provider is None and args.script):

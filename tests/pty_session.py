@@ -82,8 +82,14 @@ class PtySession:
                 self._read(deadline)
         except EOFError:
             pass
-        status = self.process.wait(timeout=max(1.0, deadline - time.monotonic()))
-        os.close(self.master)
+        try:
+            status = self.process.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"the program did not end; the screen:\n{self.text}") from None
+        finally:
+            os.close(self.master)
         return status
 
     @property

@@ -1,12 +1,16 @@
 """The ``acp-bridge`` command line.
 
     acp-bridge [serve]        serve ACP v1 on stdin/stdout (what an editor runs)
+    acp-bridge setup          choose a model provider and store its key (interactive)
+    acp-bridge logout         forget what setup stored
     acp-bridge demo           play an editor session in the terminal
     acp-bridge history ID     print the messages of its next model request
     acp-bridge sessions       list stored sessions
     acp-bridge show ID        print a stored session as a timeline
 
 Options common to every subcommand may be given before or after its name.
+The same program is installed as ``acp-bridge-agent`` (the package's name),
+so that ``uvx acp-bridge-agent`` starts the agent.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -24,6 +29,9 @@ from .stderr_log import install as install_stderr_logging
 
 if TYPE_CHECKING:
     from .providers.base import Provider
+    from .providers.choose import Choice
+
+log = logging.getLogger("acp_bridge.cli")
 
 PROVIDERS = ("fake", "anthropic", "openai")
 
@@ -55,8 +63,9 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
         default=d(None),
         choices=PROVIDERS,
         help="model provider: 'anthropic' (Messages API), 'openai' (any OpenAI-compatible "
-        "Chat Completions server), or 'fake', the keyless scripted provider (default: fake, "
-        "or the profile's)",
+        "Chat Completions server), or 'fake', the keyless scripted provider (default: the "
+        "config file's profile, else what `acp-bridge setup` stored, else the provider whose "
+        "key is in the environment; --script alone means fake)",
     )
     _provider_options(p, d)
     p.add_argument(
@@ -156,7 +165,9 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
     g.add_argument("--max-retries", type=_retries, default=d(None), metavar="N",
                    help="retries of a failed request before any output (default: 3)")
     g.add_argument("--config", default=d(None), metavar="FILE",
-                   help="TOML file of named provider profiles ([profiles.NAME]); flags win")
+                   help="TOML file of named provider profiles ([profiles.NAME]); flags win "
+                   "(default: config.toml in $ACP_BRIDGE_CONFIG_DIR, else "
+                   "$XDG_CONFIG_HOME/acp-bridge, else ~/.config/acp-bridge, if it exists)")
     g.add_argument("--profile", default=d(None), metavar="NAME",
                    help="profile of --config to use (default: 'default' if present)")
     g.add_argument("--record", default=d(None), metavar="FILE",
@@ -271,6 +282,24 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", parents=[_common(False)], help="serve ACP on stdio (the default command)"
     )
     _serve_options(serve, False)
+    setup = sub.add_parser(
+        "setup",
+        parents=[_common(False)],
+        help="choose a model provider, enter its API key (not shown) or a local server's URL, "
+        "test it with one tiny request and store it for the bare command",
+    )
+    setup.add_argument(
+        "--store",
+        choices=["auto", "keyring", "file"],
+        default="auto",
+        help="where the key goes: the system keyring if one is available, else a 0600 file "
+        "in the config directory (default: auto)",
+    )
+    sub.add_parser(
+        "logout",
+        parents=[_common(False)],
+        help="forget the provider and key that `acp-bridge setup` stored",
+    )
     demo = sub.add_parser(
         "demo",
         parents=[_common(False)],
@@ -326,6 +355,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .sessions_cli import print_show
 
         return print_show(state_dir, args.session_id)
+    if command == "setup":
+        from .setup_cli import run_setup
+
+        return run_setup(store=args.store)
+    if command == "logout":
+        from .setup_cli import run_logout
+
+        return run_logout()
     if command == "demo":
         from .demo import run_demo
 
@@ -342,13 +379,13 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
     if sys.stdin.isatty():
         sys.stderr.write(
             "acp-bridge: serving ACP on stdin/stdout; an editor starts it this way. "
-            "To see it work, run: acp-bridge demo\n"
+            "To see it work, run: acp-bridge demo; to choose its model: acp-bridge setup\n"
         )
     load: Callable[[], Callable[[], Provider]]
-    if args.provider != "fake" and (args.provider or args.config):
-        load = _http_loader(args)
-    else:
+    if args.provider == "fake" or (args.provider is None and args.script):
         load = functools.partial(_load_fake_provider, args.script)
+    else:
+        load = _http_loader(args)
     options = ServeOptions(
         state_dir=state_dir,
         load_provider=load,
@@ -359,33 +396,82 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
             tool_timeout=args.tool_timeout,
             pass_env=_pass_env(args.pass_env),
         ),
+        forget_credentials=_forget_credentials,
+        setup_command=setup_command(),
     )
     return anyio.run(serve, options)
+
+
+def setup_command() -> tuple[str, ...]:
+    """How this very program runs ``acp-bridge setup`` (for a client's terminal)."""
+    if getattr(sys, "frozen", False):  # a single-file build: the executable itself
+        return (sys.executable, "setup")
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.basename(script) in ("acp-bridge", "acp-bridge-agent") and os.access(
+        script, os.X_OK
+    ):
+        return (script, "setup")
+    return (sys.executable, "-m", "acp_bridge", "setup")
+
+
+def _forget_credentials() -> list[str]:
+    from .credentials import forget
+
+    return forget()
 
 
 def _http_loader(args: argparse.Namespace) -> Callable[[], Callable[[], Provider]]:
     def load() -> Callable[[], Provider]:
         from .providers.build import http_provider_factory, provider_config
-        from .providers.config import FLAG_KEYS, ConfigError, load_profile
+        from .providers.config import ConfigError
         from .server import StartupError
 
         try:
-            settings = load_profile(args.config, args.profile) if args.config else {}
-            for name in FLAG_KEYS:
-                value = getattr(args, name, None)
-                if value is not None:
-                    settings[name] = value
-            provider = settings.get("provider") or "fake"
-            if provider == "fake":
+            choice = _choose_provider(args)
+            if choice.provider == "fake":
                 return _load_fake_provider(args.script)
-            if provider not in PROVIDERS:
-                raise ConfigError(f"unknown provider {provider!r} (known: {', '.join(PROVIDERS)})")
-            config = provider_config(settings, idle_timeout=args.idle_timeout or None)
-            return http_provider_factory(config, args.record)
+            if choice.provider not in PROVIDERS:
+                raise ConfigError(
+                    f"unknown provider {choice.provider!r} (known: {', '.join(PROVIDERS)})"
+                )
+            config = provider_config(choice.settings, idle_timeout=args.idle_timeout or None)
+            log.info(
+                "provider %s, model %s at %s (chosen by %s)",
+                config.provider,
+                config.models[0],
+                config.base_url,
+                choice.source,
+            )
+            return http_provider_factory(config, args.record, key=choice.key)
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
 
     return load
+
+
+def _choose_provider(args: argparse.Namespace) -> Choice:
+    """The provider to serve, from the flags, the config file, setup and the
+    environment (see `acp_bridge.providers.choose`); raises AuthRequired."""
+    from .credentials import load_stored
+    from .paths import default_config_file
+    from .providers.choose import choose
+    from .providers.config import FLAG_KEYS, ConfigError, load_profile
+
+    config_file = args.config or default_config_file()
+    profile: dict[str, Any] = {}
+    if args.config or os.path.exists(config_file):
+        profile = load_profile(config_file, args.profile)
+    elif args.profile:
+        raise ConfigError(f"--profile {args.profile}: there is no config file {config_file}")
+    name = args.profile or "default"
+    return choose(
+        flags={key: getattr(args, key, None) for key in FLAG_KEYS},
+        profile=profile,
+        profile_source=f"the profile {name!r} of {config_file}",
+        stored=load_stored,
+        env=os.environ,
+        config_file=config_file,
+    )
 
 
 def _load_fake_provider(script_path: str | None) -> Callable[[], Provider]:

@@ -468,7 +468,10 @@ class AcpClient:
 
 
 def bridge_command(*args: str) -> list[str]:
-    """The command line that runs ``acp-bridge`` with this Python."""
+    """The command line that runs ``acp-bridge`` with this Python (or this
+    executable, in a single-file build, which has no ``-m``)."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, *args]
     return [sys.executable, "-m", "acp_bridge", *args]
 
 

@@ -8,6 +8,10 @@ and ``~/.local/state/acp-bridge`` (the XDG default).  Session logs are
 Logs hold prompts and the files embedded in them, so they are private: every
 folder the bridge creates is 0700 and every log 0600, whatever the umask.
 A folder that already exists is left as it is (never made looser).
+
+The config directory (the config file and what ``acp-bridge setup`` stores)
+is ``ACP_BRIDGE_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/acp-bridge``, else
+``~/.config/acp-bridge``.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import os
 
 ENV_STATE_DIR = "ACP_BRIDGE_STATE_DIR"
+ENV_CONFIG_DIR = "ACP_BRIDGE_CONFIG_DIR"
 
 # Modes of what the bridge creates (see `make_private_dirs`).
 DIR_MODE = 0o700
@@ -32,6 +37,20 @@ def default_state_dir() -> str:
         else os.path.join(os.path.expanduser("~"), ".local", "state")
     )
     return os.path.join(base, "acp-bridge")
+
+
+def config_dir() -> str:
+    explicit = os.environ.get(ENV_CONFIG_DIR)
+    if explicit:
+        return os.path.abspath(os.path.expanduser(explicit))
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = xdg if xdg and os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "acp-bridge")
+
+
+def default_config_file() -> str:
+    """The config file read when ``--config`` is not given (if it exists)."""
+    return os.path.join(config_dir(), "config.toml")
 
 
 def resolve_state_dir(option: str | None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -20,9 +21,12 @@ from .jsonrpc.errors import INTERNAL_ERROR, RpcError
 from .log.logfile import save_unwritten
 from .loop.turn import TurnConfig
 from .providers.base import Provider
+from .providers.choose import AuthRequired
 from .stderr_log import MUST_DELIVER
 from .transport.outbox import Outbox
 from .transport.stdio import InputPoll, read_fd
+
+__all__ = ["AuthRequired", "ServeOptions", "StartupError", "serve"]
 
 log = logging.getLogger("acp_bridge.server")
 
@@ -62,6 +66,12 @@ class ServeOptions:
     # provider); at exit the process then leaves without waiting for it,
     # once everything it owes is written.  In-process users turn this off.
     exit_when_stuck: bool = True
+    # Removes stored credentials (blocking; run in a worker thread) and
+    # returns what it removed; when set, ``logout`` is advertised.
+    forget_credentials: Callable[[], list[str]] | None = None
+    # The command that runs ``acp-bridge setup``; when set, the ``terminal``
+    # auth method is offered to clients that can run one.
+    setup_command: tuple[str, ...] | None = None
 
 
 def _refuse_sessions(reason: str) -> Callable[[], Provider]:
@@ -110,14 +120,8 @@ async def serve(options: ServeOptions) -> int:
 
     async def load_provider(agent: Agent) -> None:
         nonlocal status
-        try:
-            factory = await anyio.to_thread.run_sync(_load_in_worker, options.load_provider)
-        except StartupError as exc:
-            log.error("cannot start the provider: %s", exc)
+        if not await _load_provider(options, agent, again=False):
             status = 2
-            agent.set_provider_factory(_refuse_sessions(str(exc)))
-            return
-        agent.set_provider_factory(factory)
 
     async def watch_signals() -> None:
         # SIGHUP: the terminal or the parent went away, a disconnect like the others.
@@ -137,6 +141,9 @@ async def serve(options: ServeOptions) -> int:
             config=options.turn,
             spawn=tg.start_soon,
         )
+        agent.auth.reload = functools.partial(_load_provider, options, agent, again=True)
+        agent.auth.forget = options.forget_credentials
+        agent.auth.setup_command = options.setup_command
         tg.start_soon(outbox.run)
         tg.start_soon(load_provider, agent)
         tg.start_soon(watch_stdout)
@@ -170,6 +177,27 @@ async def serve(options: ServeOptions) -> int:
             os._exit(status)
         tg.cancel_scope.cancel()
     return status
+
+
+async def _load_provider(options: ServeOptions, agent: Agent, *, again: bool) -> bool:
+    """Give ``agent`` its provider factory; False if the configuration cannot work.
+
+    Raising `AuthRequired` is not a failure: sessions get ``-32000`` and its
+    message, and each one loads the configuration again (see `acp_bridge.acp.auth`).
+    """
+    try:
+        factory = await anyio.to_thread.run_sync(_load_in_worker, options.load_provider)
+    except AuthRequired as exc:
+        if not again:
+            log.warning("no model provider can start yet: %s", exc)
+        agent.needs_auth(str(exc))
+        return True
+    except StartupError as exc:
+        log.error("cannot start the provider: %s", exc)
+        agent.set_provider_factory(_refuse_sessions(str(exc)))
+        return False
+    agent.set_provider_factory(factory)
+    return True
 
 
 def _load_in_worker(

@@ -37,7 +37,7 @@ QUIET = 3.0  # seconds with no byte taken: the bridge stopped reading (not a spe
 
 
 async def test_stdin_is_not_read_while_output_waits_for_the_editor(tmp_path: Path) -> None:
-    command = bridge_command("--state-dir", str(tmp_path / "state"))
+    command = bridge_command("--provider", "fake", "--state-dir", str(tmp_path / "state"))
     async with running(command, paused=True) as client:  # the editor reads nothing
         stdin = client.agent.stdin
         block = LINE * 4096
@@ -77,6 +77,8 @@ async def test_few_bytes_wait_ahead_of_the_answer_to_a_stop(tmp_path: Path) -> N
     chunks, not after a whole default pipe of them."""
     state = tmp_path / "state"
     command = bridge_command(
+        "--provider",
+        "fake",
         "--script",
         str(EXAMPLES / "endless.json"),
         "--state-dir",
@@ -134,7 +136,7 @@ async def test_a_replay_gets_the_whole_pipe_and_the_next_turn_the_small_one(
     """A session/load replay is a bulk write nobody stops: stdout gets its full
     pipe back for it, and the next turn, which a Stop may interrupt, streams
     through the small one again."""
-    command = bridge_command("--state-dir", str(tmp_path / "state"))
+    command = bridge_command("--provider", "fake", "--state-dir", str(tmp_path / "state"))
     async with running(command) as client:
         await client.initialize()
         session = await client.new_session(str(tmp_path))

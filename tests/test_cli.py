@@ -80,7 +80,7 @@ def test_help_documents_every_option() -> None:
 def test_bad_script_is_reported_with_its_path_and_exit_status_2(tmp_path: Path) -> None:
     script = tmp_path / "bad.json"
     script.write_text(json.dumps({"responses": [{"events": [{"tetx": "hi"}]}]}))
-    result = run("--script", str(script), "--state-dir", str(tmp_path / "s"))
+    result = run("--provider", "fake", "--script", str(script), "--state-dir", str(tmp_path / "s"))
     assert result.returncode == 2
     assert result.stdout == ""  # stdout is for ACP messages only
     assert f"{script}: responses[0].events[0]" in result.stderr

@@ -56,7 +56,7 @@ def _outcome(answer: dict[str, Any]) -> str:
 async def bridge(tmp_path: Path, script: Path) -> AsyncIterator[AcpClient]:
     """The bridge on ``script``, initialized, its state in ``tmp_path/state``."""
     state = str(tmp_path / "state")
-    command = bridge_command("--script", str(script), "--state-dir", state)
+    command = bridge_command("--provider", "fake", "--script", str(script), "--state-dir", state)
     async with running(command, stderr=tmp_path / "stderr.txt") as client:
         await client.initialize()
         yield client

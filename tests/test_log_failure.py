@@ -105,7 +105,9 @@ def test_the_first_failing_turn_says_so_and_exit_saves_what_was_lost(
     script = write_script(tmp_path, SCRIPT)
     state = tmp_path / "state"
     err = tmp_path / "stderr.txt"
-    command = bridge_command("--script", str(script), "--state-dir", str(state))
+    command = bridge_command(
+        "--provider", "fake", "--script", str(script), "--state-dir", str(state)
+    )
 
     async def drive() -> tuple[str, int]:
         async with running(command, stderr=err) as client:
@@ -154,7 +156,9 @@ def test_a_deleted_log_is_a_failure_and_a_streaming_turn_pauses_at_a_bound(
     script = write_script(tmp_path, ENDLESS_BIG)
     state = tmp_path / "state"
     err = tmp_path / "stderr.txt"
-    command = bridge_command("--script", str(script), "--state-dir", str(state))
+    command = bridge_command(
+        "--provider", "fake", "--script", str(script), "--state-dir", str(state)
+    )
 
     async def drive() -> tuple[str, int]:
         async with running(command, stderr=err) as client:
@@ -205,7 +209,9 @@ def test_a_removed_state_folder_leaves_the_records_on_stderr(tmp_path: Path) -> 
     script = write_script(tmp_path, ENDLESS_SMALL)
     state = tmp_path / "state"
     err = tmp_path / "stderr.txt"
-    command = bridge_command("--script", str(script), "--state-dir", str(state))
+    command = bridge_command(
+        "--provider", "fake", "--script", str(script), "--state-dir", str(state)
+    )
 
     async def drive() -> str:
         async with running(command, stderr=err) as client:

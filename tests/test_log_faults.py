@@ -45,7 +45,9 @@ async def test_full_log_keeps_records_in_memory_and_writes_them_later(tmp_path: 
     script = write_script(tmp_path, SCRIPT)
     state = tmp_path / "state"
     stderr_path = tmp_path / "stderr.txt"
-    command = bridge_command("--script", str(script), "--state-dir", str(state))
+    command = bridge_command(
+        "--provider", "fake", "--script", str(script), "--state-dir", str(state)
+    )
     with stderr_path.open("wb") as stderr:
         process = await anyio.open_process(command, stderr=stderr)
     # Before the first request, so before any log exists.

@@ -27,7 +27,8 @@ def mode(path: Path) -> int:
 
 
 async def run_one_turn(tmp_path: Path, env: dict[str, str], umask: int, *args: str) -> None:
-    async with running(bridge_command(*args), env=env, umask=umask) as client:
+    command = bridge_command("--provider", "fake", *args)
+    async with running(command, env=env, umask=umask) as client:
         await client.initialize()
         session = await client.new_session(str(tmp_path))
         assert (await client.prompt(session, "Hi", settle=0)).stop_reason == "end_turn"

@@ -22,7 +22,8 @@ async def bridge(tmp_path: Path, *args: str) -> AsyncIterator[AcpClient]:
     """The bridge with its state in ``tmp_path/state`` and stderr in ``tmp_path/stderr.txt``."""
     state = str(tmp_path / "state")
     stderr = tmp_path / "stderr.txt"
-    async with running(bridge_command("--state-dir", state, *args), stderr=stderr) as client:
+    command = bridge_command("--provider", "fake", "--state-dir", state, *args)
+    async with running(command, stderr=stderr) as client:
         yield client
 
 

@@ -268,7 +268,8 @@ async def test_initialize_response_validates_in_the_sdk(tmp_path: Path) -> None:
         assert init.agent_info.version == __version__
         assert init.agent_capabilities is not None
         assert init.agent_capabilities.load_session is True
-        assert init.auth_methods == []
+        # The API-key method, parsed by the SDK (no terminal method: not asked for).
+        assert [method.id for method in init.auth_methods or []] == ["api-key"]
         raw = wire.incoming[wire.response_index(wire.last_request_id("initialize"))]
         assert "error" not in raw
         assert raw["result"]["protocolVersion"] == 1

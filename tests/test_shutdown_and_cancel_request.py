@@ -111,7 +111,9 @@ async def test_an_editor_that_stops_reading_cannot_hold_the_exit(tmp_path: Path)
     script = tmp_path / "endless.json"
     script.write_text(json.dumps({"responses": [{"events": [{"endless": {"text": "tok "}}]}]}))
     state = tmp_path / "state"
-    command = bridge_command("--script", str(script), "--state-dir", str(state))
+    command = bridge_command(
+        "--provider", "fake", "--script", str(script), "--state-dir", str(state)
+    )
     async with running(command, stderr=subprocess.DEVNULL) as client:
         await client.initialize()
         sid = await client.new_session(str(tmp_path))
@@ -164,7 +166,8 @@ async def test_a_slow_editor_is_not_a_silent_provider(tmp_path: Path) -> None:
     script.write_text(json.dumps({"responses": [{"events": [{"text": text, "chunk_size": 5}]}]}))
     state = tmp_path / "state"
     command = bridge_command(
-        "--script", str(script), "--state-dir", str(state), "--idle-timeout", "0.3"
+        "--provider", "fake", "--script", str(script), "--state-dir", str(state),
+        "--idle-timeout", "0.3",
     )
     async with running(command, stderr=subprocess.DEVNULL) as client:
         await client.initialize()

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.anyio
 
 async def test_sighup_mid_stream_is_recorded_as_disconnected(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    command = bridge_command("--script", str(EXAMPLES / "endless.json"), "--state-dir", str(state))
+    command = bridge_command(
+        "--provider", "fake", "--script", str(EXAMPLES / "endless.json"), "--state-dir", str(state)
+    )
     async with running(command) as client:
         await client.initialize()
         session = await client.new_session(str(tmp_path))

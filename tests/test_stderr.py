@@ -112,7 +112,9 @@ def test_repeated_warnings_are_rate_limited() -> None:
 @pytest.mark.anyio
 async def test_an_editor_that_never_reads_stderr_cannot_freeze_the_bridge(tmp_path: Path) -> None:
     script = str(ROOT / "examples" / "endless.json")
-    command = bridge_command("--script", script, "--state-dir", str(tmp_path / "state"))
+    command = bridge_command(
+        "--provider", "fake", "--script", script, "--state-dir", str(tmp_path / "state")
+    )
     read_end, write_end = os.pipe()  # the bridge's stderr: nobody reads it until the end
     try:
         async with running(command, stderr=write_end) as client:

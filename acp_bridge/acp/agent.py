@@ -25,6 +25,7 @@ from ..providers.base import Provider
 from ..transport.outbox import Outbox
 from . import config_options
 from . import params as P
+from .auth import AuthMethods
 from .sessions import (
     SESSION_CAPABILITIES,
     SessionMethods,
@@ -80,10 +81,28 @@ class Agent:
         conn.arrival_hooks["session/prompt"] = self._prompt_arrived
         # load, resume, list, close, delete, fork, regenerate, and the locks.
         self.stored = SessionMethods(self)
+        # authenticate, logout, and the -32000 while no provider can start.
+        self.auth = AuthMethods(self)
 
     def set_provider_factory(self, factory: Callable[[], Provider]) -> None:
         self._provider_factory = factory
         self._provider_ready.set()
+
+    def needs_auth(self, reason: str) -> None:
+        """No provider can start until the user sets one up (``reason`` says how)."""
+        self.set_provider_factory(self.auth.needs_auth(reason))
+
+    async def reload_provider(self) -> None:
+        """Load the provider's configuration again (after setup or logout)."""
+        await self._provider_ready.wait()
+        await self.auth.reload_now()
+
+    async def check_provider(self) -> None:
+        """Load the provider again, then raise the error a new session would get
+        now, if any: the factory makes a provider, which sends no request."""
+        await self.reload_provider()
+        assert self._provider_factory is not None
+        self._provider_factory()
 
     # -- initialize ----------------------------------------------------------
 
@@ -101,8 +120,9 @@ class Agent:
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
                 "sessionCapabilities": SESSION_CAPABILITIES,
+                **self.auth.capabilities(),
             },
-            "authMethods": [],
+            "authMethods": self.auth.methods(self.client_capabilities),
             "agentInfo": {"name": "acp-bridge", "title": "acp-bridge", "version": __version__},
         }
 
@@ -111,6 +131,8 @@ class Agent:
     async def new_provider(self) -> Provider:
         """A provider for a new or reopened session, once start-up has made the factory."""
         await self._provider_ready.wait()
+        if self.auth.missing is not None:
+            await self.auth.reload_now()  # set up meanwhile?
         assert self._provider_factory is not None
         return self._provider_factory()
 

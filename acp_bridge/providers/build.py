@@ -69,8 +69,11 @@ def provider_config(settings: dict[str, Any], *, idle_timeout: float | None) -> 
     )
 
 
-def http_provider_factory(config: ProviderConfig, record: str | None) -> Callable[[], Provider]:
-    """Import the HTTP stack (only now) and return a per-session provider factory."""
+def http_provider_factory(
+    config: ProviderConfig, record: str | None, *, key: str | None = None
+) -> Callable[[], Provider]:
+    """Import the HTTP stack (only now) and return a per-session provider factory
+    (``key``: one that `acp-bridge setup` stored; else the one in ``config.key_env``)."""
     from .http import HttpProvider, Wire
     from .recording import Recorder
 
@@ -83,6 +86,7 @@ def http_provider_factory(config: ProviderConfig, record: str | None) -> Callabl
         from .openai import OpenAIWire
 
         wire = OpenAIWire(config.key_env)
-    key = os.environ.get(config.key_env) or None
+    if key is None:
+        key = os.environ.get(config.key_env) or None
     recorder = Recorder(record, config.provider) if record else None
     return lambda: HttpProvider(wire, config, key, recorder)

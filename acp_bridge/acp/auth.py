@@ -1,0 +1,164 @@
+"""Authentication at the protocol edge: the methods ``initialize`` advertises,
+``authenticate``, ``logout``, and the ``-32000`` a session gets without a provider.
+
+The bridge holds no account of its own: being authenticated means having a
+model provider that can start (a key in the environment, a config profile,
+or what ``acp-bridge setup`` stored).  ``initialize`` never needs a key or
+the network.  It advertises
+
+* an ``agent`` method (no ``type``: the protocol's default) that describes
+  the key setup; ``authenticate`` with it loads the provider again and
+  answers ``{}`` if one can start, else the same error ``session/new`` gets;
+* a ``terminal`` method that runs ``acp-bridge setup``, only for a client
+  that says it can run one (``clientCapabilities.auth.terminal``, or the
+  ``terminal-auth`` flag in ``clientCapabilities._meta`` that the ACP
+  registry's check and earlier Zed releases send; the legacy form of the
+  method, a ``_meta`` ``terminal-auth`` command, is included for the latter).
+
+While no provider can start, each ``session/new`` (and load, resume, fork)
+loads the configuration again before it answers ``-32000``, so a setup run
+meanwhile in a terminal takes effect without restarting the agent.
+``logout`` forgets what setup stored and loads the configuration again;
+sessions already open keep their provider.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import anyio.to_thread
+
+from ..jsonrpc.errors import AUTH_REQUIRED, RpcError
+from ..providers.base import Provider
+from . import params as P
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+log = logging.getLogger("acp_bridge.auth")
+
+AGENT_METHOD_ID: Final = "api-key"
+TERMINAL_METHOD_ID: Final = "setup"
+
+
+def agent_method() -> dict[str, Any]:
+    return {
+        "id": AGENT_METHOD_ID,
+        "name": "API key or local server",
+        "description": (
+            "Set ANTHROPIC_API_KEY or OPENAI_API_KEY (with OPENAI_BASE_URL for another "
+            "OpenAI-compatible server) in the agent's environment, or run `acp-bridge setup` in "
+            "a terminal: it stores a provider's key, or the URL of a local server (Ollama, "
+            "LM Studio, vLLM). Authenticate then checks that the provider can start."
+        ),
+    }
+
+
+def terminal_method(command: Sequence[str]) -> dict[str, Any]:
+    return {
+        "type": "terminal",
+        "id": TERMINAL_METHOD_ID,
+        "name": "Set up in a terminal",
+        "description": (
+            "Runs `acp-bridge setup`: choose a provider, enter its API key (not shown) or a "
+            "local server's URL; one tiny request tests it before it is stored."
+        ),
+        "args": ["setup"],
+        "_meta": {
+            "terminal-auth": {
+                "command": command[0],
+                "args": list(command[1:]),
+                "label": "acp-bridge setup",
+            }
+        },
+    }
+
+
+def client_runs_terminal_auth(capabilities: dict[str, Any] | None) -> bool:
+    if not isinstance(capabilities, dict):
+        return False
+    auth = capabilities.get("auth")
+    if isinstance(auth, dict) and auth.get("terminal") is True:
+        return True
+    meta = capabilities.get("_meta")
+    return isinstance(meta, dict) and meta.get("terminal-auth") is True
+
+
+def auth_required(reason: str) -> RpcError:
+    return RpcError(
+        AUTH_REQUIRED,
+        f"Authentication required. {reason}",
+        {"kind": "auth_required", "detail": reason, "authMethods": [AGENT_METHOD_ID]},
+    )
+
+
+class AuthMethods:
+    """``authenticate`` and ``logout`` for an `Agent`, and the provider's reloads.
+
+    ``reload`` loads the provider again (the server sets the agent's factory,
+    or `needs_auth`); ``forget`` removes stored credentials (blocking: it
+    runs in a worker thread); ``setup_command`` runs ``acp-bridge setup``.
+    Without ``reload`` the provider is whatever the server set once.
+    """
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.reload: Callable[[], Awaitable[object]] | None = None
+        self.forget: Callable[[], list[str]] | None = None
+        self.setup_command: Sequence[str] | None = None
+        # Why no provider can start, while none can.
+        self.missing: str | None = None
+        self._lock = anyio.Lock()
+        agent.conn.requests.update({"authenticate": self.authenticate, "logout": self.logout})
+
+    def methods(self, capabilities: dict[str, Any] | None) -> list[dict[str, Any]]:
+        methods = [agent_method()]
+        if self.setup_command and client_runs_terminal_auth(capabilities):
+            methods.append(terminal_method(self.setup_command))
+        return methods
+
+    def capabilities(self) -> dict[str, Any]:
+        return {"auth": {"logout": {}}} if self.forget is not None else {}
+
+    def needs_auth(self, reason: str) -> Callable[[], Provider]:
+        """The factory while no provider can start: every session gets ``-32000``."""
+        self.missing = reason
+
+        def refuse() -> Provider:
+            raise auth_required(reason)
+
+        return refuse
+
+    async def reload_now(self) -> None:
+        """Load the provider again (the server sets the agent's factory)."""
+        if self.reload is None:
+            return
+        async with self._lock:
+            self.missing = None
+            await self.reload()
+
+    async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
+        method_id = P.require(params, "methodId", str)
+        if method_id == TERMINAL_METHOD_ID:
+            raise RpcError.invalid_params(
+                "methodId",
+                "the terminal method is run by the client as `acp-bridge setup`, "
+                "never passed to authenticate",
+            )
+        if method_id != AGENT_METHOD_ID:
+            raise RpcError.invalid_params(
+                "methodId", f"no auth method {P.echo(method_id)} (known: {AGENT_METHOD_ID})"
+            )
+        await self.agent.check_provider()
+        return {}
+
+    async def logout(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.forget is None:
+            raise RpcError.method_not_found("logout")
+        removed = await anyio.to_thread.run_sync(self.forget)
+        log.info("logout: removed %s", ", ".join(removed) if removed else "nothing (none stored)")
+        await self.agent.reload_provider()
+        return {}

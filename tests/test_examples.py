@@ -8,6 +8,7 @@ an interrupted message.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import AsyncIterator
@@ -177,15 +178,23 @@ def test_every_zed_snippet_of_the_readme_tags_its_entries_custom() -> None:
     """Zed loads an ``agent_servers`` entry only with ``"type": "custom"``: every
     snippet says it, the real-model ones included, and each entry's args parse."""
     readme = (EXAMPLES.parent / "README.md").read_text()
+    blocks = readme.split("```json")
     snippets = [
         json.loads(block.split("```", 1)[0])
-        for block in readme.split("```json")[1:]
+        for before, block in itertools.pairwise(blocks)
         if '"agent_servers"' in block.split("```", 1)[0]
+        # JetBrains' acp.json has no "type": its snippet is introduced by that file's name.
+        and "acp.json" not in before.rstrip().rsplit("\n\n", 1)[-1]
     ]
-    assert len(snippets) >= 2
+    assert len(snippets) >= 3
     entries = [entry for snippet in snippets for entry in snippet["agent_servers"].values()]
-    assert len(entries) >= 6
+    assert len(entries) >= 7
     for entry in entries:
         assert entry["type"] == "custom", entry
-        assert entry["command"].endswith("/bin/acp-bridge")
-        build_parser().parse_args(entry["args"])
+        if entry["command"] == "uvx":
+            # The published distribution, started with no subcommand.
+            assert entry["args"][0] == "acp-bridge-agent", entry
+            build_parser().parse_args(entry["args"][1:])
+        else:
+            assert entry["command"].endswith("/bin/acp-bridge"), entry
+            build_parser().parse_args(entry["args"])

@@ -5,6 +5,7 @@
     acp-bridge history ID     print the model history of a stored session
     acp-bridge sessions       list stored sessions
     acp-bridge show ID        print a stored session as a timeline
+    acp-bridge check [-- CMD] run the ACP conformance suite against an agent (default: itself)
 
 Options common to every subcommand may be given before or after its name.
 """
@@ -255,10 +256,22 @@ def build_parser() -> argparse.ArgumentParser:
         "interruptions, timings",
     )
     show.add_argument("session_id", metavar="SESSION_ID", help="the session's id (sess_...)")
+    # Parsed by acp_bridge.check.cli (main hands it everything after "check").
+    sub.add_parser(
+        "check",
+        add_help=False,
+        help="run the ACP conformance suite against an agent: acp-bridge check [options] "
+        "[-- AGENT COMMAND...] (see acp-bridge check --help)",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["check"]:
+        from .check.cli import main as check_main
+
+        return check_main(argv[1:])
     args = build_parser().parse_args(argv)
     # stderr never blocks the event loop: a bounded buffer written by its own
     # thread, and repeated warnings rate-limited (see acp_bridge.stderr_log).

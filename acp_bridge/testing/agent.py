@@ -444,6 +444,7 @@ class Turn:
         self.response: Json | None = None
         self.stop_sent = False
         self._key = id_key(request_id)
+        self._asks = len(session.agent.permission_requests)  # asked before the turn
         self._pos = start  # next message of client.messages to look at
         self._response_pos: int | None = None
 
@@ -508,9 +509,34 @@ class Turn:
         return update
 
     async def wait_for_permission(self, *, within: float = 30) -> PermissionRequest:
-        """The turn's first permission request (waits for it)."""
+        """The turn's first permission request (waits for it); `TurnEnded` if the
+        turn is answered first."""
         agent = self.session.agent
-        return await agent.wait_for_permission(self.session.id, within=within)
+        found: list[PermissionRequest] = []
+        with anyio.fail_after(within):
+            async with anyio.create_task_group() as tg:
+
+                async def asked() -> None:
+                    with contextlib.suppress(AgentExited):
+                        found.append(
+                            await agent.wait_for_permission(
+                                self.session.id, since=self._asks, within=within + 1
+                            )
+                        )
+                    tg.cancel_scope.cancel()
+
+                async def ended() -> None:
+                    with contextlib.suppress(AgentExited):
+                        await self.client.wait_until(lambda: self.done, within=within + 1)
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(asked)
+                tg.start_soon(ended)
+        if found:
+            return found[0]
+        if self.response is None:
+            raise AgentExited("the agent exited before it asked for a permission")
+        raise TurnEnded("a permission request", self.response)
 
     async def stop(self, *, within: float = 30, watch: float = 0) -> PromptResult:
         """Stop the turn (``session/cancel``) and return its result."""

@@ -5,6 +5,7 @@ fixture, and its pytest plugin's options in a pytest run of its own."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -362,3 +363,50 @@ def test_the_plugin_runs_any_agent_with_the_acp_agent_option(tmp_path: Path) -> 
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+# -- record once, replay keyless --------------------------------------------------------
+
+
+async def test_a_recorded_session_replays_keyless_in_the_kit(
+    acp_agent: AgentLauncher, tmp_path: Path
+) -> None:
+    """The flow of docs/testing.md: a session with a real provider (here an
+    OpenAI-compatible server on loopback, picked by a config profile) is recorded
+    with ``--record``; the script then replays it without a key or a server."""
+    from provider_server import Reply, WireServer, openai_chunk, openai_text
+
+    recorded = tmp_path / "recorded.json"
+    config = tmp_path / "providers.toml"
+    replies = [
+        Reply(openai_text(["The ", "answer ", "is 4."])),
+        Reply(
+            [openai_chunk({"content": "Once upon"}), openai_chunk({"content": " a time"})],
+            hold=True,
+        ),
+    ]
+
+    async def play(agent: Agent) -> list[Any]:
+        await agent.initialize()
+        session = await agent.new_session()
+        first = await session.prompt("What is 2 + 2?")
+        stopped = await session.prompt("A story", stop_after=2)
+        assert await agent.finish() == 0
+        return [first.stop_reason, first.text(), stopped.stop_reason, stopped.text()]
+
+    env = {**os.environ, "KIT_TEST_KEY": "sk-kit-test-key"}
+    with WireServer(replies) as server:
+        config.write_text(
+            "[profiles.local]\n"
+            'provider = "openai"\n'
+            f'base_url = "{server.url}"\n'
+            'api_key_env = "KIT_TEST_KEY"\n'
+        )
+        async with acp_agent.bridge(
+            config=config, profile="local", args=["--record", str(recorded)], env=env
+        ) as agent:
+            live = await play(agent)
+    assert live == ["end_turn", "The answer is 4.", "cancelled", "Once upon a time"]
+    assert "sk-kit-test-key" not in recorded.read_text()
+    async with acp_agent.bridge(script=recorded) as agent:
+        assert await play(agent) == live

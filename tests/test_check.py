@@ -208,3 +208,9 @@ def test_bad_options_exit_2(argv: list[str]) -> None:
     )
     assert done.returncode == 2, done.stderr
     assert "acp-bridge check" in done.stderr
+
+
+def test_every_check_is_documented() -> None:
+    docs = (ROOT / "docs" / "testing.md").read_text()
+    missing = [check_id for check_id in REQUIREMENTS if f"| `{check_id}` |" not in docs]
+    assert missing == []

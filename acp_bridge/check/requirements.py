@@ -206,7 +206,8 @@ _ALL = (
         "stop.ordering",
         Tier.MANDATORY,
         "every update of a stopped turn before its response, none after",
-        "no session/update of the stopped session arrives after the prompt's response "
+        "no content or tool-call update of the stopped session (message, thought and user "
+        "chunks, tool_call, tool_call_update, plan) arrives after the prompt's response "
         "(watched for --watch seconds, then a barrier request)",
         (BEFORE_RESPONSE,),
     ),

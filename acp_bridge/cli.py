@@ -290,6 +290,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .sessions_cli import print_show
 
         return print_show(state_dir, args.session_id)
+    if command == "check":
+        # Only reached with options before the name (main hands "check ..." over first).
+        sys.stderr.write("acp-bridge: give check's options after its name: acp-bridge check "
+                         "[options] [-- AGENT COMMAND...]\n")
+        return 2
     if command == "demo":
         from .demo import run_demo
 

@@ -214,3 +214,27 @@ def test_every_check_is_documented() -> None:
     docs = (ROOT / "docs" / "testing.md").read_text()
     missing = [check_id for check_id in REQUIREMENTS if f"| `{check_id}` |" not in docs]
     assert missing == []
+
+
+def test_a_program_that_does_not_exist_is_an_option_error() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_bridge", "check", "--", "no-such-agent-program"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "cannot run 'no-such-agent-program'" in done.stderr
+
+
+def test_options_before_the_check_name_are_refused_not_served() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_bridge", "--log-level", "info", "check"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "give check's options after its name" in done.stderr
+    assert done.stdout == ""

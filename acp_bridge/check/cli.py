@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -172,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(options_argv)
     scripted = args.scripted or not command
+    if command and shutil.which(command[0]) is None:
+        parser.error(f"cannot run {command[0]!r}: no such program")
     options = CheckOptions(
         command=command or bridge_command(),
         scripted=scripted,

@@ -31,8 +31,6 @@ from acp.schema import PermissionOption
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.ref_sdk_agent import CHUNK_TEXT, RefSdkAgent
 
-LEAK_DELAY_S = 0.1  # after the response: the leak is written once the response is out
-
 
 class FaultySdkAgent(RefSdkAgent):
     def __init__(self, args: argparse.Namespace) -> None:
@@ -44,7 +42,7 @@ class FaultySdkAgent(RefSdkAgent):
         self._late: bool = args.late_register
         self._sticky: bool = args.sticky_cancel
         self._stopped_while_idle: set[str] = set()
-        self._background: set[asyncio.Task[None]] = set()
+        self._leaks: list[str] = []
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         if self._sticky and session_id not in self._turns:
@@ -68,9 +66,8 @@ class FaultySdkAgent(RefSdkAgent):
         if response.stop_reason != "cancelled":
             return response
         if self._leak:
-            task = asyncio.create_task(self._leak_chunks(session_id))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            # Written when the next request comes in: surely after this response.
+            self._leaks.append(session_id)
         if self._end_turn:
             return PromptResponse(stop_reason="end_turn")
         return response
@@ -94,13 +91,15 @@ class FaultySdkAgent(RefSdkAgent):
         await self._conn.session_update(session_id, final)
         return allowed
 
-    async def _leak_chunks(self, session_id: str) -> None:
-        await asyncio.sleep(LEAK_DELAY_S)
-        assert self._conn is not None
-        for _ in range(self._leak):
-            await self._conn.session_update(
-                session_id, update_agent_message(text_block(CHUNK_TEXT))
-            )
+    async def ext_method(self, method: str, params: dict[str, Any]) -> Any:
+        # A stopped turn's chunks, leaked once the client sends its next request
+        # (the checker's barrier, an extension method).
+        while self._leaks and self._conn is not None:
+            session_id = self._leaks.pop(0)
+            for _ in range(self._leak):
+                chunk = update_agent_message(text_block(CHUNK_TEXT))
+                await self._conn.session_update(session_id, chunk)
+        return await super().ext_method(method, params)
 
 
 async def main() -> None:

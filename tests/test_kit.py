@@ -410,3 +410,21 @@ async def test_a_recorded_session_replays_keyless_in_the_kit(
     assert "sk-kit-test-key" not in recorded.read_text()
     async with acp_agent.bridge(script=recorded) as agent:
         assert await play(agent) == live
+
+
+def test_the_plugin_and_the_kit_load_without_syrupy() -> None:
+    """The entry point loads the plugin in every pytest run of an environment that has
+    the package, with or without the testing extra: only the snapshot extension needs
+    syrupy, and only when it is used."""
+    code = (
+        "import sys; sys.modules['syrupy'] = None\n"
+        "import acp_bridge.testing.plugin, acp_bridge.testing as kit\n"
+        "assert kit.transcript_snapshot and kit.allow_once\n"
+        "try:\n"
+        "    kit.TranscriptSnapshot\n"
+        "except ImportError:\n"
+        "    print('needs syrupy')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "needs syrupy"

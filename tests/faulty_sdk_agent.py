@@ -9,6 +9,7 @@ and of the test kit.
     python tests/faulty_sdk_agent.py --read-anyway   # fs/read_text_file, capability or not
     python tests/faulty_sdk_agent.py --late-register # a cancel right behind the prompt is lost
     python tests/faulty_sdk_agent.py --sticky-cancel # a cancel while idle stops the next prompt
+    python tests/faulty_sdk_agent.py --crash-on-cancel # exits (status 3) on session/cancel
 
 With ``--ask-permission`` each prompt first announces a tool call and asks for
 permission: an allow streams as usual; a ``cancelled`` outcome (the client's answer
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,10 +43,13 @@ class FaultySdkAgent(RefSdkAgent):
         self._read: bool = args.read_anyway
         self._late: bool = args.late_register
         self._sticky: bool = args.sticky_cancel
+        self._crash: bool = args.crash_on_cancel
         self._stopped_while_idle: set[str] = set()
         self._leaks: list[str] = []
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        if self._crash and session_id in self._turns:
+            os._exit(3)
         if self._sticky and session_id not in self._turns:
             self._stopped_while_idle.add(session_id)
         await super().cancel(session_id, **kwargs)
@@ -110,6 +115,7 @@ async def main() -> None:
     parser.add_argument("--read-anyway", action="store_true")
     parser.add_argument("--late-register", action="store_true")
     parser.add_argument("--sticky-cancel", action="store_true")
+    parser.add_argument("--crash-on-cancel", action="store_true")
     await acp.run_agent(FaultySdkAgent(parser.parse_args()))
 
 

@@ -154,6 +154,18 @@ async def test_a_cancel_kept_from_an_idle_session_fails_stop_idle() -> None:
     assert report.exit_code == 1
 
 
+async def test_an_agent_that_dies_on_stop_fails_and_the_run_goes_on() -> None:
+    report = await check([*FAULTY, "--crash-on-cancel"], "stop.cancelled", "stop.race")
+    got = outcomes(report)
+    assert report.result("stop.cancelled").detail.endswith("the agent exited")
+    assert got["stop.cancelled"] == "fail"
+    assert got["stop.ordering"] == "not exercised"
+    assert got["stop.next-turn"] == "fail"
+    assert report.result("stop.next-turn").detail.startswith("the scenario broke off")
+    assert got["stop.race"] == "fail"
+    assert report.exit_code == 1
+
+
 async def test_a_file_read_without_the_capability_fails_capability_gating() -> None:
     report = await check([*FAULTY, "--read-anyway"], "capability.gating", "stop.race")
     result = report.result("capability.gating")

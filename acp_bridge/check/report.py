@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterable
 from typing import Any
 
 from .. import __version__
@@ -199,13 +198,6 @@ def render_json(report: Report) -> Json:
         "results": [_result_json(r, numbers) for r in report.results],
         "processes": [_process_json(p) for p in report.processes],
     }
-
-
-def counts(results: Iterable[Result]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for result in results:
-        out[result.outcome.value] = out.get(result.outcome.value, 0) + 1
-    return out
 
 
 __all__ = ["evidence_lines", "render_json", "render_text"]

@@ -263,16 +263,15 @@ async def run_scenarios(run: CheckRun, scenarios: Sequence[Scenario]) -> None:
     for scenario in scenarios:
         if not run.wanted(scenario.checks):
             continue
+        outcome, why = Outcome.NOT_EXERCISED, "the scenario ended before it could decide this"
         try:
             await scenario.play(run)
         except Exception as exc:
-            broke = f"the scenario broke off: {type(exc).__name__}: {exc}"
-            evidence = [Evidence(p, []) for p in run.processes if p.scenario == scenario.name]
-            for check_id in scenario.checks:
-                if check_id not in run.results:
-                    run.results[check_id] = Result(
-                        REQUIREMENTS[check_id], Outcome.FAIL, broke, evidence
-                    )
+            outcome, why = Outcome.FAIL, f"the scenario broke off: {type(exc).__name__}: {exc}"
+        evidence = [Evidence(p, []) for p in run.processes if p.scenario == scenario.name]
+        for check_id in scenario.checks:
+            if check_id not in run.results:
+                run.results[check_id] = Result(REQUIREMENTS[check_id], outcome, why, evidence)
 
 
 def _is_gated(msg: Json) -> bool:

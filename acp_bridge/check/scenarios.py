@@ -372,6 +372,8 @@ def judge_stop(
             evidence=[(agent, stop_mark)],
             figures=figures,
         )
+        if ordering_check is not None:
+            run.record(ordering_check, Outcome.NOT_EXERCISED, "the agent exited before answering")
     elif reason != "cancelled":
         run.record(
             cancelled_check,

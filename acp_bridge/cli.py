@@ -7,6 +7,7 @@
     acp-bridge history ID     print the messages of its next model request
     acp-bridge sessions       list stored sessions
     acp-bridge show ID        print a stored session as a timeline
+    acp-bridge check [-- CMD] run the ACP conformance suite against an agent (default: itself)
 
 Options common to every subcommand may be given before or after its name.
 The same program is installed as ``acp-bridge-agent`` (the package's name),
@@ -333,10 +334,22 @@ def build_parser() -> argparse.ArgumentParser:
         "interruptions, timings",
     )
     show.add_argument("session_id", metavar="SESSION_ID", help="the session's id (sess_...)")
+    # Parsed by acp_bridge.check.cli (main hands it everything after "check").
+    sub.add_parser(
+        "check",
+        add_help=False,
+        help="run the ACP conformance suite against an agent: acp-bridge check [options] "
+        "[-- AGENT COMMAND...] (see acp-bridge check --help)",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["check"]:
+        from .check.cli import main as check_main
+
+        return check_main(argv[1:])
     args = build_parser().parse_args(argv)
     # stderr never blocks the event loop: a bounded buffer written by its own
     # thread, and repeated warnings rate-limited (see acp_bridge.stderr_log).
@@ -363,6 +376,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .setup_cli import run_logout
 
         return run_logout()
+    if command == "check":
+        # Only reached with options before the name (main hands "check ..." over first).
+        sys.stderr.write("acp-bridge: give check's options after its name: acp-bridge check "
+                         "[options] [-- AGENT COMMAND...]\n")
+        return 2
     if command == "demo":
         from .demo import run_demo
 

@@ -35,6 +35,7 @@ import os
 import signal
 import sys
 import termios
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -131,6 +132,8 @@ class AcpClient:
         # ("send" | "recv", message) in wire order; ("send-raw", {"bytes": ...})
         # for bytes written with `send_raw`.
         self.transcript: list[tuple[str, Json]] = []
+        # When each transcript entry was made (``time.monotonic()``), index for index.
+        self.times: list[float] = []
         self.messages: list[Json] = []  # every JSON-RPC message received
         self.updates: list[Json] = []  # the ``update`` of every session/update
         self.responses: dict[bytes, list[Json]] = {}  # by `id_key`
@@ -170,19 +173,26 @@ class AcpClient:
     async def send_raw(self, data: bytes) -> None:
         """Write ``data`` as it is (it need not be JSON, nor end with a newline)."""
         if self.keep:
-            self.transcript.append(("send-raw", {"bytes": data.decode("utf-8", "replace")}))
+            self.record("send-raw", {"bytes": data.decode("utf-8", "replace")})
         await self._write(data)
 
     async def send(self, *messages: Json) -> None:
         """Send messages, in one write."""
         if self.keep:
-            self.transcript.extend(("send", m) for m in messages)
+            for m in messages:
+                self.record("send", m)
         await self._write(b"".join(orjson.dumps(m) + b"\n" for m in messages))
 
     async def _write(self, data: bytes) -> None:
         with anyio.fail_after(self.write_within):
             async with self._write_lock:
                 await self.process.stdin.send(data)
+
+    def record(self, direction: str, entry: Json) -> None:
+        """Add an entry to the transcript (and its time to `times`): the client
+        does it for every message; a test adds its own marks (a closed stdin)."""
+        self.transcript.append((direction, entry))
+        self.times.append(time.monotonic())
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -257,7 +267,7 @@ class AcpClient:
             self.bad_lines.append(line[:500])
             return
         if self.keep:
-            self.transcript.append(("recv", msg))
+            self.record("recv", msg)
             self.messages.append(msg)
         method = msg.get("method")
         if method == "session/update":
@@ -606,6 +616,7 @@ async def spawn(
     umask: int = -1,
     paused: bool = False,
     keep: bool = True,
+    cwd: str | Path | None = None,
 ) -> AcpClient:
     """Start ``command`` and return a client on its stdin and stdout.
 
@@ -617,8 +628,9 @@ async def spawn(
     ``os.pipe()`` that nobody reads (close your copy after the call); ``None``
     inherits ours.  ``umask`` is set in the child before it runs (``-1``:
     unchanged).  With ``paused``, stdout is not read until
-    ``client.process.stdout.resume()``.  `AcpClient.process` is the
-    `AgentProcess` (``pid``, ``send_signal``, ``wait``).
+    ``client.process.stdout.resume()``.  ``cwd`` is the agent's working
+    directory (default: ours).  `AcpClient.process` is the `AgentProcess`
+    (``pid``, ``send_signal``, ``wait``).
     """
     to_agent_r, to_agent_w = os.pipe()
     from_agent_r, from_agent_w = os.pipe()
@@ -635,6 +647,7 @@ async def spawn(
             stderr=err,
             env=env,
             umask=umask,
+            cwd=cwd,
         )
     except BaseException:
         for fd in (to_agent_w, from_agent_r):
@@ -656,6 +669,7 @@ async def running(
     umask: int = -1,
     paused: bool = False,
     keep: bool = True,
+    cwd: str | Path | None = None,
 ) -> AsyncIterator[AcpClient]:
     """`spawn` the agent and run the client's `read_loop` for the body.
 
@@ -663,7 +677,9 @@ async def running(
     runs and the pipes are closed; use `AcpClient.finish` in the body to end
     it as an editor does and get its exit status.
     """
-    client = await spawn(command, env=env, stderr=stderr, umask=umask, paused=paused, keep=keep)
+    client = await spawn(
+        command, env=env, stderr=stderr, umask=umask, paused=paused, keep=keep, cwd=cwd
+    )
     agent = client.process
     assert isinstance(agent, AgentProcess)
     try:

@@ -2,8 +2,9 @@
 
 A scenario spawns the bridge with a script, plays an editor's part through
 `acp_bridge.client.AcpClient`, and returns the wire transcript (both
-directions, in order) and the session logs.  `normalize` replaces ids, times
-and paths with stable placeholders so whole sessions can be snapshot-tested.
+directions, in order) and the session logs.  `normalize` and `coalesce_deltas`
+(from the public kit, `acp_bridge.testing`, re-exported here) replace ids,
+times and paths with stable placeholders so whole sessions can be snapshot-tested.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import fcntl
 import json
 import mmap
 import os
-import re
 import subprocess
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -23,13 +23,15 @@ from typing import Any
 
 import anyio
 import jsonschema
-from syrupy.extensions.json import JSONSnapshotExtension
 
 from acp_bridge.client import AcpClient, AgentExited, PromptResult, bridge_command, prompt_params
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_records
 from acp_bridge.providers.scripted import parse_report
+from acp_bridge.testing import STDIN_CLOSED, TranscriptSnapshot
+from acp_bridge.testing import coalesce_deltas as coalesce_deltas
+from acp_bridge.testing import normalize as normalize
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -40,7 +42,7 @@ EVENT_LOG_SCHEMA: dict[str, Any] = json.loads(EVENT_LOG_SCHEMA_PATH.read_text())
 EVENT_LOG_VALIDATOR = jsonschema.Draft202012Validator(EVENT_LOG_SCHEMA)
 
 
-class SessionSnapshot(JSONSnapshotExtension):
+class SessionSnapshot(TranscriptSnapshot):
     """Snapshots of whole sessions live in the top-level ``snapshots/`` folder."""
 
     @classmethod
@@ -130,50 +132,6 @@ async def run_bridge(
     return run
 
 
-_ID_PATTERNS = [
-    (re.compile(r"sess_[0-9a-f]{32}"), "sess"),
-    (re.compile(r"msg_[0-9a-f]{16}"), "msg"),
-    (re.compile(r"att_[0-9a-f]{16}"), "att"),
-]
-
-
-def normalize(value: Any, *, paths: dict[str, str] | None = None) -> Any:
-    """Stable placeholders for ids, times and paths, numbered in order of appearance."""
-    seen: dict[str, str] = {}
-    counters: dict[str, int] = {}
-    paths = paths or {}
-
-    def fix_str(s: str) -> str:
-        for pattern, prefix in _ID_PATTERNS:
-
-            def repl(m: re.Match[str], prefix: str = prefix) -> str:
-                if m.group(0) not in seen:
-                    counters[prefix] = counters.get(prefix, 0) + 1
-                    seen[m.group(0)] = f"<{prefix}-{counters[prefix]}>"
-                return seen[m.group(0)]
-
-            s = pattern.sub(repl, s)
-        for real, placeholder in paths.items():
-            s = s.replace(real, placeholder)
-        return s
-
-    def walk(v: Any, key: str | None = None) -> Any:
-        if isinstance(v, dict):
-            return {k: walk(x, k) for k, x in v.items()}
-        if isinstance(v, list):
-            if key == "stream":
-                # [t_ms, index, kind, text]: keep everything but the time.
-                return [[0, *walk(item[1:])] for item in v]
-            return [walk(x) for x in v]
-        if isinstance(v, str):
-            return fix_str(v)
-        if key in ("at", "created_at") and isinstance(v, int | float):
-            return 0
-        return v
-
-    return walk(value)
-
-
 def read_available(fd: int) -> bytes:
     """Everything a non-blocking pipe holds now (up to EOF)."""
     out = b""
@@ -196,49 +154,6 @@ def assert_cancelled(result: PromptResult) -> None:
     assert result.response.get("result") == {"stopReason": "cancelled"}, result.response
 
 
-def coalesce_deltas(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stream deltas are batched by timing; merge consecutive ones for stable snapshots
-    (and the entries of each interrupted message's ``stream`` likewise)."""
-    out: list[dict[str, Any]] = []
-    for rec in records:
-        if (
-            rec["type"] == "stream/delta"
-            and out
-            and out[-1]["type"] == "stream/delta"
-            and out[-1]["attempt"] == rec["attempt"]
-        ):
-            merged = dict(out[-1])
-            parts = [list(p) for p in merged["parts"]]
-            for index, kind, text in rec["parts"]:
-                if parts and parts[-1][0] == index and parts[-1][1] == kind:
-                    parts[-1][2] += text
-                else:
-                    parts.append([index, kind, text])
-            merged["parts"] = parts
-            out[-1] = merged
-        else:
-            out.append(rec)
-    for i, rec in enumerate(out):
-        rec = dict(rec)
-        rec["seq"] = i
-        if isinstance(rec.get("stream"), list):
-            rec["stream"] = _coalesce_timed(rec["stream"])
-        out[i] = rec
-    return out
-
-
-def _coalesce_timed(stream: list[list[Any]]) -> list[list[Any]]:
-    """An interrupted message's ``stream`` has one entry per delta part, so it is
-    batched by timing too: merge consecutive entries of a block, keeping the first time."""
-    out: list[list[Any]] = []
-    for t_ms, index, kind, text in stream:
-        if out and out[-1][1] == index and out[-1][2] == kind:
-            out[-1][3] += text
-        else:
-            out.append([t_ms, index, kind, text])
-    return out
-
-
 def cwd_for_tests() -> str:
     """A session's cwd for tests: an absolute directory that exists (``session/new``
     refuses any other), the same for every test of a run; snapshots replace it
@@ -250,8 +165,8 @@ def cwd_for_tests() -> str:
 
 # -- stopping a turn at a chosen point ------------------------------------------
 
-STDIN_CLOSED = ("close", {"stdin": "closed"})
-"""The transcript entry `prompt_until` adds where it closed the bridge's stdin."""
+# STDIN_CLOSED (from the kit) is the transcript entry `prompt_until` adds where
+# it closed the bridge's stdin.
 
 
 async def wait_for_a_full_pipe(client: AcpClient) -> None:
@@ -338,7 +253,7 @@ async def prompt_until(
             await client.notify("session/cancel", {"sessionId": session_id})
         elif then == "disconnect":
             assert client.process.stdin is not None
-            client.transcript.append(STDIN_CLOSED)
+            client.record(*STDIN_CLOSED)
             await client.process.stdin.aclose()
         else:
             raise ValueError(f"then must be 'cancel' or 'disconnect', not {then!r}")

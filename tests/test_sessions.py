@@ -1,6 +1,9 @@
 """Whole sessions through the real `acp-bridge` subprocess, snapshot-tested.
 
-Each scenario plays an editor against a scripted model and snapshots the
+The scenarios are written with the public test kit (`acp_bridge.testing`: the
+``acp_agent`` fixture, `Session.prompt`, `Turn.stop`, `transcript_snapshot`),
+so the kit is proven on every run.  Each scenario plays an editor against a
+scripted model and snapshots the
 normalized wire transcript (both directions), the event log (stream deltas
 coalesced, since their batching depends on timing) and the derived model
 history, under ``snapshots/test_sessions/``.  Beyond the snapshot, every
@@ -27,30 +30,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
+import anyio
 import pytest
 from acp_schema import AcpSchema
 from harness import (
     Run,
     SessionSnapshot,
     assert_cancelled,
-    chunks_seen,
-    coalesce_deltas,
     cwd_for_tests,
-    normalize,
-    prompt_until,
     record_logged,
     report,
-    run_bridge,
-    update_seen,
     wait_until,
     write_script,
 )
 from syrupy.assertion import SnapshotAssertion
 
-from acp_bridge.client import AcpClient, PromptResult
-from acp_bridge.log.derive import derive_messages
+from acp_bridge.client import PromptResult
 from acp_bridge.loop.turn import unavailable_tool_text
+from acp_bridge.testing import (
+    NO_CAPABILITIES,
+    Agent,
+    AgentLauncher,
+    Session,
+    transcript_snapshot,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -77,6 +80,7 @@ class Played:
     run: Run
     session_id: str
     results: list[PromptResult]
+    agent: Agent
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -92,25 +96,31 @@ class Played:
         ]
 
 
-Turns = Callable[[AcpClient, str], Awaitable[list[PromptResult]]]
+Turns = Callable[[Session], Awaitable[list[PromptResult]]]
 
 
 async def play_session(
-    tmp_path: Path, script: dict[str, Any], turns: Turns, *, close_stdin: bool = True
+    acp_agent: AgentLauncher,
+    tmp_path: Path,
+    script: dict[str, Any],
+    turns: Turns,
+    *,
+    close_stdin: bool = True,
 ) -> Played:
-    """Initialize, open a session in `CWD`, run ``turns``, then end the process."""
-    session: list[str] = []
-    results: list[PromptResult] = []
-
-    async def play(client: AcpClient) -> None:
-        await client.initialize()
-        session.append(await client.new_session(CWD))
-        results.extend(await turns(client, session[0]))
-
-    run = await run_bridge(
-        write_script(tmp_path, script), tmp_path / "state", play, close_stdin=close_stdin
-    )
-    return Played(run, session[0], results)
+    """With the kit: start the bridge on ``script``, initialize, open a session in
+    `CWD`, run ``turns``, then end the process (close its stdin, unless ``turns``
+    disconnected it) and wait for its exit."""
+    async with acp_agent.bridge(script=write_script(tmp_path, script)) as agent:
+        with anyio.fail_after(30):
+            await agent.initialize(NO_CAPABILITIES)
+            session = await agent.new_session(CWD)
+            results = await turns(session)
+        if close_stdin:
+            returncode = await agent.finish(within=15)
+        else:
+            returncode = await agent.wait_exit(within=15)
+    assert agent.state_dir is not None
+    return Played(Run(agent.client, agent.state_dir, returncode), session.id, results, agent)
 
 
 def check_session(played: Played, schema: AcpSchema, snapshot: SnapshotAssertion) -> None:
@@ -124,24 +134,12 @@ def check_session(played: Played, schema: AcpSchema, snapshot: SnapshotAssertion
     assert_log_keeps_what_was_delivered(transcript, played.records)
     run.check_logs()
     schema.check_transcript(transcript)
-    assert snapshot_of(run) == snapshot.use_extension(SessionSnapshot)
+    assert snapshot_of(played.agent) == snapshot.use_extension(SessionSnapshot)
 
 
-def snapshot_of(run: Run) -> dict[str, Any]:
-    logs = run.logs()
-    data = normalize(
-        {
-            "wire": [[direction, msg] for direction, msg in run.client.transcript],
-            "logs": [coalesce_deltas(records) for records in logs.values()],
-            "history": [derive_messages(records) for records in logs.values()],
-        },
-        paths={str(run.state_dir): "<state>", CWD: "<cwd>"},
-    )
-    for _, msg in data["wire"]:
-        info = msg.get("result", {}).get("agentInfo") if isinstance(msg, dict) else None
-        if isinstance(info, dict) and "version" in info:
-            info["version"] = "<version>"
-    return dict(data)
+def snapshot_of(agent: Agent) -> dict[str, Any]:
+    """The kit's snapshot of the session: the wire, the event log, the model history."""
+    return transcript_snapshot(agent, logs=True, history=True, paths={CWD: "<cwd>"})
 
 
 # -- invariants -------------------------------------------------------------------
@@ -239,7 +237,7 @@ def user(*texts: str) -> dict[str, Any]:
 
 
 async def test_plain_turn(
-    tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
+    acp_agent: AgentLauncher, tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
 ) -> None:
     """Reasoning then text, end_turn; a usage report with a context window
     becomes a usage_update."""
@@ -255,10 +253,10 @@ async def test_plain_turn(
         ]
     }
 
-    async def turns(client: AcpClient, sid: str) -> list[PromptResult]:
-        return [await client.prompt(sid, "Hello")]
+    async def turns(session: Session) -> list[PromptResult]:
+        return [await session.prompt("Hello")]
 
-    played = await play_session(tmp_path, script, turns)
+    played = await play_session(acp_agent, tmp_path, script, turns)
     (result,) = played.results
     assert result.stop_reason == "end_turn"
     assert result.text("agent_thought_chunk") == "A greeting deserves a greeting."
@@ -282,7 +280,7 @@ async def test_plain_turn(
 
 
 async def test_cancel_mid_text(
-    tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
+    acp_agent: AgentLauncher, tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
 ) -> None:
     """A stop after 1 reasoning and 5 text chunks keeps exactly that prefix."""
     script = {
@@ -298,10 +296,10 @@ async def test_cancel_mid_text(
         ]
     }
 
-    async def turns(client: AcpClient, sid: str) -> list[PromptResult]:
-        return [await client.prompt(sid, "Quote Austen", cancel_after=6)]
+    async def turns(session: Session) -> list[PromptResult]:
+        return [await session.prompt("Quote Austen", stop_after=6)]
 
-    played = await play_session(tmp_path, script, turns)
+    played = await play_session(acp_agent, tmp_path, script, turns)
     (result,) = played.results
     assert_cancelled(result)
     assert result.text() == "It is a truth universally"
@@ -321,7 +319,7 @@ async def test_cancel_mid_text(
 
 
 async def test_cancel_mid_reasoning(
-    tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
+    acp_agent: AgentLauncher, tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
 ) -> None:
     """A stop while the model is still reasoning keeps a reasoning-only message."""
     script = {
@@ -337,10 +335,10 @@ async def test_cancel_mid_reasoning(
         ]
     }
 
-    async def turns(client: AcpClient, sid: str) -> list[PromptResult]:
-        return [await client.prompt(sid, "How many primes below ten?", cancel_after=4)]
+    async def turns(session: Session) -> list[PromptResult]:
+        return [await session.prompt("How many primes below ten?", stop_after=4)]
 
-    played = await play_session(tmp_path, script, turns)
+    played = await play_session(acp_agent, tmp_path, script, turns)
     (result,) = played.results
     assert_cancelled(result)
     assert result.text() == ""
@@ -355,7 +353,7 @@ async def test_cancel_mid_reasoning(
 
 
 async def test_cancel_before_first_token(
-    tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
+    acp_agent: AgentLauncher, tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
 ) -> None:
     """A stop before anything was delivered leaves no assistant message, only an
     empty attempt; the next prompt merges with the first in the model history."""
@@ -367,16 +365,15 @@ async def test_cancel_before_first_token(
     }
     state = tmp_path / "state"
 
-    async def turns(client: AcpClient, sid: str) -> list[PromptResult]:
+    async def turns(session: Session) -> list[PromptResult]:
         # The editor sees nothing before the stop: wait until the log shows
         # that the model stream is open, so the stop lands inside it.
-        def stream_open(client: AcpClient, since: int) -> Callable[[], bool]:
-            return record_logged(state, "stream/start", turn=1)
+        turn = await session.start_prompt("Are you there?")
+        await wait_until(record_logged(state, "stream/start", turn=1))
+        first = await turn.stop()
+        return [first, await session.prompt("Hello?")]
 
-        first = await prompt_until(client, sid, "Are you there?", stream_open)
-        return [first, await client.prompt(sid, "Hello?")]
-
-    played = await play_session(tmp_path, script, turns)
+    played = await play_session(acp_agent, tmp_path, script, turns)
     first, second = played.results
     assert_cancelled(first)
     assert conversation(first.updates) == []
@@ -391,7 +388,7 @@ async def test_cancel_before_first_token(
 
 
 async def test_cancel_mid_tool_call(
-    tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
+    acp_agent: AgentLauncher, tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
 ) -> None:
     """A stop while a tool call's arguments stream keeps the text before it and
     drops the call; the editor gets the call's final (failed) status first."""
@@ -408,13 +405,12 @@ async def test_cancel_mid_tool_call(
         ]
     }
 
-    async def turns(client: AcpClient, sid: str) -> list[PromptResult]:
-        def announced(client: AcpClient, since: int) -> Callable[[], bool]:
-            return update_seen(client, "tool_call", since=since)
+    async def turns(session: Session) -> list[PromptResult]:
+        turn = await session.start_prompt("Read the README")
+        await turn.wait_for_update("tool_call")
+        return [await turn.stop()]
 
-        return [await prompt_until(client, sid, "Read the README", announced)]
-
-    played = await play_session(tmp_path, script, turns)
+    played = await play_session(acp_agent, tmp_path, script, turns)
     (result,) = played.results
     assert_cancelled(result)
     kinds = [u["sessionUpdate"] for u in conversation(result.updates)]
@@ -431,7 +427,7 @@ async def test_cancel_mid_tool_call(
 
 
 async def test_provider_error_mid_stream(
-    tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
+    acp_agent: AgentLauncher, tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
 ) -> None:
     """A provider error after some text answers the prompt with -32603; the
     attempt and the error are logged, and nothing of it enters the history."""
@@ -453,10 +449,10 @@ async def test_provider_error_mid_stream(
         ]
     }
 
-    async def turns(client: AcpClient, sid: str) -> list[PromptResult]:
-        return [await client.prompt(sid, "Think hard")]
+    async def turns(session: Session) -> list[PromptResult]:
+        return [await session.prompt("Think hard")]
 
-    played = await play_session(tmp_path, script, turns)
+    played = await play_session(acp_agent, tmp_path, script, turns)
     (result,) = played.results
     error = result.response["error"]
     assert (error["code"], error["message"]) == (-32603, "Model request failed: Overloaded")
@@ -473,7 +469,7 @@ async def test_provider_error_mid_stream(
 
 
 async def test_cancel_during_delay_between_chunks(
-    tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
+    acp_agent: AgentLauncher, tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
 ) -> None:
     """A stop during a long pause before the next chunk ends the turn at once."""
     script = {
@@ -487,12 +483,12 @@ async def test_cancel_during_delay_between_chunks(
         ]
     }
 
-    async def turns(client: AcpClient, sid: str) -> list[PromptResult]:
+    async def turns(session: Session) -> list[PromptResult]:
         # A turn that waited out the pause would outlast `run_bridge`'s bound on
         # the whole play (LONG_MS is that long) and fail there: no timing here.
-        return [await client.prompt(sid, "Tell me a proverb", cancel_after=2)]
+        return [await session.prompt("Tell me a proverb", stop_after=2)]
 
-    played = await play_session(tmp_path, script, turns)
+    played = await play_session(acp_agent, tmp_path, script, turns)
     (result,) = played.results
     assert_cancelled(result)
     assert result.text() == "Slow and "
@@ -501,7 +497,7 @@ async def test_cancel_during_delay_between_chunks(
 
 
 async def test_follow_up_after_cancel_sees_the_prefix(
-    tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
+    acp_agent: AgentLauncher, tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
 ) -> None:
     """The model request after a stop holds the delivered prefix, marked interrupted."""
     script = {
@@ -527,11 +523,11 @@ async def test_follow_up_after_cancel_sees_the_prefix(
         ]
     }
 
-    async def turns(client: AcpClient, sid: str) -> list[PromptResult]:
-        first = await client.prompt(sid, "Tell me a story", cancel_after=7)
-        return [first, await client.prompt(sid, "Go on")]
+    async def turns(session: Session) -> list[PromptResult]:
+        first = await session.prompt("Tell me a story", stop_after=7)
+        return [first, await session.prompt("Go on")]
 
-    played = await play_session(tmp_path, script, turns)
+    played = await play_session(acp_agent, tmp_path, script, turns)
     first, second = played.results
     assert_cancelled(first)
     assert first.text() == "Once upon a time, a lighthouse keeper"
@@ -546,7 +542,7 @@ async def test_follow_up_after_cancel_sees_the_prefix(
 
 
 async def test_disconnect_mid_stream(
-    tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
+    acp_agent: AgentLauncher, tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
 ) -> None:
     """Closing stdin mid-stream: the process exits 0, and the turn is logged as
     disconnected, its prefix kept only as an attempt, never in the history."""
@@ -554,13 +550,12 @@ async def test_disconnect_mid_stream(
         "responses": [{"events": [{"text": "Streaming along", "chunk_size": 5}, {"hang": True}]}]
     }
 
-    async def turns(client: AcpClient, sid: str) -> list[PromptResult]:
-        def three_chunks(client: AcpClient, since: int) -> Callable[[], bool]:
-            return chunks_seen(client, 3, since=since)
+    async def turns(session: Session) -> list[PromptResult]:
+        turn = await session.start_prompt("Stream")
+        await turn.wait_for_chunks(3)
+        return [await turn.disconnect()]
 
-        return [await prompt_until(client, sid, "Stream", three_chunks, then="disconnect")]
-
-    played = await play_session(tmp_path, script, turns, close_stdin=False)
+    played = await play_session(acp_agent, tmp_path, script, turns, close_stdin=False)
     (result,) = played.results
     assert played.run.returncode == 0
     assert result.text() == "Streaming along"
@@ -575,7 +570,7 @@ async def test_disconnect_mid_stream(
 
 
 async def test_tool_call_without_tools(
-    tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
+    acp_agent: AgentLauncher, tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAssertion
 ) -> None:
     """A complete call of a tool the session does not have gets an error result, the
     editor sees the call fail, and a second model response ends the turn."""
@@ -598,10 +593,10 @@ async def test_tool_call_without_tools(
         ]
     }
 
-    async def turns(client: AcpClient, sid: str) -> list[PromptResult]:
-        return [await client.prompt(sid, "What is in the README?")]
+    async def turns(session: Session) -> list[PromptResult]:
+        return [await session.prompt("What is in the README?")]
 
-    played = await play_session(tmp_path, script, turns)
+    played = await play_session(acp_agent, tmp_path, script, turns)
     (result,) = played.results
     assert result.stop_reason == "end_turn"
     kinds = [u["sessionUpdate"] for u in conversation(result.updates)]
@@ -671,24 +666,18 @@ def test_schema_check_rejects_what_an_editor_would(acp_schema: AcpSchema) -> Non
 # -- regressions -------------------------------------------------------------------
 
 
-async def test_cancel_right_after_prompt_is_not_lost(tmp_path: Path) -> None:
+async def test_cancel_right_after_prompt_is_not_lost(
+    acp_agent: AgentLauncher, tmp_path: Path
+) -> None:
     script = {"responses": [{"events": [{"hang": {"seconds": 1.5}}, {"text": "Too late."}]}]}
 
-    async def turns(client: AcpClient, sid: str) -> list[PromptResult]:
-        prompt = {
-            "jsonrpc": "2.0",
-            "id": 99,
-            "method": "session/prompt",
-            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "Hi"}]},
-        }
-        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
-        # Both in one write, as an editor that stops at once may send them.
-        await client.send_raw(orjson.dumps(prompt) + b"\n" + orjson.dumps(cancel) + b"\n")
-        await wait_until(lambda: any(m.get("id") == 99 for d, m in client.transcript))
-        (response,) = [m for d, m in client.transcript if m.get("id") == 99]
-        return [PromptResult(response, [])]
+    async def turns(session: Session) -> list[PromptResult]:
+        # The cancel in the same write as the prompt, as an editor that stops at
+        # once may send them.
+        turn = await session.start_prompt("Hi", stop_at_once=True)
+        return [await turn.result()]
 
-    played = await play_session(tmp_path, script, turns)
+    played = await play_session(acp_agent, tmp_path, script, turns)
     (result,) = played.results
     assert result.response.get("result") == {"stopReason": "cancelled"}, (
         "the cancel sent right after the prompt was ignored: the turn answered "
@@ -696,7 +685,9 @@ async def test_cancel_right_after_prompt_is_not_lost(tmp_path: Path) -> None:
     )
 
 
-async def test_unavailable_tool_call_status_is_in_the_log_vocabulary(tmp_path: Path) -> None:
+async def test_unavailable_tool_call_status_is_in_the_log_vocabulary(
+    acp_agent: AgentLauncher, tmp_path: Path
+) -> None:
     script = {
         "responses": [
             {"events": [{"tool_call": {"id": "call_1", "name": "lookup"}}]},
@@ -704,10 +695,10 @@ async def test_unavailable_tool_call_status_is_in_the_log_vocabulary(tmp_path: P
         ]
     }
 
-    async def turns(client: AcpClient, sid: str) -> list[PromptResult]:
-        return [await client.prompt(sid, "Read")]
+    async def turns(session: Session) -> list[PromptResult]:
+        return [await session.prompt("Read")]
 
-    played = await play_session(tmp_path, script, turns)
+    played = await play_session(acp_agent, tmp_path, script, turns)
     (call,) = played.of_type("tool/call")
     assert call["status"] == "unavailable", (
         f"tool/call status {call['status']!r} is not in the documented log vocabulary"

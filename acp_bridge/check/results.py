@@ -1,0 +1,68 @@
+"""The outcome of each check, with the wire evidence behind it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .requirements import Requirement, Tier
+
+Json = dict[str, Any]
+
+
+class Outcome(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+    """The check does not apply: the capability is not advertised, or the
+    behaviour has no stimulus (no --permission-prompt)."""
+    NOT_EXERCISED = "not exercised"
+    """The checker tried and the behaviour did not happen (the prompt did not
+    stream): a mandatory check that is not exercised is not passed."""
+
+
+@dataclass
+class Process:
+    """One agent process the checker started, and its whole wire transcript."""
+
+    scenario: str
+    index: int
+    command: list[str]
+    transcript: list[tuple[str, Json]] = field(default_factory=list)
+    times_ms: list[float] = field(default_factory=list)
+    bad_lines: list[bytes] = field(default_factory=list)
+    returncode: int | None = None
+    stderr_tail: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.scenario} #{self.index}"
+
+
+@dataclass
+class Evidence:
+    """Frames of one process that show a result: ``marks`` are transcript indices."""
+
+    process: Process
+    marks: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    requirement: Requirement
+    outcome: Outcome
+    detail: str
+    evidence: list[Evidence] = field(default_factory=list)
+    figures: dict[str, float | int] = field(default_factory=dict)
+
+    @property
+    def blocking(self) -> bool:
+        """Whether this result makes the agent not conformant (a non-zero exit)."""
+        tier = self.requirement.tier
+        if self.outcome is Outcome.FAIL:
+            return tier in (Tier.MANDATORY, Tier.CAPABILITY)
+        return self.outcome is Outcome.NOT_EXERCISED and tier is Tier.MANDATORY
+
+
+__all__ = ["Evidence", "Outcome", "Process", "Result"]

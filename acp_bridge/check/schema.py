@@ -1,0 +1,226 @@
+"""Validating ACP messages, both ways, against the official ACP JSON Schema.
+
+`bundled_schema()` is the ACP v1 schema that ships inside this package,
+``acp_bridge/schemas/acp-v1.schema.json``: the stable ``schema/v1/schema.json``
+of the ACP specification repository (agentclientprotocol/agent-client-protocol)
+at commit b7f0005493b98de32fabee3e9540e2b64da68535 (tag schema-v1.21.0 + 11
+commits), Apache-2.0, with one ``$comment`` added that says so.
+`AcpSchema(any_schema)` validates against another copy (a newer release).
+
+The schema's wrapper definitions are loose on purpose: ``AgentNotification``
+accepts any params (through ``ExtNotification``) and ``AgentResponse`` any
+result (through ``ExtResponse``).  So each message is validated twice: its
+JSON-RPC shape against the wrapper (``AgentRequest``, ``AgentResponse``,
+``AgentNotification`` for what an agent writes; ``ClientRequest``,
+``ClientResponse``, ``ClientNotification`` for what a client writes), then its
+params or result against the definition for its method, found through the
+schema's ``x-method``/``x-side`` annotations (``session/update`` ->
+``SessionNotification``, ``session/prompt`` -> ``PromptResponse``, ...).
+Methods the schema does not know are errors, except extension methods (a
+leading ``_``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any, Final
+
+from jsonschema import Draft202012Validator, ValidationError
+from jsonschema.exceptions import best_match
+from referencing import Registry, Resource
+
+BUNDLED_SCHEMA: Final = Path(__file__).resolve().parent.parent / "schemas" / "acp-v1.schema.json"
+BUNDLED_SOURCE: Final = (
+    "ACP v1 JSON Schema, agentclientprotocol/agent-client-protocol@b7f0005 "
+    "(schema-v1.21.0+11), bundled"
+)
+
+_BASE: Final = "urn:acp:schema"
+_ENVELOPE: Final = {
+    "type": "object",
+    "properties": {"jsonrpc": {"const": "2.0"}},
+    "required": ["jsonrpc"],
+}
+
+
+class AcpSchema:
+    """The official ACP schema, with one cached validator per definition."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.schema = schema
+        self.defs: Mapping[str, Any] = schema["$defs"]
+        self._registry: Registry[Any] = Registry().with_resource(
+            _BASE, Resource.from_contents(dict(schema))
+        )
+        self._validators: dict[str, Draft202012Validator] = {}
+        # Definitions by method.  ``x-side`` names the side that handles the
+        # method: an agent answers the requests it handles and sends the
+        # requests and notifications the client handles; a client the reverse.
+        self.response_defs = self._by_method("Response", "agent")
+        self.notification_defs = {
+            **self._by_method("Notification", "client"),
+            **self._by_method("Notification", "protocol"),
+        }
+        self.request_defs = self._by_method("Request", "client")
+        self.client_response_defs = self._by_method("Response", "client")
+        self.client_notification_defs = {
+            **self._by_method("Notification", "agent"),
+            **self._by_method("Notification", "protocol"),
+        }
+        self.client_request_defs = self._by_method("Request", "agent")
+
+    def _by_method(self, suffix: str, side: str) -> dict[str, str]:
+        return {
+            d["x-method"]: name
+            for name, d in self.defs.items()
+            if name.endswith(suffix) and d.get("x-side") == side and "x-method" in d
+        }
+
+    # -- validation -------------------------------------------------------
+
+    def validator(self, name: str) -> Draft202012Validator:
+        """A validator for the definition ``$defs/<name>``."""
+        found = self._validators.get(name)
+        if found is None:
+            if name not in self.defs:
+                raise KeyError(f"the ACP schema has no definition {name!r}")
+            found = Draft202012Validator(
+                {"$ref": f"{_BASE}#/$defs/{name}"}, registry=self._registry
+            )
+            self._validators[name] = found
+        return found
+
+    def errors(self, name: str, instance: Any) -> list[str]:
+        """Every way ``instance`` breaks ``$defs/<name>``, one line each."""
+        out = []
+        for error in self.validator(name).iter_errors(instance):
+            where = "/".join(str(p) for p in error.absolute_path) or "(top)"
+            out.append(f"{name} at {where}: {_explain(error)}")
+        return out
+
+    def agent_message_errors(self, msg: Any, request_method: str | None = None) -> list[str]:
+        """Problems with one message written by an agent.
+
+        ``request_method`` is the method of the client request a response
+        answers (None if unknown: only the response's JSON-RPC shape is checked).
+        """
+        return self._message_errors(msg, request_method, "Agent")
+
+    def client_message_errors(self, msg: Any, request_method: str | None = None) -> list[str]:
+        """Problems with one message written by a client (``request_method``: the
+        method of the agent request a response answers)."""
+        return self._message_errors(msg, request_method, "Client")
+
+    def _message_errors(self, msg: Any, request_method: str | None, side: str) -> list[str]:
+        envelope = list(Draft202012Validator(_ENVELOPE).iter_errors(msg))
+        if envelope:
+            return [f"JSON-RPC envelope: {e.message}" for e in envelope]
+        agent = side == "Agent"
+        if "method" in msg:
+            if "id" in msg:
+                defs = self.request_defs if agent else self.client_request_defs
+                return self._typed(msg, f"{side}Request", defs, "request", side)
+            defs = self.notification_defs if agent else self.client_notification_defs
+            return self._typed(msg, f"{side}Notification", defs, "notification", side)
+        problems = self.errors(f"{side}Response", msg)
+        if problems and isinstance(msg, dict) and "error" in msg and "result" not in msg:
+            # Say what is wrong with the error object, not that it is not a result.
+            return self.errors("Error", msg["error"]) or problems
+        if problems or "result" not in msg or request_method is None:
+            return problems
+        name = (self.response_defs if agent else self.client_response_defs).get(request_method)
+        if name is None:
+            if request_method.startswith("_"):
+                return []
+            return [f"no response definition for method {request_method!r}"]
+        return self.errors(name, msg["result"])
+
+    def _typed(
+        self, msg: Any, wrapper: str, defs: Mapping[str, str], what: str, side: str
+    ) -> list[str]:
+        problems = self.errors(wrapper, msg)
+        method = msg["method"]
+        name = defs.get(method)
+        if name is None:
+            if not method.startswith("_"):
+                problems.append(
+                    f"{'an agent' if side == 'Agent' else 'a client'} does not send "
+                    f"the {what} {method!r}"
+                )
+            return problems
+        return problems + self.errors(name, msg.get("params"))
+
+    def transcript_errors(self, transcript: Iterable[tuple[str, Any]]) -> list[str]:
+        """Problems with every message the agent wrote (direction ``"recv"``).
+
+        Responses are matched by id with the requests the client sent
+        (direction ``"send"``) to find the method they answer.
+        """
+        return self._transcript_errors(transcript, "recv")
+
+    def sent_errors(self, transcript: Iterable[tuple[str, Any]]) -> list[str]:
+        """Problems with every message the client wrote (direction ``"send"``;
+        bytes sent as they are, ``"send-raw"``, are not checked)."""
+        return self._transcript_errors(transcript, "send")
+
+    def _transcript_errors(self, transcript: Iterable[tuple[str, Any]], mine: str) -> list[str]:
+        theirs = "send" if mine == "recv" else "recv"
+        check = self.agent_message_errors if mine == "recv" else self.client_message_errors
+        methods: dict[Any, str] = {}
+        out = []
+        for position, (direction, msg) in enumerate(transcript):
+            if direction == theirs and isinstance(msg, dict) and "method" in msg and "id" in msg:
+                methods[_key(msg["id"])] = msg["method"]
+            elif direction == mine:
+                method = methods.get(_key(msg.get("id"))) if isinstance(msg, dict) else None
+                for problem in check(msg, method):
+                    text = json.dumps(msg)
+                    if len(text) > 300:
+                        text = text[:300] + "..."
+                    out.append(f"message {position} ({text}): {problem}")
+        return out
+
+    def check_transcript(self, transcript: Iterable[tuple[str, Any]]) -> None:
+        """Raise AssertionError listing every problem `transcript_errors` finds."""
+        problems = self.transcript_errors(transcript)
+        assert not problems, "the agent wrote messages the ACP schema rejects:\n" + "\n".join(
+            problems
+        )
+
+
+def _key(value: object) -> str:
+    """A dict key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart."""
+    return json.dumps(value)
+
+
+def _explain(error: ValidationError) -> str:
+    """A readable reason for a failed ``anyOf``/``oneOf``: the reason of the one
+    branch whose discriminator (a ``const`` or ``enum``) matched, if there is one."""
+    if not error.context:
+        return str(error.message)
+    branches: dict[Any, list[ValidationError]] = defaultdict(list)
+    for sub in error.context:
+        branches[sub.relative_schema_path[0] if sub.relative_schema_path else None].append(sub)
+    discriminated = ("const", "enum")
+    matched = [
+        errs for errs in branches.values() if not any(e.validator in discriminated for e in errs)
+    ]
+    if len(matched) == 1:
+        return _explain(best_match(matched[0]))
+    summary = str(error.message)
+    if len(summary) > 120:
+        summary = summary[:120] + "..."
+    return f"{summary} (closest: {best_match(error.context).message})"
+
+
+@cache
+def bundled_schema() -> AcpSchema:
+    """The ACP v1 schema bundled with the package (see the module docstring)."""
+    return AcpSchema(json.loads(BUNDLED_SCHEMA.read_text(encoding="utf-8")))
+
+
+__all__ = ["BUNDLED_SCHEMA", "BUNDLED_SOURCE", "AcpSchema", "bundled_schema"]

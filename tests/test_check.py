@@ -1,0 +1,262 @@
+"""``acp-bridge check`` against acp-bridge, the reference SDK agent, and faulty copies of it.
+
+acp-bridge must pass every check; the reference agent of the benchmark (official
+Python SDK, streams until cancelled) gets its real results; each fault of
+``tests/faulty_sdk_agent.py`` must fail exactly the check made for it, name it,
+show the frames at fault and make the exit status non-zero.  Timing figures are
+reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import ROOT
+
+from acp_bridge.check.report import render_json, render_text
+from acp_bridge.check.requirements import REQUIREMENTS, Tier
+from acp_bridge.check.results import Outcome
+from acp_bridge.check.runner import CheckOptions, Report, run_check
+
+pytestmark = pytest.mark.anyio
+
+REFERENCE = [sys.executable, str(ROOT / "bench" / "ref_sdk_agent.py")]
+FAULTY = [sys.executable, str(ROOT / "tests" / "faulty_sdk_agent.py")]
+# A short watch window (these agents answer in milliseconds) and generous hang guards
+# (a loaded machine is slow; no speed is asserted).
+FAST: dict[str, Any] = {
+    "watch": 0.3,
+    "timeout": 30.0,
+    "stop_timeout": 30.0,
+    "stream_timeout": 30.0,
+    "exit_timeout": 30.0,
+}
+
+
+def outcomes(report: Report) -> dict[str, str]:
+    return {r.requirement.id: r.outcome.value for r in report.results}
+
+
+async def check(command: list[str], *only: str, **options: Any) -> Report:
+    return await run_check(
+        CheckOptions(command=command, only=frozenset(only), **{**FAST, **options})
+    )
+
+
+def test_acp_bridge_passes_every_check(tmp_path: Path) -> None:
+    """The real command line, on acp-bridge itself (no agent command: its scripted provider)."""
+    out = tmp_path / "report.json"
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "acp_bridge", "check", "--watch", "0.3", "--json", str(out)),
+            *("--timeout", "30", "--stop-timeout", "30", "--exit-timeout", "30"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    assert report["exit_code"] == 0
+    results = {r["id"]: r for r in report["results"]}
+    assert set(results) == set(REQUIREMENTS), "every check ran"
+    failed = {k: r["detail"] for k, r in results.items() if r["outcome"] != "pass"}
+    assert failed == {}
+    assert report["checker_frame_problems"] == []
+    assert report["checker_frames"] > 0
+    assert done.stdout.rstrip().endswith("CONFORMANT")
+    # The report names each check with its spec sentence.
+    assert "stop.cancelled" in done.stdout
+    assert "MUST respond to the original session/prompt request with the cancelled" in done.stdout
+
+
+async def test_the_reference_sdk_agent_gets_its_real_results() -> None:
+    report = await check(REFERENCE)
+    got = outcomes(report)
+    mandatory = {
+        r.requirement.id: r.outcome.value
+        for r in report.results
+        if r.requirement.tier is Tier.MANDATORY
+    }
+    assert set(mandatory.values()) == {"pass"}, mandatory
+    # It advertises no session capability and has no tool: those checks are skipped.
+    for check_id in ("load.replay", "resume.no-replay", "list.sessions", "close.cancels"):
+        assert got[check_id] == "skip", check_id
+    assert got["permission.stop"] == "skip"
+    # The SDK logs a line that is not JSON and answers nothing.
+    assert got["jsonrpc.parse-error"] == "fail"
+    assert "answered with nothing" in report.result("jsonrpc.parse-error").detail
+    # A second prompt while one runs: the reference agent refuses it.
+    assert "-32600" in report.result("prompt.queued").detail
+    assert report.exit_code == 0
+    assert report.checker_frame_problems == []
+    figures = report.result("stop.cancelled").figures
+    assert {"first_chunk_ms", "stop_to_response_ms", "chunks_before_stop"} <= set(figures)
+
+
+def frames_at_fault(report: Report, check_id: str) -> list[dict[str, Any]]:
+    result = report.result(check_id)
+    return [e.process.transcript[i][1] for e in result.evidence for i in e.marks]
+
+
+async def test_chunks_after_the_cancelled_response_fail_stop_ordering() -> None:
+    report = await check([*FAULTY, "--leak", "3"], "stop.ordering")
+    result = report.result("stop.ordering")
+    assert result.outcome is Outcome.FAIL
+    assert result.detail.startswith("3 session/update after the prompt's response")
+    at_fault = frames_at_fault(report, "stop.ordering")
+    assert at_fault[0]["result"] == {"stopReason": "cancelled"}
+    assert [m["params"]["update"]["sessionUpdate"] for m in at_fault[1:]] == [
+        "agent_message_chunk"
+    ] * 3
+    assert report.result("stop.cancelled").outcome is Outcome.PASS
+    assert report.exit_code == 1
+    text = render_text(report)
+    assert "FAIL          stop.ordering" in text
+    assert "NOT CONFORMANT: stop.ordering" in text
+    assert "> #" in text
+    assert '"result":{"stopReason":"cancelled"}' in text
+
+
+async def test_end_turn_answered_to_a_stop_fails_stop_cancelled() -> None:
+    report = await check([*FAULTY, "--end-turn"], "stop.cancelled")
+    result = report.result("stop.cancelled")
+    assert result.outcome is Outcome.FAIL
+    assert '{"stopReason": "end_turn"}, not cancelled' in result.detail
+    cancel, response = frames_at_fault(report, "stop.cancelled")
+    assert cancel["method"] == "session/cancel"
+    assert response["result"] == {"stopReason": "end_turn"}
+    assert report.result("stop.ordering").outcome is Outcome.PASS
+    assert report.exit_code == 1
+    assert "NOT CONFORMANT: stop.cancelled" in render_text(report)
+
+
+async def test_a_cancel_lost_behind_the_prompt_fails_stop_race() -> None:
+    report = await check([*FAULTY, "--late-register"], "stop.race", stop_timeout=1.5)
+    result = report.result("stop.race")
+    assert result.outcome is Outcome.FAIL
+    assert "was lost" in result.detail
+    prompt, cancel = frames_at_fault(report, "stop.race")
+    assert (prompt["method"], cancel["method"]) == ("session/prompt", "session/cancel")
+    assert report.exit_code == 1
+
+
+async def test_a_cancel_kept_from_an_idle_session_fails_stop_idle() -> None:
+    report = await check([*FAULTY, "--sticky-cancel"], "stop.idle")
+    assert report.result("stop.idle").outcome is Outcome.FAIL
+    assert "kept for the next turn" in report.result("stop.idle").detail
+    assert report.result("notification.no-response").outcome is Outcome.PASS
+    assert report.exit_code == 1
+
+
+async def test_an_agent_that_dies_on_stop_fails_and_the_run_goes_on() -> None:
+    report = await check([*FAULTY, "--crash-on-cancel"], "stop.cancelled", "stop.race")
+    got = outcomes(report)
+    assert report.result("stop.cancelled").detail.endswith("the agent exited")
+    assert got["stop.cancelled"] == "fail"
+    assert got["stop.ordering"] == "not exercised"
+    assert got["stop.next-turn"] == "fail"
+    assert report.result("stop.next-turn").detail.startswith("the scenario broke off")
+    assert got["stop.race"] == "fail"
+    assert report.exit_code == 1
+
+
+async def test_a_file_read_without_the_capability_fails_capability_gating() -> None:
+    report = await check([*FAULTY, "--read-anyway"], "capability.gating", "stop.race")
+    result = report.result("capability.gating")
+    assert result.outcome is Outcome.FAIL
+    assert "fs/read_text_file" in result.detail
+    assert {m["method"] for m in frames_at_fault(report, "capability.gating")} == {
+        "fs/read_text_file"
+    }
+    assert report.exit_code == 1
+
+
+async def test_a_stop_during_a_permission_request_is_answered_cancelled_by_the_checker() -> None:
+    report = await check(
+        [*FAULTY, "--ask-permission"], "permission.stop", permission_prompt="Write the note."
+    )
+    result = report.result("permission.stop")
+    assert result.outcome is Outcome.PASS, result.detail
+    assert result.detail.startswith("the checker answered the request cancelled")
+    (process,) = report.processes
+    answers = [
+        m for d, m in process.transcript if d == "send" and m.get("result", {}).get("outcome")
+    ]
+    assert [a["result"] for a in answers] == [{"outcome": {"outcome": "cancelled"}}]
+    assert report.exit_code == 0
+
+
+async def test_without_a_stream_the_stop_checks_are_not_exercised_and_not_passed() -> None:
+    """The reference agent's --one-line mode answers every prompt at once: a Stop
+    cannot be tested, and that is not a pass (acplint's cancel tests pass vacuously)."""
+    report = await check([*REFERENCE, "--one-line"], "stop.cancelled")
+    result = report.result("stop.cancelled")
+    assert result.outcome is Outcome.NOT_EXERCISED
+    assert "never streamed long enough" in result.detail
+    assert report.exit_code == 1
+
+
+async def test_the_json_report_holds_every_wire_whole(tmp_path: Path) -> None:
+    report = await check([*FAULTY, "--leak", "2"], "stop.ordering")
+    data = render_json(report)
+    assert data["exit_code"] == 1
+    (ordering,) = [r for r in data["results"] if r["id"] == "stop.ordering"]
+    assert ordering["tier"] == "mandatory"
+    assert ordering["blocking"] is True
+    assert ordering["spec"][0]["source"] == "prompt-turn.mdx, Cancellation"
+    (evidence,) = ordering["evidence"]
+    wire = data["processes"][evidence["process"]]["wire"]
+    assert len(wire) == len(report.processes[0].transcript)
+    assert all(wire[i]["direction"] == "recv" for i in evidence["frames"])
+    json.dumps(data)  # serializable as it is
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--stop-after", "0"], ["--only", "no.such.check"], ["--agent-env", "NOEQUALS"]],
+)
+def test_bad_options_exit_2(argv: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_bridge", "check", *argv, "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "acp-bridge check" in done.stderr
+
+
+def test_every_check_is_documented() -> None:
+    docs = (ROOT / "docs" / "testing.md").read_text()
+    missing = [check_id for check_id in REQUIREMENTS if f"| `{check_id}` |" not in docs]
+    assert missing == []
+
+
+def test_a_program_that_does_not_exist_is_an_option_error() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_bridge", "check", "--", "no-such-agent-program"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "cannot run 'no-such-agent-program'" in done.stderr
+
+
+def test_options_before_the_check_name_are_refused_not_served() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_bridge", "--log-level", "info", "check"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "give check's options after its name" in done.stderr
+    assert done.stdout == ""

@@ -5,6 +5,7 @@ its use."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import threading
@@ -244,3 +245,28 @@ async def test_a_write_stopped_in_its_thread_says_what_the_file_holds(
 
 async def _unused(method: str, params: dict[str, Any]) -> Any:
     raise AssertionError(f"no editor request expected: {method}")
+
+
+def test_a_symlink_replaced_while_it_is_resolved_is_resolved_again_then_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """realpath raises OSError when lstat saw a link and readlink then finds a
+    file (a swap between the two): resolved again, and refused if it keeps
+    changing, never an OSError out of the permission check."""
+    (tmp_path / "a.txt").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "a.txt")
+    real_readlink = os.readlink
+    failures = [1]
+
+    def swapped(path: Any, *args: Any, **kwargs: Any) -> str:
+        if failures[0] > 0:
+            failures[0] -= 1
+            raise OSError(errno.EINVAL, "Invalid argument", path)
+        return str(real_readlink(path, *args, **kwargs))
+
+    monkeypatch.setattr(os, "readlink", swapped)
+    link = str(tmp_path / "link")
+    assert localfs.real_path(link) == str((tmp_path / "a.txt").resolve())
+    failures[0] = 100
+    with pytest.raises(localfs.Refused, match="kept changing"):
+        localfs.check_paths([link], [str(tmp_path)])

@@ -64,7 +64,7 @@ class Bounds:
 
     @classmethod
     def of(cls, roots: Iterable[str], allowed: Iterable[str] = ()) -> Bounds:
-        return cls(tuple((root, os.path.realpath(root)) for root in roots), tuple(allowed))
+        return cls(tuple((root, real_path(root)) for root in roots), tuple(allowed))
 
     def admits(self, real: str) -> bool:
         """Whether the real path ``real`` lies in a root or in an allowed path."""
@@ -92,9 +92,25 @@ def system_text(path: str, real: str) -> str:
     return f"{where} is a system path: tools never read or write anything in {dirs}"
 
 
+# How often `real_path` resolves a path again when a symlink changed under it.
+_RESOLVE_TRIES = 3
+
+
+def real_path(path: str) -> str:
+    """``os.path.realpath(path)``, which raises OSError when a symlink on the way
+    is replaced while it is being read (lstat saw a link, readlink finds none):
+    resolved again, then `Refused`."""
+    for _ in range(_RESOLVE_TRIES):
+        try:
+            return os.path.realpath(path)
+        except OSError:
+            continue
+    raise Refused(f"{path} kept changing while it was being resolved: it was not used")
+
+
 def confine(path: str, bounds: Bounds, verb: str = "read") -> str:
     """The real path of ``path`` (absolute), if a call within ``bounds`` may use it."""
-    real = os.path.realpath(path)
+    real = real_path(path)
     if in_system_dir(path) or in_system_dir(real):
         raise Refused(system_text(path, real))
     if not bounds.admits(real):
@@ -290,12 +306,13 @@ def check_paths(
     paths: Sequence[str], roots: Sequence[str]
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """``(outside, system)``: the paths (each with its real path) that lie outside
-    ``roots``, and those that are, or lead into, a system directory."""
+    ``roots``, and those that are, or lead into, a system directory.  Raises
+    `Refused` for a path that keeps changing while it is resolved."""
     bounds = Bounds.of(roots)
     outside: list[tuple[str, str]] = []
     system: list[tuple[str, str]] = []
     for path in paths:
-        real = os.path.realpath(path)
+        real = real_path(path)
         if in_system_dir(path) or in_system_dir(real):
             system.append((path, real))
         elif not (bounds.admits(real) and bounds.names(os.path.normpath(path))):

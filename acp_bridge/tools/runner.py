@@ -172,9 +172,14 @@ class ToolRunner:
         system: list[tuple[str, str]] = []
         if paths:
             # Resolving follows symlinks: blocking file system calls, in a worker thread.
-            outside, system = await anyio.to_thread.run_sync(
-                localfs.check_paths, paths, state.roots, abandon_on_cancel=True
-            )
+            try:
+                outside, system = await anyio.to_thread.run_sync(
+                    localfs.check_paths, paths, state.roots, abandon_on_cancel=True
+                )
+            except localfs.Refused as exc:
+                text = f"{name} was refused: {exc}."
+                self._finish(call, "refused", ToolOutput(text, is_error=True))
+                return
             if turn.cause is not None:
                 return  # stopped meanwhile: still undispatched
         if system:

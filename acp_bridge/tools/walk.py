@@ -50,7 +50,10 @@ class Walk:
         try:
             real_root = localfs.confine(root, self.bounds, "searched")
         except localfs.Refused:
-            self._skip(root, os.path.realpath(root))
+            try:
+                self._skip(root, localfs.real_path(root))
+            except localfs.Refused:
+                self._skip(root, root)
             return
         if not os.path.isdir(real_root):
             if os.path.lexists(real_root):
@@ -130,7 +133,10 @@ class Walk:
 
     def _follow(self, path: str, entry: str) -> str | None:
         """The real path of the symlinked file ``entry``, if the walk may yield it."""
-        target = os.path.realpath(entry)
+        try:
+            target = localfs.real_path(entry)
+        except localfs.Refused:
+            return None  # swapped while resolved: nothing to search
         if in_system_dir(target) or not self.bounds.admits(target):
             self._skip(path, target)
             return None

@@ -146,7 +146,7 @@ NAMES = [
     "out_dir", "out_dir/canary1.txt", "out_dir/deep/canary3.txt", "out_dir/env", "rel_out",
     "rel_out/canary2.txt", "out_file.txt", "out_deep.txt", "env_link", "dev_link", "inner_link",
     "missing", "missing/x.txt", "new.txt", ".", "..", "../outside", "../outside/canary2.txt",
-    "../outside/env", "../outside/deep", "../ws/a.txt", "", "~", "~/.bashrc",
+    "../outside/env", "../outside/deep", "../ws/a.txt", "", "~", "~/.bashrc", "a.txt\0",
 ]  # fmt: skip
 SYSTEM = [
     "/proc/self/environ", "/proc/self/cmdline", "/proc/self/mem", "/proc/1/environ",

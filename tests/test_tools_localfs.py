@@ -270,3 +270,8 @@ def test_a_symlink_replaced_while_it_is_resolved_is_resolved_again_then_refused(
     failures[0] = 100
     with pytest.raises(localfs.Refused, match="kept changing"):
         localfs.check_paths([link], [str(tmp_path)])
+
+
+def test_a_path_with_a_nul_character_is_refused_not_an_internal_error(tmp_path: Path) -> None:
+    with pytest.raises(localfs.Refused, match="NUL"):
+        localfs.check_paths([str(tmp_path / "a.txt\0")], [str(tmp_path)])

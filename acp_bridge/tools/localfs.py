@@ -100,6 +100,8 @@ def real_path(path: str) -> str:
     """``os.path.realpath(path)``, which raises OSError when a symlink on the way
     is replaced while it is being read (lstat saw a link, readlink finds none):
     resolved again, then `Refused`."""
+    if "\0" in path:
+        raise Refused(f"{path!r} contains a NUL character: no file has such a name")
     for _ in range(_RESOLVE_TRIES):
         try:
             return os.path.realpath(path)

@@ -13,9 +13,15 @@ holds the chunks written to the editor in one batch, joined):
   call arguments were never shown and are not replayed;
 * ``tool/announce`` / ``tool/update``  the ``tool_call`` / ``tool_call_update``
   as sent, so every tool call ends with its final status and content;
-* ``usage/update``  ``usage_update`` with ``used`` and ``size``;
+* ``usage/update``  ``usage_update`` with ``used``, ``size`` and ``cost``;
 * ``agent/request-error`` with ``retrying: true``  the notice shown while the
-  provider retried (`retry_notice`).
+  provider retried (`retry_notice`);
+* ``compaction`` (its outcome)  what the editor was shown of it
+  (`acp_bridge.log.compaction.compaction_updates`: a ``compaction_update``
+  when ``compaction`` is true, the client having advertised
+  ``session.compaction``, else a notice), and for a ``/compact`` turn its
+  answer; such a turn without a compaction answered that there was nothing
+  to compact.
 
 Markers in ``_meta.acpBridge`` of the replayed chunks (not sent live, where
 the editor saw the stop happen):
@@ -47,6 +53,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from .compaction import compaction_updates, nothing_to_compact_update
 from .derive import replaced_turns
 
 __all__ = [
@@ -112,9 +119,11 @@ def title_from_prompt(blocks: Iterable[Mapping[str, Any]]) -> str | None:
     return fallback
 
 
-def replay_updates(records: Iterable[Record]) -> list[dict[str, Any]]:
+def replay_updates(records: Iterable[Record], *, compaction: bool = False) -> list[dict[str, Any]]:
     """The ``session/update`` params that replay a session (see the module docstring)."""
     records = list(records)
+    # A /compact turn that has not (yet) shown a compaction.
+    compact_turn: object = None
     session_id = _session_id(records)
     markers = _markers(records)
     replaced = replaced_turns(records)
@@ -135,6 +144,15 @@ def replay_updates(records: Iterable[Record]) -> list[dict[str, Any]]:
                 append({"sessionId": session_id, "update": update})
             continue
         produced = _updates_of(record, message_ids, markers)
+        if kind == "turn/start" and record.get("command") == "compact":
+            compact_turn = record.get("turn")
+        elif kind == "compaction" and record.get("status") != "in_progress":
+            produced = compaction_updates(record, opted=compaction, live=False)
+            compact_turn = None
+        elif kind == "turn/end" and compact_turn is not None:
+            if record.get("turn") == compact_turn and record.get("reason") == "end_turn":
+                produced.append(nothing_to_compact_update())
+            compact_turn = None
         if first_turn and kind == "user/message":
             first_turn = False
             produced.append(commands_update())
@@ -212,7 +230,10 @@ def _updates_of(
     if kind == "tool/update":
         return [{"sessionUpdate": "tool_call_update", **record["update"]}]
     if kind == "usage/update":
-        return [{"sessionUpdate": "usage_update", "used": record["used"], "size": record["size"]}]
+        usage = {"sessionUpdate": "usage_update", "used": record["used"], "size": record["size"]}
+        if isinstance(record.get("cost"), Mapping):
+            usage["cost"] = dict(record["cost"])
+        return [usage]
     if kind == "agent/request-error" and record.get("retrying") is True:
         return [retry_notice(record)]
     return []

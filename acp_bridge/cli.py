@@ -99,6 +99,34 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
         help="stop a tool call that runs longer than this "
         f"(default: 300, at most {MAX_TOOL_TIMEOUT:g})",
     )
+    _context_options(p, d)
+
+
+def _context_options(p: argparse.ArgumentParser, d: Any) -> None:
+    g = p.add_argument_group("the model's context (every provider)")
+    g.add_argument(
+        "--system-mode",
+        default=d(None),
+        choices=["append", "replace"],
+        help="--system FILE extends the default system prompt (append, the default) or "
+        "replaces it (replace); the project's AGENTS.md files are included either way",
+    )
+    g.add_argument(
+        "--context-window",
+        type=_count(MAX_CONTEXT_WINDOW),
+        default=d(None),
+        metavar="N",
+        help="the model's context window in tokens (default: the config file's "
+        "context_windows, what the server says, a known model's, else 32768)",
+    )
+    g.add_argument(
+        "--compact-threshold",
+        type=_fraction,
+        default=d(None),
+        metavar="F",
+        help="compact the conversation before a request that would fill more than this "
+        "fraction of the context window (default: 0.8, from 0.1 to 1)",
+    )
 
 
 # Bounds of the numeric options: finite, and small enough that a typo
@@ -108,6 +136,7 @@ MAX_IDLE_TIMEOUT = 86400.0
 MAX_TOOL_TIMEOUT = 86400.0
 MAX_STEPS = 10_000
 MAX_STOP_AFTER = 1_000_000
+MAX_CONTEXT_WINDOW = 100_000_000
 
 
 def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
@@ -137,7 +166,8 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
     g.add_argument("--max-tokens", type=_positive_int, default=d(None), metavar="N",
                    help="most tokens the model may write per request (default: 4096)")
     g.add_argument("--system", default=d(None), metavar="FILE",
-                   help="file whose text is the system prompt")
+                   help="file whose text extends (or, with --system-mode replace, replaces) "
+                   "the default system prompt; works with every provider")
     g.add_argument("--thinking-budget", type=_positive_int, default=d(None), metavar="N",
                    help="anthropic: enable extended thinking with this token budget")
     g.add_argument("--reasoning-effort", default=d(None), metavar="LEVEL",
@@ -193,6 +223,17 @@ def _count(maximum: int | None, minimum: int = 1) -> Callable[[str], int]:
 
 # For options whose only natural bound is the type (token counts and the like).
 _positive_int = _count(None)
+
+
+def _fraction(text: str) -> float:
+    expected = "expected a fraction from 0.1 to 1"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
+    if not 0.1 <= value <= 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
+    return value
 
 MAX_RETRIES = 20
 _retries = _count(MAX_RETRIES, minimum=0)
@@ -299,7 +340,7 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
     if args.provider != "fake" and (args.provider or args.config):
         load = _http_loader(args)
     else:
-        load = functools.partial(_load_fake_provider, args.script)
+        load = functools.partial(_load_fake_provider, args.script, _flags(args), args)
     options = ServeOptions(
         state_dir=state_dir,
         load_provider=load,
@@ -315,6 +356,7 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
 
 def _http_loader(args: argparse.Namespace) -> Callable[[], Callable[[], Provider]]:
     def load() -> Callable[[], Provider]:
+        from .context.config import context_config
         from .providers.build import http_provider_factory, provider_config
         from .providers.config import FLAG_KEYS, ConfigError, load_profile
         from .server import StartupError
@@ -327,10 +369,13 @@ def _http_loader(args: argparse.Namespace) -> Callable[[], Callable[[], Provider
                     settings[name] = value
             provider = settings.get("provider") or "fake"
             if provider == "fake":
-                return _load_fake_provider(args.script)
+                return _load_fake_provider(args.script, settings, args)
             if provider not in PROVIDERS:
                 raise ConfigError(f"unknown provider {provider!r} (known: {', '.join(PROVIDERS)})")
-            config = provider_config(settings, idle_timeout=args.idle_timeout or None)
+            context = context_config(settings, context_window=args.context_window)
+            config = provider_config(
+                settings, idle_timeout=args.idle_timeout or None, context=context
+            )
             return http_provider_factory(config, args.record)
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
@@ -338,20 +383,36 @@ def _http_loader(args: argparse.Namespace) -> Callable[[], Callable[[], Provider
     return load
 
 
-def _load_fake_provider(script_path: str | None) -> Callable[[], Provider]:
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The context settings given as flags (for a provider without a config file)."""
+    from .context.config import CONTEXT_FLAG_KEYS
+
+    return {
+        name: getattr(args, name)
+        for name in CONTEXT_FLAG_KEYS
+        if getattr(args, name, None) is not None
+    }
+
+
+def _load_fake_provider(
+    script_path: str | None, settings: dict[str, Any], args: argparse.Namespace
+) -> Callable[[], Provider]:
+    from .context.config import context_config
+    from .providers.config import ConfigError
     from .providers.script_format import ScriptError, load_script, parse_script
     from .providers.scripted import ScriptedProvider
     from .server import StartupError
 
     try:
+        context = context_config(settings, context_window=getattr(args, "context_window", None))
         script = (
             load_script(script_path)
             if script_path
             else parse_script(BUILTIN_SCRIPT, source="<built-in>")
         )
-    except ScriptError as exc:
+    except (ScriptError, ConfigError) as exc:
         raise StartupError(str(exc)) from exc
-    return lambda: ScriptedProvider(script)
+    return lambda: ScriptedProvider(script, context)
 
 
 BUILTIN_SCRIPT: dict[str, Any] = {

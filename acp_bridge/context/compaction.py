@@ -9,8 +9,9 @@ replies taken out):
 * the verbatim part starts at a *boundary*, a user message or an assistant
   message: never at a tool result, so a tool call and its result are
   summarized together or kept together;
-* it is the longest tail of the history that fits `KEEP_FRACTION` of the
-  window (the ``keep`` budget); a ``/compact`` keeps none;
+* it is the longest tail of the history that fits the ``keep`` budget
+  (`KEEP_FRACTION` of the history's estimated size, and never more than that
+  share of the window); a ``/compact`` keeps none;
 * some older messages are *pinned* (kept verbatim though before the
   boundary): the interrupted message of the latest Stop (invariant I8), and,
   for a compaction inside a turn, the prompt being answered;
@@ -47,7 +48,7 @@ __all__ = [
     "summary_messages",
 ]
 
-# The verbatim tail may take at most this share of the context window.
+# The verbatim tail may take at most this share of the history (and of the window).
 KEEP_FRACTION: Final = 0.25
 
 SUMMARY_INSTRUCTION: Final = (

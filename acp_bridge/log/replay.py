@@ -76,6 +76,11 @@ AVAILABLE_COMMANDS: Final = (
         "name": "regenerate",
         "description": "Answer your last message again (the previous reply stays in the log)",
     },
+    {
+        "name": "compact",
+        "description": "Summarize the conversation so far, to free the model's context window",
+        "input": {"hint": "what the summary should keep (optional)"},
+    },
 )
 TITLE_LENGTH: Final = 60
 
@@ -83,7 +88,10 @@ TITLE_LENGTH: Final = 60
 def commands_update() -> dict[str, Any]:
     return {
         "sessionUpdate": "available_commands_update",
-        "availableCommands": [dict(command) for command in AVAILABLE_COMMANDS],
+        "availableCommands": [
+            {key: dict(value) if isinstance(value, dict) else value for key, value in c.items()}
+            for c in AVAILABLE_COMMANDS
+        ],
     }
 
 

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..context.config import ContextConfig
+from ..context.session import SessionContext
 from ..log.writer import SessionLog
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
@@ -28,9 +30,16 @@ class Session:
     tools: ToolState | None = field(default=None, kw_only=True)
     # Every prompt of the session, waiting or running (see PromptQueue).
     prompts: PromptQueue = field(init=False)
+    # Its system prompt, window and cost (the agent sets its directories and
+    # the client's capabilities; see `acp_bridge.acp.agent.Agent.make_session`).
+    context: SessionContext = field(init=False)
 
     def __post_init__(self) -> None:
         self.prompts = PromptQueue(self)
+        config = getattr(self.provider, "context", None)
+        if not isinstance(config, ContextConfig):
+            config = ContextConfig()
+        self.context = SessionContext(config, self.cwd)
 
     def history(self) -> Sequence[dict[str, Any]]:
         """The model history: ``derive_messages`` of the log (invariant I4), kept

@@ -188,3 +188,87 @@ def run_records(path: Path) -> list[dict[str, Any]]:
     from acp_bridge.log.reader import read_records
 
     return read_records(path)
+
+
+async def test_a_failed_summary_changes_nothing_and_says_so(tmp_path: Path) -> None:
+    error = {"error": {"message": "the model is overloaded", "kind": "overloaded"}}
+    path = write_script(tmp_path, script({"events": [error]}))
+    box: dict[str, Any] = {}
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize(OPTED_IN)
+        sid = await client.new_session(CWD)
+        await client.prompt(sid, "What is the capital of France?")
+        box["failed"] = await client.prompt(sid, "/compact")
+        box["after"] = await client.prompt(sid, "Where were we?")
+
+    run = await run_bridge(path, tmp_path / "state", play)
+    run.check_logs()
+    failed = box["failed"]
+    assert failed.stop_reason == "end_turn"
+    shown = compaction_updates(failed.updates)
+    assert [u["status"] for u in shown] == ["in_progress", "failed"]
+    assert shown[1]["error"] == "the model is overloaded"
+    assert failed.text() == "Could not compact the conversation: the model is overloaded"
+    [records] = run.logs().values()
+    history = derive_messages(records)  # as it was: no summary
+    assert history[0]["content"] == [{"type": "text", "text": "What is the capital of France?"}]
+    [outcome] = [r for r in records if r["type"] == "compaction" and r["status"] != "in_progress"]
+    assert outcome["status"] == "failed"
+    assert outcome["error"]["kind"] == "overloaded"
+    schema = load_acp_schema(TS_SCHEMA / "schema.json")
+    assert schema is not None
+    schema.check_transcript(run.client.transcript)
+
+
+async def test_show_lists_the_compaction_and_the_records_it_summarized(tmp_path: Path) -> None:
+    path = write_script(tmp_path, script())
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize()
+        sid = await client.new_session(CWD)
+        await client.prompt(sid, "What is the capital of France?")
+        await client.prompt(sid, "/compact")
+
+    run = await run_bridge(path, tmp_path / "state", play)
+    [records] = run.logs().values()
+    from acp_bridge.sessions_cli import timeline
+
+    lines = timeline(records)
+    assert any('user: "What is the capital of France?"' in line for line in lines)
+    assert any(line.startswith("turn 2") and line.endswith("(/compact)") for line in lines)
+    [done] = [line for line in lines if "compaction" in line and "completed" in line]
+    assert "(command): completed: 2 message(s) summarized" in done
+    assert 'summary "Summary of the conversation: the user said' in done
+
+
+async def test_a_failed_automatic_compaction_lets_the_turn_go_on(tmp_path: Path) -> None:
+    error = {"error": {"message": "the model is overloaded", "kind": "overloaded"}}
+    scripted = script({"events": [error]})
+    # The first answer reports 1,710 tokens used: the next request passes 80% of 2,000.
+    scripted["responses"][0]["events"].append(
+        {"usage": {"input_tokens": 1700, "output_tokens": 10}}
+    )
+    path = write_script(tmp_path, scripted)
+    box: dict[str, Any] = {}
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize()
+        sid = await client.new_session(CWD)
+        box["first"] = await client.prompt(sid, "What is the capital of France?")
+        box["second"] = await client.prompt(sid, "And its river?")
+
+    run = await run_bridge(path, tmp_path / "state", play, extra=("--context-window", "2000"))
+    run.check_logs()
+    second = box["second"]
+    assert second.stop_reason == "end_turn"
+    assert second.text() == "Its river is the Seine."
+    notices = [
+        u["content"]["text"]
+        for u in second.updates
+        if u["sessionUpdate"] == "agent_thought_chunk"
+        and (u.get("_meta") or {}).get("acpBridge", {}).get("compaction")
+    ]
+    assert notices == ["Could not compact the conversation: the model is overloaded"]
+    [records] = run.logs().values()
+    assert [r["status"] for r in records if r["type"] == "compaction"] == ["in_progress", "failed"]

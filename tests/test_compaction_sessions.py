@@ -238,6 +238,37 @@ async def test_a_tool_loop_compacts_before_the_request_that_would_overflow(
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize(("max_tokens", "turn"), [("300", 3), ("3500", 2)])
+async def test_a_long_session_compacts_before_the_first_request_of_a_turn(
+    tmp_path: Path, provider: str, max_tokens: str, turn: int
+) -> None:
+    """Pasted files make each request about 1,200 tokens larger.  With room for a
+    300-token answer the third turn's request would pass 80% of the window; with
+    room for 3,500 the second would leave too little room: each compacts first."""
+    model = Model(provider, [say(f"Got file {n}.") for n in range(1, 5)])
+    results: list[Any] = []
+
+    async def play(client: AcpClient, ran: Ran) -> None:
+        sid = await client.new_session(str(tmp_path))
+        for n in range(1, 4):
+            results.append(await client.prompt(sid, f"Here is file {n}: {POEM}"))
+
+    extra = ("--context-window", "6000", "--max-tokens", max_tokens)
+    ran = await run(tmp_path, provider, model.replies(), play, extra=extra)
+    assert [r.stop_reason for r in results] == ["end_turn"] * 3
+    [records] = ran.logs()
+    done = compactions(records)[0]  # (the small room may call for another one later)
+    assert model.summaries == len(compactions(records))
+    assert done["turn"] == turn
+    first_step = next(r for r in records if r["type"] == "step/start" and r["turn"] == turn)
+    assert done["seq"] < first_step["seq"]  # before the turn's first request
+    summary_at = next(i for i, r in enumerate(ran.server.requests) if is_summary(r.body))
+    after = ran.server.requests[summary_at + 1].body
+    assert first_text(after).startswith(SUMMARY_HEADER)
+    assert f"Here is file {turn}" in json.dumps(messages_of(after))  # the prompt, verbatim
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_load_and_fork_after_a_compaction_reproduce_its_history(
     tmp_path: Path, provider: str
 ) -> None:

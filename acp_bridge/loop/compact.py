@@ -127,8 +127,9 @@ async def compact(turn: Turn, trigger: str, instructions: str | None = None) -> 
         **fields, **done_fields, tokens_after=after, usage=usage_record(usage)
     )
     show(turn, done)
-    cost = usage.input_tokens if usage is not None else 0, usage.output_tokens if usage else 0
-    turn.show_context_usage(after, *cost)
+    # The history's new size; the summary request's tokens count for the cost.
+    spent = (usage.input_tokens, usage.output_tokens) if usage is not None else (0, 0)
+    turn.show_context_usage(after, *spent)
     return Outcome("completed")
 
 

@@ -216,6 +216,7 @@ class Turn:
         self._overflowed = False
         # The turn's prompt did not fit even after compaction: it leaves the history.
         self.left_out = False
+        self._overflow_why = "it was compacted"
         # A command turn: ("compact", its instructions).
         self.command: tuple[str, str | None] | None = None
 
@@ -342,14 +343,16 @@ class Turn:
         """Compact first if the next request would pass the threshold of the window.
 
         The limit is the threshold's share of the window, or the window less
-        the room the model's answer needs, whichever is lower.  One failed
-        attempt is enough for a turn: its requests then go as they are.
+        the room the model's answer needs, whichever is lower (a window smaller
+        than that room is a setting to fix: then the threshold alone).  One
+        failed attempt is enough for a turn: its requests then go as they are.
         """
         info, session = self.info, self.session
         assert info is not None
         window = session.context.window(info)
-        threshold = session.context.config.compact_threshold
-        limit = min(threshold * window, window - info.max_output_tokens)
+        limit = session.context.config.compact_threshold * window
+        if window > info.max_output_tokens:
+            limit = min(limit, window - info.max_output_tokens)
         tools = () if session.tools is None else session.tools.registry.specs()
         records = session.log.records
         tokens = next_request_tokens(records, session.history(), self.system, tools)
@@ -381,6 +384,11 @@ class Turn:
         outcome = await compact(self, "overflow")
         if outcome.status != "completed":
             self.left_out = True
+            self._overflow_why = (
+                "there is nothing left to compact"
+                if outcome.error is None
+                else f"it could not be compacted ({outcome.error.message})"
+            )
             raise exc
 
     async def _command(self) -> str:
@@ -807,9 +815,9 @@ class Turn:
         message = f"Model request failed: {exc.message}"
         if self.left_out:
             message += (
-                ". The conversation was compacted as far as it can be and this message still "
-                "does not fit, so it was left out of the conversation: the session goes on "
-                "without it. Send something shorter (or attach less)."
+                f". This message does not fit the model's context window ({self._overflow_why}), "
+                "so it was left out of the conversation: the session goes on without it. "
+                "Send something shorter, or attach less."
             )
         self.error = RpcError(
             -32603,

@@ -11,10 +11,8 @@ from typing import Any
 import anyio
 
 from .. import __version__
-from ..context.session import cost_so_far
 from ..jsonrpc.connection import Connection, Reply, current_reply
 from ..jsonrpc.errors import RequestId, RpcError
-from ..log.compaction import opted_in
 from ..log.reader import session_path
 from ..log.writer import SessionLog
 from ..loop.session import Session
@@ -122,6 +120,8 @@ class Agent:
         records: list[dict[str, Any]] | None = None,
     ) -> Session:
         """A session with its tools (as ``records`` of its log left them, if reopened)."""
+        from ..context.session import cost_so_far
+        from ..log.compaction import opted_in
         from . import tool_session  # the tools load off the start-up path
 
         session = Session(session_id, cwd, slog, provider, self.outbox, UpdateFrames(session_id))
@@ -135,8 +135,8 @@ class Agent:
     async def prepare_context(self, session: Session) -> None:
         """Build the session's system prompt now (reading its instruction files), so
         that its first turn goes straight to the model."""
-        tools = () if session.tools is None else session.tools.registry.specs()
-        await session.context.system_prompt(tools)
+        # The tools themselves, not their specs: building JSON Schemas can wait.
+        await session.context.system_prompt(() if session.tools is None else session.tools.registry)
 
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = P.absolute_path(params, "cwd")

@@ -29,8 +29,6 @@ from ..log.replay import commands_update, replay_updates, title_from_prompt, tit
 from ..log.upcast import gc_paused, load_log
 from ..loop.session import Session
 from ..loop.turn import Turn
-from ..sessions.compact import CompactRecorder
-from ..sessions.compact import instructions_of as compact_instructions
 from ..sessions.fork import ForkError, fork_records
 from ..sessions.info import PAGE_SIZE, BadCursor, list_sessions, title_of
 from ..sessions.regenerate import RegenerateRecorder, is_command, target_turn
@@ -380,12 +378,15 @@ class SessionMethods:
     @staticmethod
     def compact_instructions(blocks: list[dict[str, Any]]) -> str | None:
         """The instructions of a ``/compact`` prompt ("" for none); None for another prompt."""
-        return compact_instructions(blocks)
+        from ..sessions.compact import instructions_of
+
+        return instructions_of(blocks)
 
     async def run_compact(
         self, reply: Reply, session: Session, command: list[dict[str, Any]], instructions: str
     ) -> None:
         """A ``/compact`` turn for ``session``, queued and answered like a prompt."""
+        from ..sessions.compact import CompactRecorder
 
         def prepare(turn: Turn) -> None:
             turn.rec = CompactRecorder(session.log, turn.number, command)

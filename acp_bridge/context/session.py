@@ -13,7 +13,6 @@ from typing import Any
 
 import anyio.to_thread
 
-from ..providers.base import ToolSpec
 from .config import ContextConfig
 from .instructions import read_instructions
 from .system_prompt import environment, system_prompt
@@ -40,21 +39,20 @@ class SessionContext:
     reported_window: int | None = None
     instruction_files: tuple[str, ...] = field(default=())
 
-    async def system_prompt(self, tools: Sequence[ToolSpec]) -> str:
-        """The session's system prompt (built once; see the module docstring)."""
+    async def system_prompt(self, tools: Iterable[Any]) -> str:
+        """The session's system prompt (built once; see the module docstring).
+
+        ``tools`` are the session's tools (anything with a ``name`` and a
+        ``description``: tools or their specs)."""
         if self.system is None:
-            self.system = await anyio.to_thread.run_sync(self._build, tuple(tools))
+            listed = tuple((str(tool.name), str(tool.description)) for tool in tools)
+            self.system = await anyio.to_thread.run_sync(self._build, listed)
         return self.system
 
-    def _build(self, tools: Sequence[ToolSpec]) -> str:
+    def _build(self, tools: Sequence[tuple[str, str]]) -> str:
         found = read_instructions(self.cwd, self.config.config_dir)
         self.instruction_files = tuple(item.path for item in found)
-        env = environment(
-            self.cwd,
-            self.additional_directories,
-            [(tool.name, tool.description) for tool in tools],
-            found,
-        )
+        env = environment(self.cwd, self.additional_directories, tools, found)
         return system_prompt(self.config, env)
 
     def reload(self) -> None:

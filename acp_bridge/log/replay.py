@@ -53,7 +53,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from .compaction import compaction_updates, nothing_to_compact_update
 from .derive import replaced_turns
 
 __all__ = [
@@ -129,6 +128,8 @@ def title_from_prompt(blocks: Iterable[Mapping[str, Any]]) -> str | None:
 
 def replay_updates(records: Iterable[Record], *, compaction: bool = False) -> list[dict[str, Any]]:
     """The ``session/update`` params that replay a session (see the module docstring)."""
+    from .compaction import compaction_updates, nothing_to_compact_update
+
     records = list(records)
     # A /compact turn that has not (yet) shown a compaction.
     compact_turn: object = None

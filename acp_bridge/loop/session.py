@@ -6,8 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..context.config import ContextConfig
-from ..context.session import SessionContext
 from ..log.writer import SessionLog
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
@@ -15,6 +13,7 @@ from .prompts import PromptQueue
 from .updates import UpdateFrames
 
 if TYPE_CHECKING:
+    from ..context.session import SessionContext
     from ..tools.state import ToolState
 
 
@@ -35,6 +34,10 @@ class Session:
     context: SessionContext = field(init=False)
 
     def __post_init__(self) -> None:
+        # Loaded off the start-up path (see `acp_bridge.server`).
+        from ..context.config import ContextConfig
+        from ..context.session import SessionContext
+
         self.prompts = PromptQueue(self)
         config = getattr(self.provider, "context", None)
         if not isinstance(config, ContextConfig):

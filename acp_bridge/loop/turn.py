@@ -57,10 +57,7 @@ import anyio
 import anyio.lowlevel
 import orjson
 
-from ..context.estimate import estimate_json, estimate_request, next_request_tokens
-from ..context.windows import ModelInfo, model_info_of
 from ..jsonrpc.errors import RpcError
-from ..log.compaction import nothing_to_compact_update
 from ..log.replay import retry_notice
 from ..providers.base import (
     ModelRequest,
@@ -76,15 +73,15 @@ from ..providers.base import (
 )
 from ..tools.texts import unavailable_tool_text as unavailable_tool_text
 from .assembler import AssemblyError, StreamAssembler
-from .compact import OpenCompaction, compact
-from .compact import show as show_compaction
 from .inflight import InFlight
 from .recorder import TurnRecorder
 from .stop import stop_reason_for_finish
 from .updates import CHUNK_SUFFIX
 
 if TYPE_CHECKING:
+    from ..context.windows import ModelInfo
     from ..tools.runner import ToolRunner
+    from .compact import OpenCompaction
     from .session import Session
 
 log = logging.getLogger("acp_bridge.turn")
@@ -301,6 +298,9 @@ class Turn:
 
     async def _steps(self) -> str | None:
         """Run steps until a stop reason; None when the turn was stopped."""
+        # The context machinery loads off the start-up path (see acp_bridge.server).
+        from ..context.windows import model_info_of
+
         rec = self.rec
         session = self.session
         tools = () if session.tools is None else session.tools.registry.specs()
@@ -347,6 +347,8 @@ class Turn:
         than that room is a setting to fix: then the threshold alone).  One
         failed attempt is enough for a turn: its requests then go as they are.
         """
+        from ..context.estimate import next_request_tokens
+
         info, session = self.info, self.session
         assert info is not None
         window = session.context.window(info)
@@ -359,6 +361,8 @@ class Turn:
         if tokens <= limit or self._compaction_failed:
             return
         log.info("turn %d: about %d tokens, over %d: compacting", self.number, tokens, limit)
+        from .compact import compact  # loaded off the start-up path (acp_bridge.server)
+
         self._enter(TurnState.COMPACTING)
         outcome = await compact(self, "auto")
         self._compaction_failed = outcome.status != "completed"
@@ -379,6 +383,8 @@ class Turn:
 
     async def _compact_after_rejection(self, exc: ProviderError) -> None:
         """Log the refused request as a failed step, then compact; the caller retries."""
+        from .compact import compact
+
         self._fail_step(exc)
         self._enter(TurnState.COMPACTING)
         outcome = await compact(self, "overflow")
@@ -393,6 +399,10 @@ class Turn:
 
     async def _command(self) -> str:
         """A ``/compact`` turn: compact now, and answer with what happened."""
+        from ..context.windows import model_info_of
+        from ..log.compaction import nothing_to_compact_update
+        from .compact import compact
+
         assert self.command is not None
         self.info = await model_info_of(self.session.provider)
         self._enter(TurnState.COMPACTING)
@@ -623,6 +633,8 @@ class Turn:
 
     def _estimate_usage(self, content: list[dict[str, Any]]) -> None:
         """A response without a usage report: estimate it (real models only)."""
+        from ..context.estimate import estimate_json, estimate_request
+
         info = self.info
         if info is None or not info.estimate_usage:
             return
@@ -762,7 +774,9 @@ class Turn:
             **fields,
         )
         if record:
-            show_compaction(self, record)
+            from .compact import show
+
+            show(self, record)
 
     def _fail_step(self, exc: ProviderError) -> None:
         """The step's request failed: its attempt and the error are logged, the step ends."""

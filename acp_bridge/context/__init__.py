@@ -8,5 +8,10 @@
   project's instruction files (``AGENTS.md``, ``CLAUDE.md``);
 * `estimate`: token estimates before a request;
 * `compaction`: the pure part of compacting a history (which records a
-  summary replaces, and the request that asks for it).
+  summary replaces, and the request that asks for it);
+* `session`: a session's system prompt, window and cost (`Session.context`).
+
+None of it is imported on the start-up path: `acp_bridge.server` loads it in
+the worker thread that loads the provider; the turn (`acp_bridge.loop.turn`)
+and the compaction it runs (`acp_bridge.loop.compact`) import it where used.
 """

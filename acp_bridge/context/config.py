@@ -73,6 +73,7 @@ def context_config(
     Reads the ``system`` file; raises `ConfigError` saying what to fix.
     """
     from ..providers.config import ConfigError  # only with settings to check
+
     system = None
     system_file = settings.get("system")
     if system_file:

@@ -12,12 +12,12 @@ way: history, system prompt and tool definitions.  An image counts as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import orjson
 
-from ..log.derive import compacted_records, completed_compaction, excluded_turns, replaced_turns
+from ..log.derive import completed_compaction, excluded_turns, replaced_turns
 from ..log.records import SURFACE_TYPES
 
 __all__ = [
@@ -108,8 +108,3 @@ def _anchor(records: Sequence[Record]) -> tuple[int, list[Record]] | None:
 
 def _count(value: object) -> int:
     return value if type(value) is int and value > 0 else 0
-
-
-def history_records(records: Sequence[Record]) -> Iterable[Record]:
-    """The surface records the current history is made of (for estimates of its parts)."""
-    return (r for r in compacted_records(records) if r.get("type") in SURFACE_TYPES)

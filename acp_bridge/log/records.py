@@ -135,8 +135,7 @@ Context (turn level, step 0: between steps, never while one is open)
                      records kept verbatim: the interrupted message of the
                      latest Stop, the prompt being answered), ``replaced``
                      (how many history messages the summary replaced),
-                     ``tokens_after``, ``usage`` of the summary request and
-                     ``message_id`` of the result shown for ``/compact``; or
+                     ``tokens_after`` and ``usage`` of the summary request; or
                      ``failed`` with ``error`` (as in ``agent/request-error``);
                      or ``cancelled`` (a Stop).  ``trigger``: ``auto`` (the
                      next request would pass the threshold), ``overflow`` (the

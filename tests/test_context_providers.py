@@ -333,3 +333,19 @@ async def test_a_known_model_s_window(tmp_path: Path) -> None:
     )
     assert [u["size"] for u in ran.usage()] == [200_000]
     assert ran.server.gets == []  # Anthropic is never asked
+
+
+async def test_an_unreadable_system_file_is_reported_at_session_new(tmp_path: Path) -> None:
+    """With the keyless provider too: the editor is told why, the agent keeps serving."""
+    missing = tmp_path / "nope.md"
+    command = bridge_command(
+        "--provider", "fake", "--system", str(missing), "--state-dir", str(tmp_path / "state")
+    )
+    async with running(command, stderr=tmp_path / "stderr.txt") as client:
+        with anyio.fail_after(30):
+            await client.initialize()
+            answer = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        assert await client.finish(within=15) == 2
+    error = answer["error"]
+    assert error["data"]["kind"] == "startup"
+    assert f"cannot read the system prompt file {missing}" in error["message"]

@@ -119,6 +119,34 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
         "results, although it looks secret (repeatable, or names separated by commas; "
         "also $ACP_BRIDGE_PASS_ENV)",
     )
+    _context_options(p, d)
+
+
+def _context_options(p: argparse.ArgumentParser, d: Any) -> None:
+    g = p.add_argument_group("the model's context (every provider)")
+    g.add_argument(
+        "--system-mode",
+        default=d(None),
+        choices=["append", "replace"],
+        help="--system FILE extends the default system prompt (append, the default) or "
+        "replaces it (replace); the project's AGENTS.md files are included either way",
+    )
+    g.add_argument(
+        "--context-window",
+        type=_count(MAX_CONTEXT_WINDOW),
+        default=d(None),
+        metavar="N",
+        help="the model's context window in tokens (default: the config file's "
+        "context_windows, what the server says, a known model's, else 32768)",
+    )
+    g.add_argument(
+        "--compact-threshold",
+        type=_fraction,
+        default=d(None),
+        metavar="F",
+        help="compact the conversation before a request that would fill more than this "
+        "fraction of the context window (default: 0.8, from 0.1 to 1)",
+    )
 
 
 # Bounds of the numeric options: finite, and small enough that a typo
@@ -128,6 +156,7 @@ MAX_IDLE_TIMEOUT = 86400.0
 MAX_TOOL_TIMEOUT = 86400.0
 MAX_STEPS = 10_000
 MAX_STOP_AFTER = 1_000_000
+MAX_CONTEXT_WINDOW = 100_000_000
 
 
 def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
@@ -158,7 +187,8 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
     g.add_argument("--max-tokens", type=_positive_int, default=d(None), metavar="N",
                    help="most tokens the model may write per request (default: 4096)")
     g.add_argument("--system", default=d(None), metavar="FILE",
-                   help="file whose text is the system prompt")
+                   help="file whose text extends (or, with --system-mode replace, replaces) "
+                   "the default system prompt; works with every provider")
     g.add_argument("--thinking-budget", type=_positive_int, default=d(None), metavar="N",
                    help="anthropic: enable extended thinking with this token budget")
     g.add_argument("--reasoning-effort", default=d(None), metavar="LEVEL",
@@ -254,6 +284,17 @@ def _base_url(text: str) -> str:
 
 # For options whose only natural bound is the type (token counts and the like).
 _positive_int = _count(None)
+
+
+def _fraction(text: str) -> float:
+    expected = "expected a fraction from 0.1 to 1"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
+    if not 0.1 <= value <= 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
+    return value
 
 MAX_RETRIES = 20
 _retries = _count(MAX_RETRIES, minimum=0)
@@ -401,7 +442,7 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
         )
     load: Callable[[], Callable[[], Provider]]
     if args.provider == "fake" or (args.provider is None and args.script):
-        load = functools.partial(_load_fake_provider, args.script)
+        load = functools.partial(_load_fake_provider, args.script, _flags(args), args)
     else:
         load = _http_loader(args)
     options = ServeOptions(
@@ -440,6 +481,7 @@ def _forget_credentials() -> list[str]:
 
 def _http_loader(args: argparse.Namespace) -> Callable[[], Callable[[], Provider]]:
     def load() -> Callable[[], Provider]:
+        from .context.config import context_config
         from .providers.build import http_provider_factory, provider_config
         from .providers.config import ConfigError
         from .server import StartupError
@@ -447,12 +489,15 @@ def _http_loader(args: argparse.Namespace) -> Callable[[], Callable[[], Provider
         try:
             choice = _choose_provider(args)
             if choice.provider == "fake":
-                return _load_fake_provider(args.script)
+                return _load_fake_provider(args.script, choice.settings, args)
             if choice.provider not in PROVIDERS:
                 raise ConfigError(
                     f"unknown provider {choice.provider!r} (known: {', '.join(PROVIDERS)})"
                 )
-            config = provider_config(choice.settings, idle_timeout=args.idle_timeout or None)
+            context = context_config(choice.settings, context_window=args.context_window)
+            config = provider_config(
+                choice.settings, idle_timeout=args.idle_timeout or None, context=context
+            )
             log.info(
                 "provider %s, model %s at %s (chosen by %s)",
                 config.provider,
@@ -492,20 +537,36 @@ def _choose_provider(args: argparse.Namespace) -> Choice:
     )
 
 
-def _load_fake_provider(script_path: str | None) -> Callable[[], Provider]:
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The context settings given as flags (for a provider without a config file)."""
+    from .context.config import CONTEXT_FLAG_KEYS
+
+    return {
+        name: getattr(args, name)
+        for name in CONTEXT_FLAG_KEYS
+        if getattr(args, name, None) is not None
+    }
+
+
+def _load_fake_provider(
+    script_path: str | None, settings: dict[str, Any], args: argparse.Namespace
+) -> Callable[[], Provider]:
+    from .context.config import context_config
+    from .providers.config import ConfigError
     from .providers.script_format import ScriptError, load_script, parse_script
     from .providers.scripted import ScriptedProvider
     from .server import StartupError
 
     try:
+        context = context_config(settings, context_window=getattr(args, "context_window", None))
         script = (
             load_script(script_path)
             if script_path
             else parse_script(BUILTIN_SCRIPT, source="<built-in>")
         )
-    except ScriptError as exc:
+    except (ScriptError, ConfigError) as exc:
         raise StartupError(str(exc)) from exc
-    return lambda: ScriptedProvider(script)
+    return lambda: ScriptedProvider(script, context)
 
 
 BUILTIN_SCRIPT: dict[str, Any] = {

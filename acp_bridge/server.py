@@ -208,6 +208,8 @@ def _load_in_worker(
     start-up), so that the first ``session/new`` finds both ready."""
     import_module("acp_bridge.acp.tool_session")
     import_module("acp_bridge.tools.runner")
+    import_module("acp_bridge.context.session")  # the system prompt, made at session/new
+    import_module("acp_bridge.loop.compact")
     return load_provider()
 
 

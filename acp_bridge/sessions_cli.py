@@ -146,9 +146,7 @@ def timeline(records: Iterable[Record]) -> list[str]:
                 )
         elif kind == "turn/start":
             turn_at = at
-            again = record.get("regenerates")
-            what = f"  (regenerates turn {again})" if again is not None else ""
-            lines.append(f"turn {record.get('turn')}  {_local_time(at)}{what}")
+            lines.append(f"turn {record.get('turn')}  {_local_time(at)}{_turn_kind(record)}")
         elif kind == "user/message":
             lines.append(
                 f"  user: {_quote(_blocks_text(record.get('prompt') or record.get('content')))}"
@@ -180,6 +178,15 @@ def timeline(records: Iterable[Record]) -> list[str]:
     return lines
 
 
+def _turn_kind(record: Record) -> str:
+    again = record.get("regenerates")
+    if again is not None:
+        return f"  (regenerates turn {again})"
+    if record.get("command"):
+        return f"  (/{record['command']})"
+    return ""
+
+
 def _request_error(record: Record) -> str:
     error = record.get("error") or {}
     retry = ""
@@ -204,8 +211,27 @@ def _tool_result(record: Record) -> str:
     return f"result {record.get('tool_call_id')}: {state} {text}"
 
 
+def _compaction(record: Record) -> str:
+    status = record.get("status")
+    head = f"compaction {record.get('compaction_id')} ({record.get('trigger')}): {status}"
+    if status == "in_progress":
+        return f"{head}, about {record.get('tokens_before')} tokens"
+    if status == "completed":
+        return (
+            f"{head}: {record.get('replaced')} message(s) summarized, about "
+            f"{record.get('tokens_after')} tokens now; verbatim from record "
+            f"{record.get('kept_from')}, pinned {record.get('pinned')}; summary "
+            f"{_quote(str(record.get('summary')))}"
+        )
+    if status == "failed":
+        error = record.get("error") or {}
+        return f"{head}: {error.get('kind')} {_quote(str(error.get('message')))}"
+    return head
+
+
 _DETAILS: dict[str, Callable[[Record], str]] = {
     "agent/request-error": _request_error,
+    "compaction": _compaction,
     "agent/internal-error": _internal_error,
     "tool/call": _tool_call,
     "tool/result": _tool_result,

@@ -5,6 +5,10 @@ headers and a body of server-sent events written as chunked transfer
 encoding, with optionally a cut (the socket closes mid-body) or a
 tail that keeps the stream open until the client goes away (recorded as a
 disconnect).  It keeps every request it received (path, headers, JSON body).
+A ``GET .../models`` is answered with `WireServer.models` (404 while it is
+None) and kept apart, in ``gets``.  A scripted reply may be a function of the
+request's JSON body that returns the `Reply` (usage that follows the request's
+size, say).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -42,11 +46,17 @@ class Received:
     body: dict[str, Any]
 
 
+ReplyFor = Callable[[dict[str, Any]], Reply]
+
+
 class WireServer:
-    def __init__(self, replies: list[Reply]) -> None:
+    def __init__(self, replies: Sequence[Reply | ReplyFor]) -> None:
         self.replies = list(replies)
         self.requests: list[Received] = []
         self.disconnected = threading.Event()
+        # The model listing GET /models answers with (None: 404), and the GETs.
+        self.models: list[dict[str, Any]] | None = None
+        self.gets: list[str] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -64,7 +74,17 @@ class WireServer:
                     )
                 )
                 reply = server.replies.pop(0) if server.replies else Reply(status=500)
+                if callable(reply):
+                    reply = reply(server.requests[-1].body)
                 server.serve_reply(self, reply)
+
+            def do_GET(self) -> None:
+                server.gets.append(self.path)
+                if self.path.endswith("/models") and server.models is not None:
+                    body = json.dumps({"object": "list", "data": server.models}).encode()
+                    server.serve_reply(self, Reply(status=200, body=body))
+                else:
+                    server.serve_reply(self, Reply(status=404, body=b'{"error": "not found"}'))
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

@@ -68,6 +68,18 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
             ["demo", "--stop-after", "1e9"],
             "acp-bridge demo: --stop-after: expected a whole number from 1 to 1000000, got '1e9'",
         ),
+        (
+            ["--context-window", "0"],
+            "acp-bridge: --context-window: expected a whole number from 1 to 100000000, got '0'",
+        ),
+        (
+            ["--compact-threshold", "80"],
+            "acp-bridge: --compact-threshold: expected a fraction from 0.1 to 1, got '80'",
+        ),
+        (
+            ["serve", "--compact-threshold", "nan"],
+            "acp-bridge serve: --compact-threshold: expected a fraction from 0.1 to 1, got 'nan'",
+        ),
     ],
 )
 def test_a_bad_number_is_refused_in_the_users_terms(

@@ -114,6 +114,8 @@ def from_body(provider: str, body: Json) -> list[tuple[str, list[str]]]:
     """(role, texts) of each message of a request body, in the vendor's format."""
     out: list[tuple[str, list[str]]] = []
     for message in body["messages"]:
+        if message["role"] == "system":  # OpenAI's system prompt; history prints the conversation
+            continue
         content = message["content"]
         if provider == "openai" and message["role"] == "user":
             # A text-only user message is one string, its parts joined by a blank line.

@@ -77,7 +77,9 @@ class LogBuilder:
 
     def add(self, type: str, **fields: Any) -> Record:
         level_turn = 0 if type == "session/start" else self.turn
-        turn_level = type in ("session/start", "turn/start", "user/message", "turn/end")
+        turn_level = type in (
+            "session/start", "turn/start", "user/message", "turn/end", "compaction"
+        )
         record = {
             "v": 1,
             "seq": len(self.records),
@@ -707,7 +709,8 @@ LOG_RULES: list[tuple[str, Mutation, str]] = [
         "update must be an object for 'call_x'",
     ),
     ("negative usage", _edit("usage/update", {"used": -1}), "usage/update used"),
-    ("usage outside a step", _edit("usage/update", {"step": 0}), "but the open step is"),
+    # Turn level (after a compaction) only between steps.
+    ("turn-level usage in a step", _edit("usage/update", {"step": 0}), "usage/update while step"),
     (
         "retry without its number",
         _edit("agent/request-error", {"retrying": True}),

@@ -70,7 +70,9 @@ class Session:
         out: dict[str, Any] = normalize(
             {
                 "wire": [[d, m] for d, m in self.client.transcript],
-                "requests": [{"path": r.path, "body": r.body} for r in self.server.requests],
+                "requests": [
+                    {"path": r.path, "body": without_system(r.body)} for r in self.server.requests
+                ],
                 "history": [derive_messages(r) for r in logs],
             },
             paths={str(self.state): "<state>", CWD: "<cwd>"},
@@ -120,6 +122,26 @@ async def run(
     # Every frame both ways is valid ACP.
     load_acp_schema().check_transcript(client.transcript)
     return session
+
+
+def without_system(body: dict[str, Any]) -> dict[str, Any]:
+    """A request body with its system prompt (machine- and date-dependent, snapshotted
+    on its own in test_context_prompt.py) as a placeholder."""
+    body = dict(body)
+    if "system" in body:
+        body["system"] = "<system prompt>"
+    messages = body.get("messages")
+    if messages and messages[0].get("role") == "system":
+        body["messages"] = [{"role": "system", "content": "<system prompt>"}, *messages[1:]]
+    return body
+
+
+def chat(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Chat Completions messages of a request after its system message."""
+    messages: list[dict[str, Any]] = body["messages"]
+    assert messages[0]["role"] == "system"
+    assert "You are acp-bridge" in messages[0]["content"]
+    return messages[1:]
 
 
 def _assert_no_key(session: Session) -> None:
@@ -490,7 +512,8 @@ async def test_openai_reasoning_fields(tmp_path: Path, key: str) -> None:
     assert request.body["stream_options"] == {"include_usage": True}
     logs = s.logs()[0]
     [message] = [r for r in logs if r["type"] == "assistant/message"]
-    assert message["usage"] == {"input_tokens": 9, "output_tokens": 5}
+    # The window the provider knows rides along (a recording keeps it).
+    assert message["usage"] == {"input_tokens": 9, "output_tokens": 5, "context_window": 128_000}
 
 
 async def test_openai_plain_text(tmp_path: Path, snapshot: SnapshotAssertion) -> None:
@@ -545,7 +568,7 @@ async def test_openai_ollama_parallel_calls_at_one_index(
         results.append(await prompt(client, sid, "Weather and time?"))
 
     s = await run(tmp_path, "openai", [Reply(calls), Reply(openai_text(["Done."]))], play)
-    follow = s.server.requests[1].body["messages"]
+    follow = chat(s.server.requests[1].body)
     assert [c["id"] for c in follow[1]["tool_calls"]] == ["call_a", "call_b"]
     assert follow[1]["tool_calls"][1]["function"] == {
         "name": "get_time",
@@ -585,9 +608,9 @@ async def test_openai_deepseek_reasoning_content_in_tool_turns(tmp_path: Path) -
         [Reply(first), Reply(openai_text(["No tools."])), Reply(openai_text(["Welcome."]))],
         play,
     )
-    in_loop = s.server.requests[1].body["messages"][1]
+    in_loop = chat(s.server.requests[1].body)[1]
     assert in_loop["reasoning_content"] == "Need the weather."  # same turn: sent back
-    next_turn = s.server.requests[2].body["messages"][1]
+    next_turn = chat(s.server.requests[2].body)[1]
     assert "reasoning_content" not in next_turn  # an earlier turn: never
 
 
@@ -671,7 +694,7 @@ async def test_model_option_and_image(tmp_path: Path, snapshot: SnapshotAssertio
     assert seen["changed"]["configOptions"][0]["currentValue"] == "m2"
     body = s.server.requests[0].body
     assert body["model"] == "m2"
-    assert body["messages"][0]["content"][1] == {
+    assert chat(body)[0]["content"][1] == {
         "type": "image_url",
         "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="},
     }

@@ -744,9 +744,32 @@ async def test_report_describes_the_request() -> None:
         'last_assistant_text: "Once upon a"\n',
         'last_assistant_reasoning: "A short one."\n',
         "last_assistant_interrupted: true\n",
-        "tool_results: []",
+        "tool_results: []\n",
+        'first_user_text: "Tell me a story"',
     ]
     assert events[-2:] == [BlockEnd(0), Finish("end_turn")]
+
+
+@pytest.mark.anyio
+async def test_a_summary_request_takes_no_scripted_response() -> None:
+    """A compaction's summary request gets the script's ``compaction`` answer, or
+    the built-in summary, and leaves ``responses`` for the model requests."""
+    summary = ModelRequest(messages=HISTORY.messages, metadata={"purpose": "compaction"})
+    p = provider([{"text": "the answer"}])
+    said = "".join(e.text for e in await collect(p, summary) if isinstance(e, TextDelta))
+    assert said.startswith("Summary of the conversation: the user said ")
+    assert '"Tell me a story"' in said
+    assert "".join(e.text for e in await collect(p) if isinstance(e, TextDelta)) == "the answer"
+    scripted = ScriptedProvider(
+        parse_script(
+            {
+                "responses": [{"events": [{"text": "the answer"}]}],
+                "compaction": {"events": [{"text": "Short."}]},
+            }
+        )
+    )
+    events = await collect(scripted, summary)
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Short."]
 
 
 @pytest.mark.anyio

@@ -146,11 +146,23 @@ class Agent:
         records: list[dict[str, Any]] | None = None,
     ) -> Session:
         """A session with its tools (as ``records`` of its log left them, if reopened)."""
+        from ..context.session import cost_so_far
+        from ..log.compaction import opted_in
         from . import tool_session  # the tools load off the start-up path
 
         session = Session(session_id, cwd, slog, provider, self.outbox, UpdateFrames(session_id))
         session.tools = tool_session.tool_state(self, session, extra_dirs, records or ())
+        context = session.context
+        context.additional_directories = tuple(extra_dirs or ())
+        context.compaction_updates = opted_in(self.client_capabilities)
+        context.cost, context.currency = cost_so_far(records or ())
         return session
+
+    async def prepare_context(self, session: Session) -> None:
+        """Build the session's system prompt now (reading its instruction files), so
+        that its first turn goes straight to the model."""
+        # The tools themselves, not their specs: building JSON Schemas can wait.
+        await session.context.system_prompt(() if session.tools is None else session.tools.registry)
 
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = P.absolute_path(params, "cwd")
@@ -173,6 +185,7 @@ class Agent:
         self.stored.lock(session_id, path)
         slog = SessionLog(path, self.outbox)
         session = self.make_session(session_id, cwd, slog, provider, extra_dirs)
+        await self.prepare_context(session)
         meta: dict[str, Any] = {}
         if extra_dirs is not None:
             meta["additional_directories"] = extra_dirs
@@ -243,6 +256,9 @@ class Agent:
             raise
         if self.stored.is_regenerate(blocks):
             return await self.stored.run_regenerate(reply, session, params["prompt"])
+        instructions = self.stored.compact_instructions(blocks)
+        if instructions is not None:
+            return await self.stored.run_compact(reply, session, params["prompt"], instructions)
         await self.run_prompt(reply, session, blocks, params["prompt"])
         return None
 

@@ -175,6 +175,7 @@ class SessionMethods:
         extra = [d for d in dirs if isinstance(d, str)] if isinstance(dirs, list) else None
         session = agent.make_session(session_id, cwd, slog, provider, extra, records)
         agent.sessions[session_id] = session
+        await agent.prepare_context(session)
         return session
 
     def _options(self, session: Session) -> dict[str, Any]:
@@ -186,13 +187,17 @@ class SessionMethods:
     # -- load and resume ---------------------------------------------------------
 
     async def load(self, params: dict[str, Any]) -> dict[str, Any]:
-        session, records, _ = await self._open(params)
+        session, records, opened = await self._open(params)
+        if not opened:
+            session.context.reload()  # the instruction files are read again
+            await self.agent.prepare_context(session)
         self.agent.outbox.widen_stdout()  # a bulk write: no Stop waits behind it
         send = self.agent.outbox.send
         replayed = False
         frame = session.frames.update
+        compaction = session.context.compaction_updates
         with gc_paused():
-            for item in replay_updates(records):
+            for item in replay_updates(records, compaction=compaction):
                 update = item["update"]
                 if update["sessionUpdate"] == "available_commands_update":
                     replayed = True
@@ -384,6 +389,27 @@ class SessionMethods:
     @staticmethod
     def is_regenerate(blocks: list[dict[str, Any]]) -> bool:
         return is_command(blocks)
+
+    # -- /compact ----------------------------------------------------------------
+
+    @staticmethod
+    def compact_instructions(blocks: list[dict[str, Any]]) -> str | None:
+        """The instructions of a ``/compact`` prompt ("" for none); None for another prompt."""
+        from ..sessions.compact import instructions_of
+
+        return instructions_of(blocks)
+
+    async def run_compact(
+        self, reply: Reply, session: Session, command: list[dict[str, Any]], instructions: str
+    ) -> None:
+        """A ``/compact`` turn for ``session``, queued and answered like a prompt."""
+        from ..sessions.compact import CompactRecorder
+
+        def prepare(turn: Turn) -> None:
+            turn.rec = CompactRecorder(session.log, turn.number, command)
+            turn.command = ("compact", instructions or None)
+
+        await self.agent.run_prompt(reply, session, [], command, prepare)
 
 
 def ignore_mcp_servers(params: dict[str, Any]) -> None:

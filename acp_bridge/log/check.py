@@ -26,7 +26,12 @@ from .derive import (
     join_parts,
     visible_blocks,
 )
-from .records import FINAL_TOOL_STATUSES, RECORD_TYPES, SESSION_SETTING_TYPES
+from .records import (
+    COMPACTION_STATUSES,
+    FINAL_TOOL_STATUSES,
+    RECORD_TYPES,
+    SESSION_SETTING_TYPES,
+)
 
 __all__ = ["HistoryInvalid", "LogInvalid", "check_history", "check_log"]
 
@@ -213,6 +218,13 @@ def check_log(records: Sequence[Mapping[str, Any]]) -> None:
     * a ``tool/call`` id is unique and was announced by a ``tool_call`` block
       of an assistant message of its step; a ``tool/result`` answers an
       earlier ``tool/call`` of its step, once;
+    * a ``compaction`` is turn-level and comes between steps: an
+      ``in_progress`` record (its id and attempt id unique in the log), then,
+      before the next step or the turn's end (unless forced), one outcome for
+      the same id; a ``completed`` one has a visible summary, a ``kept_from``
+      no later than itself, and ``pinned`` seqs of earlier user or assistant
+      messages before ``kept_from``;
+    * a ``usage/update`` is step-level, or turn-level between steps;
     * an interrupted ``assistant/message`` holds exactly the non-blank text
       and reasoning of its ``stream`` (invariant I2), the attempt's deltas
       are prefixes of that stream, and the records of the turn after it are
@@ -244,6 +256,8 @@ class _Turn:
     # After an interrupted message: the records the turn must end with.
     expect: list[tuple[str, object]] = field(default_factory=list)
     expect_since: int = 0
+    # The compaction in progress (its id), if any.
+    compaction: str | None = None
 
 
 @dataclass
@@ -269,6 +283,9 @@ class _LogChecker:
         self.call_ids: set[str] = set()
         self.announced_ids: set[str] = set()
         self.shown_ids: set[str] = set()
+        self.compaction_ids: set[str] = set()
+        # The seqs of user and assistant messages (what a compaction may pin).
+        self.message_seqs: set[int] = set()
         self.seq = 0
         self.handlers: dict[str, Callable[[Record], None]] = {
             "turn/start": self._turn_start,
@@ -288,6 +305,7 @@ class _LogChecker:
             "tool/update": self._tool_update,
             "usage/update": self._usage_update,
             "agent/internal-error": self._internal_error,
+            "compaction": self._compaction,
         }
 
     def fail(self, reason: str) -> LogInvalid:
@@ -360,12 +378,15 @@ class _LogChecker:
         if turn.last_step or turn.user_messages:
             raise self.fail("a turn has one user/message, before its first step")
         turn.user_messages += 1
+        self.message_seqs.add(self.seq)
 
     def _turn_end(self, record: Record) -> None:
         turn = self._turn_level(record)
         if record.get("forced") is not True:
             if turn.open_step:
                 raise self.fail(f"turn/end while step {turn.open_step} is open")
+            if turn.compaction is not None:
+                raise self.fail(f"turn/end while compaction {turn.compaction!r} is in progress")
             for call_id, final in turn.shown.items():
                 if not final:
                     raise self.fail(f"turn/end before the final tool/update of {call_id!r}")
@@ -380,6 +401,8 @@ class _LogChecker:
         turn = self._current()
         if turn.open_step:
             raise self.fail(f"step/start while step {turn.open_step} is open")
+        if turn.compaction is not None:
+            raise self.fail(f"step/start while compaction {turn.compaction!r} is in progress")
         if record["step"] != turn.last_step + 1:
             raise self.fail(f"step/start for step {record['step']}, expected {turn.last_step + 1}")
         turn.open_step = turn.last_step = record["step"]
@@ -457,6 +480,7 @@ class _LogChecker:
 
     def _assistant_message(self, record: Record) -> None:
         stream = self._claim_stream(record)
+        self.message_seqs.add(self.seq)
         if stream.outcome == "abandoned":
             raise self.fail("an assistant/message for an abandoned attempt")
         turn = self._current()
@@ -497,11 +521,61 @@ class _LogChecker:
             self._in_step(record)
 
     def _usage_update(self, record: Record) -> None:
-        self._in_step(record)
+        if record["step"] == 0:
+            self._between_steps(record)
+        else:
+            self._in_step(record)
         for name in ("used", "size"):
             value = record.get(name)
             if type(value) is not int or value < 0:
                 raise self.fail(f"usage/update {name} must be a non-negative integer")
+
+    def _between_steps(self, record: Record) -> _Turn:
+        turn = self._turn_level(record)
+        if turn.open_step:
+            raise self.fail(f"a turn-level {record['type']} while step {turn.open_step} is open")
+        return turn
+
+    # -- compaction ---------------------------------------------------------------
+
+    def _compaction(self, record: Record) -> None:
+        turn = self._between_steps(record)
+        status = record.get("status")
+        compaction_id = record.get("compaction_id")
+        if status not in COMPACTION_STATUSES:
+            raise self.fail(f"unknown compaction status {status!r}")
+        if not isinstance(compaction_id, str) or not compaction_id:
+            raise self.fail("a compaction needs a non-empty compaction_id")
+        if status == "in_progress":
+            if turn.compaction is not None:
+                raise self.fail(f"compaction {turn.compaction!r} is already in progress")
+            attempt = record.get("attempt")
+            if compaction_id in self.compaction_ids:
+                raise self.fail(f"compaction id {compaction_id!r} is used twice")
+            if not isinstance(attempt, str) or not attempt or attempt in self.attempt_ids:
+                raise self.fail(f"compaction attempt id {attempt!r} is missing or used twice")
+            self.compaction_ids.add(compaction_id)
+            self.attempt_ids.add(attempt)
+            turn.compaction = compaction_id
+            return
+        if turn.compaction != compaction_id:
+            raise self.fail(f"a compaction outcome for {compaction_id!r}, which is not in progress")
+        turn.compaction = None
+        if status == "completed":
+            self._completed_compaction(record)
+
+    def _completed_compaction(self, record: Record) -> None:
+        if not is_visible_text(record.get("summary")):
+            raise self.fail("a completed compaction needs a summary")
+        kept_from = record.get("kept_from")
+        if type(kept_from) is not int or not 0 <= kept_from <= self.seq:
+            raise self.fail(f"kept_from {kept_from!r} is not the seq of an earlier record")
+        pinned = record.get("pinned")
+        if not isinstance(pinned, list):
+            raise self.fail("a completed compaction needs its pinned list")
+        for seq in pinned:
+            if type(seq) is not int or seq >= kept_from or seq not in self.message_seqs:
+                raise self.fail(f"pinned {seq!r} is not a message before kept_from")
 
     # -- what the editor was shown about tool calls -------------------------------
 

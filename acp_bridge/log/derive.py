@@ -23,7 +23,15 @@ a missing ``turn/end``), and `acp_bridge.log.check.check_history` accepts it:
   first (a cancel before the first token leaves two user messages in a row);
 * a turn whose ``turn/end`` reason is ``refusal`` is left out entirely (ACP:
   the refused prompt and all that came after it in the turn are not sent
-  again);
+  again), and so is a turn whose ``turn/end`` says ``left_out: true`` (its
+  prompt did not fit the model's context window even after compaction: the
+  session goes on without it);
+* the last ``compaction`` record with status ``completed`` replaces what came
+  before it (`compacted_records`): the history starts with a user message
+  holding its summary (`summary_text`), then the surface records it kept
+  verbatim (``pinned``, and every one from seq ``kept_from`` on), then those
+  after it; earlier compactions are superseded (their summaries are in the
+  newer one);
 * a regenerate is a turn whose ``turn/start`` has ``regenerates: N`` (the
   user turn it answers again) and no user message: the replies of turn N and
   of every earlier regenerate of N are left out (they stay in the log), so
@@ -46,20 +54,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import groupby
-from typing import Any, Final, overload
+from typing import Any, Final, cast, overload
 
 from .records import SURFACE_TYPES
 
 __all__ = [
     "ASSISTANT_BLOCK_TYPES",
     "RECOVERED_CRASHED",
+    "SUMMARY_HEADER",
     "USER_BLOCK_TYPES",
     "HistoryProjection",
     "HistoryView",
+    "compacted_records",
+    "completed_compaction",
     "delivered_prefix",
     "derive_messages",
+    "excluded_turns",
     "is_visible_text",
     "replaced_turns",
+    "summary_text",
 ]
 
 Message = dict[str, Any]
@@ -74,20 +87,82 @@ _TEXT_TYPES: Final = frozenset({"text", "reasoning"})
 # ``assistant/message.recovered`` of a message that crash recovery rebuilt.
 RECOVERED_CRASHED: Final = "crashed"
 
+# How the summary of a compaction opens the history's first user message.
+SUMMARY_HEADER: Final = (
+    "[The earlier part of this conversation was compacted to fit the context window. "
+    "This is a summary of it; the messages after it are verbatim.]"
+)
+
 
 def derive_messages(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The model history of a log (see the module docstring for the rules)."""
     records = list(records)
-    refused = _refused_turns(records)
+    refused = excluded_turns(records)
     replaced = replaced_turns(records)
     messages: list[Message] = []
-    for record in records:
+    for record in compacted_records(records):
         kind = record.get("type")
         if kind in SURFACE_TYPES and record.get("turn") not in refused:
             if kind != "user/message" and record.get("turn") in replaced:
                 continue  # a reply a later regenerate replaced
             messages.append(_surface_message(record))
     return _settle(messages)[0]
+
+
+def completed_compaction(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` is a ``compaction`` that changes the history.
+
+    It must be ``completed``, with a visible ``summary`` and an integer
+    ``kept_from``; ``pinned``, if given, must be a list (its non-integers are
+    ignored).  Any other compaction record leaves the history as it was.
+    """
+    return (
+        record.get("type") == "compaction"
+        and record.get("status") == "completed"
+        and is_visible_text(record.get("summary"))
+        and type(record.get("kept_from")) is int
+        and isinstance(record.get("pinned", []), list)
+    )
+
+
+def summary_text(summary: str) -> str:
+    """The text of the user message a compaction's summary becomes."""
+    return SUMMARY_HEADER + "\n\n" + summary.strip()
+
+
+def compacted_records(records: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
+    """The surface records the history is made of, after the last completed compaction.
+
+    Without one, ``records`` itself.  With one (at position ``c``): a
+    ``user/message`` of turn 0 holding its summary, the records before ``c``
+    whose ``seq`` is in ``pinned``, those before ``c`` whose ``seq`` is at
+    least ``kept_from``, and every record after ``c`` (a record after it is
+    kept whatever its ``seq``).  Turn 0 is never refused or regenerated, so
+    the summary stays whatever happens to the turns it summarized.
+    """
+    last = None
+    for position, record in enumerate(records):
+        if completed_compaction(record):
+            last = position
+    if last is None:
+        return records
+    compaction = records[last]
+    kept_from: int = compaction["kept_from"]
+    pinned = {seq for seq in compaction.get("pinned", ()) if type(seq) is int}
+    summary: dict[str, Any] = {
+        "type": "user/message",
+        "turn": 0,
+        "step": 0,
+        "content": [{"type": "text", "text": summary_text(compaction["summary"])}],
+    }
+    out: list[Mapping[str, Any]] = [summary]
+    for record in records[:last]:
+        # In log order the pinned records (before kept_from) come first.
+        seq = record.get("seq")
+        if type(seq) is int and (seq >= kept_from or seq in pinned):
+            out.append(record)
+    out.extend(records[last + 1 :])
+    return out
 
 
 def replaced_turns(records: Iterable[Mapping[str, Any]]) -> set[int]:
@@ -157,12 +232,16 @@ def visible_blocks(texts: Mapping[tuple[int, str], str]) -> list[dict[str, Any]]
 # -- from records to raw messages ---------------------------------------------
 
 
-def _refused_turns(records: Sequence[Mapping[str, Any]]) -> set[int]:
-    return {
-        record["turn"]
-        for record in records
-        if record.get("type") == "turn/end" and record.get("reason") == "refusal"
-    }
+def excluded_turns(records: Iterable[Mapping[str, Any]]) -> set[int]:
+    """The turns left out of the history: refused, or left out by the agent."""
+    return {record["turn"] for record in records if _leaves_out(record)}
+
+
+def _leaves_out(record: Mapping[str, Any]) -> bool:
+    """A ``turn/end`` that takes its turn out of the history (refusal, ``left_out``)."""
+    return record.get("type") == "turn/end" and (
+        record.get("reason") == "refusal" or record.get("left_out") is True
+    )
 
 
 def _surface_message(record: Mapping[str, Any]) -> Message:
@@ -395,6 +474,10 @@ class HistoryProjection:
     for a call the stable part dropped, a stable boundary undone by a
     refusal) make the projection start again from the whole log: correct,
     and never seen in a log that `check_log` accepts.
+
+    A completed compaction starts the projection again too, from the
+    records it leaves (`compacted_records`): from then on the projection
+    works on that shorter list (``_src``), extended by every later record.
     """
 
     __slots__ = (
@@ -404,6 +487,7 @@ class HistoryProjection:
         "_refused",
         "_replaced",
         "_seen",
+        "_src",
         "_stable",
         "_stable_raw_role",
         "_stable_turns",
@@ -414,6 +498,9 @@ class HistoryProjection:
 
     def __init__(self, records: list[dict[str, Any]] | None = None) -> None:
         self.records: list[dict[str, Any]] = [] if records is None else records
+        # The records the history is projected from: ``records`` itself until
+        # a compaction, then what the last compaction left plus what followed.
+        self._src = cast(list[Mapping[str, Any]], self.records)
         self._refused: set[Any] = set()
         # Regenerates: the attempts at each user turn, and the turns whose
         # replies a later attempt replaced (as `replaced_turns` computes them).
@@ -452,8 +539,23 @@ class HistoryProjection:
     def _catch_up(self) -> None:
         records = self.records
         while self._seen < len(records):
-            self._see(self._seen, records[self._seen])
+            record = records[self._seen]
             self._seen += 1
+            if completed_compaction(record):
+                self._compact()
+            elif self._src is not records:
+                self._src.append(record)
+                self._see(len(self._src) - 1, record)
+            else:
+                self._see(self._seen - 1, record)
+
+    def _compact(self) -> None:
+        """A compaction: project from the records it leaves, from scratch."""
+        self._src = list(compacted_records(self.records[: self._seen]))
+        self._reset()
+        for index, record in enumerate(self._src):
+            if record.get("type") in SURFACE_TYPES:
+                self._see(index, record)
 
     def _see(self, index: int, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
@@ -467,7 +569,7 @@ class HistoryProjection:
                 self._reset()
             return
         if kind == "turn/end":
-            if record.get("reason") == "refusal":
+            if _leaves_out(record):
                 self._refused.add(record.get("turn"))
                 self._cache = None
                 if record.get("turn") in self._stable_turns:
@@ -499,7 +601,7 @@ class HistoryProjection:
         self._used = frozenset(first_used)
         self._stable_turns.update(
             record.get("turn")
-            for record in self.records[self._start : index]
+            for record in self._src[self._start : index]
             if record.get("type") in SURFACE_TYPES
         )
         self._dropped.update(
@@ -513,7 +615,7 @@ class HistoryProjection:
 
     def _window(self, end: int | None = None) -> tuple[list[Message], set[str], list[Message]]:
         """The window's messages for ``records[start:end]``, the ids kept, its raw messages."""
-        end = self._seen if end is None else end
+        end = len(self._src) if end is None else end
         cache = self._cache
         if cache is not None and cache[0] == end:
             return cache[1], cache[2], cache[3]
@@ -529,7 +631,7 @@ class HistoryProjection:
         refused, replaced = self._refused, self._replaced
         return [
             _surface_message(record)
-            for record in self.records[self._start : end]
+            for record in self._src[self._start : end]
             if record.get("type") in SURFACE_TYPES
             and record.get("turn") not in refused
             and (record.get("type") == "user/message" or record.get("turn") not in replaced)

@@ -84,6 +84,7 @@ class TurnStart(Record):
 class TurnEnd(Record):
     reason: StrictStr
     forced: StrictBool = False
+    left_out: StrictBool = False
 
 
 class StepStart(Record):
@@ -167,9 +168,32 @@ class ToolShown(Record):
     update: dict[str, Any]
 
 
+class Cost(_Open):
+    amount: Annotated[float, Field(strict=False, allow_inf_nan=False)]
+    currency: StrictStr
+
+
 class UsageUpdate(Record):
     used: Count
     size: Count
+    cost: Cost | None = None
+
+
+class Compaction(Record):
+    """``compaction``: one stage of a compaction of the model history."""
+
+    compaction_id: NonEmpty
+    attempt: NonEmpty
+    status: StrictStr
+    trigger: StrictStr | None = None
+    summary: StrictStr | None = None
+    kept_from: Count | None = None
+    pinned: list[Count] | None = None
+    replaced: Count | None = None
+    tokens_before: Count | None = None
+    tokens_after: Count | None = None
+    usage: Usage | None = None
+    error: RequestError | None = None
 
 
 class InternalErrorDetail(_Open):
@@ -219,6 +243,7 @@ RECORD_MODELS: Final[dict[str, type[Record]]] = {
     "agent/internal-error": AgentInternalError,
     "session/mode": SessionMode,
     "permission/rule": PermissionRule,
+    "compaction": Compaction,
 }
 """The model of each known record type (every type of `records.RECORD_TYPES` has one)."""
 

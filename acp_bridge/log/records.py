@@ -33,13 +33,16 @@ Session level (turn 0, step 0)
                      may come at any point after ``session/start``
 
 Turn lifecycle
-  ``turn/start``     ``{regenerates?, prompt?}``  a regenerate names the user
-                     turn it answers again and has no ``user/message``; the
-                     ``/regenerate`` command keeps its blocks in ``prompt``
+  ``turn/start``     ``{regenerates?, prompt?, command?}``  a regenerate names
+                     the user turn it answers again and has no
+                     ``user/message``; the ``/regenerate`` command keeps its
+                     blocks in ``prompt``; a ``/compact`` turn has
+                     ``command: "compact"``, its blocks in ``prompt``, no
+                     user message and no step (only its compaction)
   ``user/message``   ``{content: [HistoryBlock], prompt}``       SURFACE
                      ``prompt``: the ACP content blocks exactly as received
                      (what a replay shows); ``content``: their history blocks
-  ``turn/end``       ``{reason, forced}``  reason is an ACP stop reason
+  ``turn/end``       ``{reason, forced, left_out?}``  reason is an ACP stop reason
                      (``end_turn``, ``max_tokens``, ``max_turn_requests``,
                      ``refusal``, ``cancelled``) or ``disconnected``,
                      ``error`` (the provider failed), ``internal`` (a bug
@@ -48,6 +51,9 @@ Turn lifecycle
                      `acp_bridge.log.reopen`); ``forced`` is true when the
                      cancel deadline expired and the turn was abandoned
                      rather than unwound, and for a crashed turn.
+                     ``left_out: true``: the turn is left out of the model
+                     history (its prompt did not fit the context window even
+                     after compaction; reason ``error``).
 
 Step lifecycle (one model call and the tools it asked for)
   ``step/start``     ``{}``
@@ -110,8 +116,33 @@ What the editor was shown (for ``session/load``; see `acp_bridge.log.replay`)
                      (status, content, locations, rawInput/rawOutput).  A
                      turn ends (unless forced) only when every announced
                      call has had a final status (``completed``/``failed``).
-  ``usage/update``   ``{used, size}``  a ``usage_update`` sent: tokens in
-                     context and the context window.
+  ``usage/update``   ``{used, size, cost?}``  a ``usage_update`` sent: tokens
+                     in context and the context window, ``cost`` the session's
+                     cumulative ``{amount, currency}`` when prices are
+                     configured; step level after a model response, turn level
+                     (step 0) after a compaction.
+
+Context (turn level, step 0: between steps, never while one is open)
+  ``compaction``     ``{compaction_id, attempt, status, trigger, ...}``  the
+                     model history is compacted: a summary request (its own
+                     ``attempt`` id, never streamed to the editor) replaces
+                     older messages with their summary.  Two records per
+                     compaction: ``in_progress`` (``tokens_before``, the
+                     estimated size of the history, and ``instructions`` of a
+                     ``/compact``), then its outcome: ``completed`` with
+                     ``summary``, ``kept_from`` (surface records from this seq
+                     on stay verbatim), ``pinned`` (seqs of older surface
+                     records kept verbatim: the interrupted message of the
+                     latest Stop, the prompt being answered), ``replaced``
+                     (how many history messages the summary replaced),
+                     ``tokens_after`` and ``usage`` of the summary request; or
+                     ``failed`` with ``error`` (as in ``agent/request-error``);
+                     or ``cancelled`` (a Stop).  ``trigger``: ``auto`` (the
+                     next request would pass the threshold), ``overflow`` (the
+                     provider rejected a request as too long) or ``command``.
+                     The last ``completed`` one changes the model history
+                     (`acp_bridge.log.derive.compacted_records`); the records
+                     it summarized stay in the log.
 
 Tools
   ``tool/call``      ``{tool_call_id, name, input, status}`` status
@@ -149,6 +180,9 @@ from typing import Final
 FORMAT_VERSION: Final = 1
 
 SURFACE_TYPES: Final = frozenset({"user/message", "assistant/message", "tool/result"})
+# Statuses of a ``compaction`` record (as ACP's ``compaction_update`` has them).
+COMPACTION_STATUSES: Final = frozenset({"in_progress", "completed", "failed", "cancelled"})
+COMPACTION_TRIGGERS: Final = frozenset({"auto", "overflow", "command"})
 # Tool call statuses after which the editor expects no further update.
 FINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
 
@@ -177,5 +211,6 @@ RECORD_TYPES: Final = frozenset(
         "agent/internal-error",
         "session/mode",
         "permission/rule",
+        "compaction",
     }
 )

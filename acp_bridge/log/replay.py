@@ -13,9 +13,15 @@ holds the chunks written to the editor in one batch, joined):
   call arguments were never shown and are not replayed;
 * ``tool/announce`` / ``tool/update``  the ``tool_call`` / ``tool_call_update``
   as sent, so every tool call ends with its final status and content;
-* ``usage/update``  ``usage_update`` with ``used`` and ``size``;
+* ``usage/update``  ``usage_update`` with ``used``, ``size`` and ``cost``;
 * ``agent/request-error`` with ``retrying: true``  the notice shown while the
-  provider retried (`retry_notice`).
+  provider retried (`retry_notice`);
+* ``compaction`` (its outcome)  what the editor was shown of it
+  (`acp_bridge.log.compaction.compaction_updates`: a ``compaction_update``
+  when ``compaction`` is true, the client having advertised
+  ``session.compaction``, else a notice), and for a ``/compact`` turn its
+  answer; such a turn without a compaction answered that there was nothing
+  to compact.
 
 Markers in ``_meta.acpBridge`` of the replayed chunks (not sent live, where
 the editor saw the stop happen):
@@ -69,6 +75,11 @@ AVAILABLE_COMMANDS: Final = (
         "name": "regenerate",
         "description": "Answer your last message again (the previous reply stays in the log)",
     },
+    {
+        "name": "compact",
+        "description": "Summarize the conversation so far, to free the model's context window",
+        "input": {"hint": "what the summary should keep (optional)"},
+    },
 )
 TITLE_LENGTH: Final = 60
 
@@ -76,7 +87,10 @@ TITLE_LENGTH: Final = 60
 def commands_update() -> dict[str, Any]:
     return {
         "sessionUpdate": "available_commands_update",
-        "availableCommands": [dict(command) for command in AVAILABLE_COMMANDS],
+        "availableCommands": [
+            {key: dict(value) if isinstance(value, dict) else value for key, value in c.items()}
+            for c in AVAILABLE_COMMANDS
+        ],
     }
 
 
@@ -112,9 +126,13 @@ def title_from_prompt(blocks: Iterable[Mapping[str, Any]]) -> str | None:
     return fallback
 
 
-def replay_updates(records: Iterable[Record]) -> list[dict[str, Any]]:
+def replay_updates(records: Iterable[Record], *, compaction: bool = False) -> list[dict[str, Any]]:
     """The ``session/update`` params that replay a session (see the module docstring)."""
+    from .compaction import compaction_updates, nothing_to_compact_update
+
     records = list(records)
+    # A /compact turn that has not (yet) shown a compaction.
+    compact_turn: object = None
     session_id = _session_id(records)
     markers = _markers(records)
     replaced = replaced_turns(records)
@@ -135,6 +153,15 @@ def replay_updates(records: Iterable[Record]) -> list[dict[str, Any]]:
                 append({"sessionId": session_id, "update": update})
             continue
         produced = _updates_of(record, message_ids, markers)
+        if kind == "turn/start" and record.get("command") == "compact":
+            compact_turn = record.get("turn")
+        elif kind == "compaction" and record.get("status") != "in_progress":
+            produced = compaction_updates(record, opted=compaction, live=False)
+            compact_turn = None
+        elif kind == "turn/end" and compact_turn is not None:
+            if record.get("turn") == compact_turn and record.get("reason") == "end_turn":
+                produced.append(nothing_to_compact_update())
+            compact_turn = None
         if first_turn and kind == "user/message":
             first_turn = False
             produced.append(commands_update())
@@ -212,7 +239,10 @@ def _updates_of(
     if kind == "tool/update":
         return [{"sessionUpdate": "tool_call_update", **record["update"]}]
     if kind == "usage/update":
-        return [{"sessionUpdate": "usage_update", "used": record["used"], "size": record["size"]}]
+        usage = {"sessionUpdate": "usage_update", "used": record["used"], "size": record["size"]}
+        if isinstance(record.get("cost"), Mapping):
+            usage["cost"] = dict(record["cost"])
+        return [usage]
     if kind == "agent/request-error" and record.get("retrying") is True:
         return [retry_notice(record)]
     return []

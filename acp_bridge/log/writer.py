@@ -78,7 +78,7 @@ dumps = orjson.dumps
 # frames, attempts, settings) lives in the file alone.  The projection of this
 # subset equals the projection of the whole log, because derive_messages
 # ignores every other type.
-MODEL_TYPES: Final = SURFACE_TYPES | {"turn/start", "turn/end"}
+MODEL_TYPES: Final = SURFACE_TYPES | {"turn/start", "turn/end", "compaction"}
 
 
 class SessionLog:

@@ -77,8 +77,10 @@ class TurnRecorder:
             self.step_open = False
             self._append("step/end", self.step, reason=reason)
 
-    def turn_end(self, reason: str, *, forced: bool) -> None:
-        self._append("turn/end", 0, reason=reason, forced=forced)
+    def turn_end(self, reason: str, *, forced: bool, left_out: bool = False) -> None:
+        """``left_out``: the turn leaves the model history (its prompt did not fit)."""
+        extra = {"left_out": True} if left_out else {}
+        self._append("turn/end", 0, reason=reason, forced=forced, **extra)
         self.closed = True
 
     # -- the model stream ---------------------------------------------------
@@ -175,8 +177,15 @@ class TurnRecorder:
             self.open_tools.pop(call_id, None)
         self._append("tool/update", self.step, tool_call_id=call_id, update=update)
 
-    def usage_update(self, used: int, size: int) -> None:
-        self._append("usage/update", self.step, used=used, size=size)
+    def compaction(self, **fields: Any) -> dict[str, Any]:
+        """A ``compaction`` record (turn level: between steps); the record, or {} once closed."""
+        if self.closed:
+            return {}
+        return self.log.append("compaction", self.turn, 0, **fields)
+
+    def usage_update(self, used: int, size: int, *, step: bool = True, **fields: Any) -> None:
+        """A ``usage_update`` sent: in the step, or (``step`` False) between steps."""
+        self._append("usage/update", self.step if step else 0, used=used, size=size, **fields)
 
     # -- tools --------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from .prompts import PromptQueue
 from .updates import UpdateFrames
 
 if TYPE_CHECKING:
+    from ..context.session import SessionContext
     from ..tools.state import ToolState
 
 
@@ -28,9 +29,20 @@ class Session:
     tools: ToolState | None = field(default=None, kw_only=True)
     # Every prompt of the session, waiting or running (see PromptQueue).
     prompts: PromptQueue = field(init=False)
+    # Its system prompt, window and cost (the agent sets its directories and
+    # the client's capabilities; see `acp_bridge.acp.agent.Agent.make_session`).
+    context: SessionContext = field(init=False)
 
     def __post_init__(self) -> None:
+        # Loaded off the start-up path (see `acp_bridge.server`).
+        from ..context.config import ContextConfig
+        from ..context.session import SessionContext
+
         self.prompts = PromptQueue(self)
+        config = getattr(self.provider, "context", None)
+        if not isinstance(config, ContextConfig):
+            config = ContextConfig()
+        self.context = SessionContext(config, self.cwd)
 
     def history(self) -> Sequence[dict[str, Any]]:
         """The model history: ``derive_messages`` of the log (invariant I4), kept

@@ -10,6 +10,11 @@ A turn is a state machine (`TurnState`)::
                                   v
                                 ENDED
 
+Before each model request the turn may pass through COMPACTING (from
+STARTING, RUNNING_TOOLS, or STREAMING after a request the provider refused
+as too long; then to STREAMING, or to the ending): see `_before_request`
+and `acp_bridge.loop.compact`.  A ``/compact`` turn is only that.
+
 It runs as its own task, and every way out goes through `Turn._end`, once:
 that records the ending (through the turn's one `TurnRecorder`), fences the
 turn, and answers the prompt (``answer``, given by the prompt queue).  The
@@ -74,7 +79,9 @@ from .stop import stop_reason_for_finish
 from .updates import CHUNK_SUFFIX
 
 if TYPE_CHECKING:
+    from ..context.windows import ModelInfo
     from ..tools.runner import ToolRunner
+    from .compact import OpenCompaction
     from .session import Session
 
 log = logging.getLogger("acp_bridge.turn")
@@ -102,6 +109,7 @@ class TurnConfig:
 
 class TurnState(enum.Enum):
     STARTING = "starting"
+    COMPACTING = "compacting"
     STREAMING = "streaming"
     RUNNING_TOOLS = "running_tools"
     AWAITING_EDITOR = "awaiting_editor"
@@ -112,9 +120,12 @@ class TurnState(enum.Enum):
 S = TurnState
 # The legal transitions; `Turn._enter` refuses any other (a bug, recorded as internal).
 TRANSITIONS: Final[dict[TurnState, frozenset[TurnState]]] = {
-    S.STARTING: frozenset({S.STREAMING, S.SETTLING, S.ENDED}),
-    S.STREAMING: frozenset({S.RUNNING_TOOLS, S.SETTLING, S.ENDED}),
-    S.RUNNING_TOOLS: frozenset({S.STREAMING, S.AWAITING_EDITOR, S.SETTLING, S.ENDED}),
+    S.STARTING: frozenset({S.STREAMING, S.COMPACTING, S.SETTLING, S.ENDED}),
+    S.COMPACTING: frozenset({S.STREAMING, S.SETTLING, S.ENDED}),
+    S.STREAMING: frozenset({S.RUNNING_TOOLS, S.COMPACTING, S.SETTLING, S.ENDED}),
+    S.RUNNING_TOOLS: frozenset(
+        {S.STREAMING, S.COMPACTING, S.AWAITING_EDITOR, S.SETTLING, S.ENDED}
+    ),
     S.AWAITING_EDITOR: frozenset({S.RUNNING_TOOLS, S.SETTLING, S.ENDED}),
     S.SETTLING: frozenset({S.ENDED}),
     S.ENDED: frozenset(),
@@ -194,6 +205,20 @@ class Turn:
             self.tools = ToolRunner(self, session.tools)
         # The id of the session/prompt request this turn answers.
         self.request_id: object = None
+        # The system prompt of the turn's requests, and the model as of the
+        # current step (window, output limit, price).
+        self.system: str | None = None
+        self.info: ModelInfo | None = None
+        self._usage_shown = False
+        # A compaction whose outcome is not logged yet; what this turn tried.
+        self.open_compaction: OpenCompaction | None = None
+        self._compaction_failed = False
+        self._overflowed = False
+        # The turn's prompt did not fit even after compaction: it leaves the history.
+        self.left_out = False
+        self._overflow_why = "it was compacted"
+        # A command turn: ("compact", its instructions).
+        self.command: tuple[str, str | None] | None = None
 
     @property
     def fenced(self) -> bool:
@@ -276,15 +301,33 @@ class Turn:
 
     async def _steps(self) -> str | None:
         """Run steps until a stop reason; None when the turn was stopped."""
+        # The context machinery loads off the start-up path (see acp_bridge.server).
+        from ..context.windows import model_info_of
+
         rec = self.rec
+        session = self.session
+        tools = () if session.tools is None else session.tools.registry.specs()
+        self.system = await session.context.system_prompt(tools)
+        if self.command is not None:
+            return await self._command()
         while True:
             if self.cause is not None:
                 return None  # stopped before this step: no model request at all
             if rec.step >= self.config.max_steps:
                 return "max_turn_requests"
+            self.info = await model_info_of(session.provider)
+            await self._before_request()
+            if self.cause is not None or self.fenced:
+                return None
             rec.step_start()
             self._enter(TurnState.STREAMING)
-            finish = await self._stream_step()
+            try:
+                finish = await self._stream_step()
+            except ProviderError as exc:
+                if not self._too_long(exc):
+                    raise
+                await self._compact_after_rejection(exc)
+                continue  # the same request again, now compacted
             if self.cause is not None or self.fenced:
                 return None
             stop = stop_reason_for_finish(finish)
@@ -297,12 +340,87 @@ class Turn:
             if stop is not None:
                 return stop
 
+    # -- the context window --------------------------------------------------------
+
+    async def _before_request(self) -> None:
+        """Compact first if the next request would pass the threshold of the window.
+
+        The limit is the threshold's share of the window, or the window less
+        the room the model's answer needs, whichever is lower (a window smaller
+        than that room is a setting to fix: then the threshold alone).  One
+        failed attempt is enough for a turn: its requests then go as they are.
+        """
+        from ..context.estimate import next_request_tokens
+
+        info, session = self.info, self.session
+        assert info is not None
+        window = session.context.window(info)
+        limit = session.context.config.compact_threshold * window
+        if window > info.max_output_tokens:
+            limit = min(limit, window - info.max_output_tokens)
+        tools = () if session.tools is None else session.tools.registry.specs()
+        records = session.log.records
+        tokens = next_request_tokens(records, session.history(), self.system, tools)
+        if tokens <= limit or self._compaction_failed:
+            return
+        log.info("turn %d: about %d tokens, over %d: compacting", self.number, tokens, limit)
+        from .compact import compact  # loaded off the start-up path (acp_bridge.server)
+
+        self._enter(TurnState.COMPACTING)
+        outcome = await compact(self, "auto")
+        self._compaction_failed = outcome.status != "completed"
+
+    def _too_long(self, exc: ProviderError) -> bool:
+        """A request refused as too long before anything of it was shown: compact, retry once."""
+        stream = self.stream
+        shown = stream is not None and (
+            stream.asm.interrupted_blocks() or stream.asm.completed_tool_calls()
+        )
+        if exc.kind != "context_length" or shown or self.rec.open_tools:
+            return False
+        if self._overflowed:
+            self.left_out = True  # compacted, and still too long
+            return False
+        self._overflowed = True
+        return True
+
+    async def _compact_after_rejection(self, exc: ProviderError) -> None:
+        """Log the refused request as a failed step, then compact; the caller retries."""
+        from .compact import compact
+
+        self._fail_step(exc)
+        self._enter(TurnState.COMPACTING)
+        outcome = await compact(self, "overflow")
+        if outcome.status != "completed":
+            self.left_out = True
+            self._overflow_why = (
+                "there is nothing left to compact"
+                if outcome.error is None
+                else f"it could not be compacted ({outcome.error.message})"
+            )
+            raise exc
+
+    async def _command(self) -> str:
+        """A ``/compact`` turn: compact now, and answer with what happened."""
+        from ..context.windows import model_info_of
+        from ..log.compaction import nothing_to_compact_update
+        from .compact import compact
+
+        assert self.command is not None
+        self.info = await model_info_of(self.session.provider)
+        self._enter(TurnState.COMPACTING)
+        outcome = await compact(self, "command", self.command[1])
+        if outcome.status == "nothing":
+            self.emit(nothing_to_compact_update())
+        return "end_turn"
+
     async def _stream_step(self) -> str | None:
         session = self.session
         stream = _Stream()
         self.stream = stream
         tools = () if session.tools is None else session.tools.registry.specs()
-        request = ModelRequest(messages=session.history(), tools=tools)
+        request = ModelRequest(messages=session.history(), tools=tools, system=self.system)
+        self._usage_shown = False
         self.rec.stream_start(stream.attempt, stream.message_id, session.provider.name)
         step_scope = anyio.CancelScope()
         idle = _IdleWatch(self.config.idle_timeout, step_scope)
@@ -410,6 +528,8 @@ class Turn:
         finish = asm.finish
         assert finish is not None  # see _stream_step
         content = asm.blocks()  # AssemblyError: a malformed stream, see run()
+        if not self._usage_shown:
+            self._estimate_usage(content)
         self.stream = None
         if content:
             self.rec.message(content, interrupted=False, finish=finish, usage=asm.usage)
@@ -513,16 +633,50 @@ class Turn:
         self._emit(update)
 
     def _report_usage(self, usage: Usage) -> None:
+        """A usage_update from what the provider counted for this request and its answer
+        (never a sum over requests), with the session's window and cost so far."""
+        context = self.session.context
         if usage.context_window:
-            used = usage.input_tokens + usage.output_tokens
-            self.rec.usage_update(used, usage.context_window)
-            self._emit(
-                {"sessionUpdate": "usage_update", "used": used, "size": usage.context_window}
-            )
+            context.reported_window = usage.context_window
+        self._show_usage(usage.input_tokens, usage.output_tokens)
+
+    def _estimate_usage(self, content: list[dict[str, Any]]) -> None:
+        """A response without a usage report: estimate it (real models only)."""
+        from ..context.estimate import estimate_json, estimate_request
+
+        info = self.info
+        if info is None or not info.estimate_usage:
+            return
+        session = self.session
+        tools = () if session.tools is None else session.tools.registry.specs()
+        sent = estimate_request(session.history(), self.system, tools)
+        self._show_usage(sent, estimate_json(content))
+
+    def _show_usage(
+        self, input_tokens: int, output_tokens: int, *, used: int | None = None, step: bool = True
+    ) -> None:
+        info = self.info
+        if info is None:
+            return
+        context = self.session.context
+        if used is None:
+            used = input_tokens + output_tokens
+        size = context.window(info)
+        extra = context.add_cost(info, input_tokens, output_tokens)
+        self.rec.usage_update(used, size, step=step, **extra)
+        self._emit({"sessionUpdate": "usage_update", "used": used, "size": size, **extra})
+        self._usage_shown = True
 
     def _emit(self, update: dict[str, Any]) -> None:
         if not self.rec.closed:
             self.session.outbox.send(self.session.frames.update(update))
+
+    emit = _emit
+
+    def show_context_usage(self, used: int, input_tokens: int, output_tokens: int) -> None:
+        """A usage_update between steps (after a compaction): ``used`` is the history's
+        estimated size; the tokens are those of the summary request (for its cost)."""
+        self._show_usage(input_tokens, output_tokens, used=used, step=False)
 
     # -- the one ending ------------------------------------------------------
 
@@ -563,6 +717,7 @@ class Turn:
         user_stop = self.cause == "user"
         outcome = "cancelled" if user_stop else "disconnected"
         self.stop_reason = "cancelled"
+        self._close_compaction("cancelled")
         self._abort_undispatched()
         self._close_open_tools("cancelled before it ran" if user_stop else "disconnected")
         stream = self.stream
@@ -615,12 +770,46 @@ class Turn:
             text = f"Tool {name!r} was stopped before it returned a result."
             self.rec.tool_result(call_id, [{"type": "text", "text": text}], is_error=True)
 
+    def _close_compaction(self, status: str, **fields: Any) -> None:
+        """The ending of a turn interrupted mid-compaction: the compaction's outcome."""
+        opened, self.open_compaction = self.open_compaction, None
+        if opened is None:
+            return
+        record = self.rec.compaction(
+            compaction_id=opened.compaction_id,
+            attempt=opened.attempt,
+            trigger=opened.trigger,
+            status=status,
+            **fields,
+        )
+        if record:
+            from .compact import show
+
+            show(self, record)
+
+    def _fail_step(self, exc: ProviderError) -> None:
+        """The step's request failed: its attempt and the error are logged, the step ends."""
+        rec = self.rec
+        stream = self.stream
+        attempt = stream.attempt if stream is not None else None
+        if stream is not None:
+            outcome = "timed_out" if isinstance(exc, StreamIdleTimeout) else "provider_error"
+            rec.attempt(outcome, stream.asm.interrupted_blocks())
+            self.stream = None
+        rec.request_error(exc, attempt=attempt)
+        rec.step_end("timed_out" if isinstance(exc, StreamIdleTimeout) else "provider_error")
+
     def _record_failure(self, ending: Ending) -> None:
         """A provider error, an idle stall, or our own bug: keep the attempt, never the content."""
         rec = self.rec
         exc = ending.error
         internal = ending.how == "internal" or not isinstance(exc, ProviderError)
         timed_out = isinstance(exc, StreamIdleTimeout)
+        if self.open_compaction is not None:
+            error = {"kind": "internal", "message": "the agent failed during the compaction"}
+            if isinstance(exc, ProviderError):
+                error = exc.to_record()
+            self._close_compaction("failed", error=error)
         stream = self.stream
         attempt = stream.attempt if stream is not None else None
         self._abort_undispatched()
@@ -642,12 +831,20 @@ class Turn:
             )
             return
         assert isinstance(exc, ProviderError)
-        rec.request_error(exc, attempt=attempt)
-        rec.step_end("timed_out" if timed_out else "provider_error")
-        rec.turn_end("error", forced=False)
+        if rec.step_open:
+            rec.request_error(exc, attempt=attempt)
+            rec.step_end("timed_out" if timed_out else "provider_error")
+        rec.turn_end("error", forced=False, left_out=self.left_out)
+        message = f"Model request failed: {exc.message}"
+        if self.left_out:
+            message += (
+                f". This message does not fit the model's context window ({self._overflow_why}), "
+                "so it was left out of the conversation: the session goes on without it. "
+                "Send something shorter, or attach less."
+            )
         self.error = RpcError(
             -32603,
-            f"Model request failed: {exc.message}",
+            message,
             {
                 "kind": exc.kind,
                 "retryable": exc.retryable,

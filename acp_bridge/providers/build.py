@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from ..context.config import ContextConfig, context_config
 from .base import Provider
 from .config import (
     DEFAULT_BASE_URLS,
@@ -20,8 +21,14 @@ from .retry import RetryPolicy
 __all__ = ["http_provider_factory", "provider_config"]
 
 
-def provider_config(settings: dict[str, Any], *, idle_timeout: float | None) -> ProviderConfig:
-    """A checked `ProviderConfig` from merged settings (profile keys, flags winning)."""
+def provider_config(
+    settings: dict[str, Any],
+    *,
+    idle_timeout: float | None,
+    context: ContextConfig | None = None,
+) -> ProviderConfig:
+    """A checked `ProviderConfig` from merged settings (profile keys, flags winning);
+    the system prompt file is read into ``context`` (`context_config`) when not given."""
     provider = settings["provider"]
     models = settings.get("model") or [DEFAULT_MODELS[provider]]
     if isinstance(models, str):
@@ -29,16 +36,8 @@ def provider_config(settings: dict[str, Any], *, idle_timeout: float | None) -> 
     if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
         raise ConfigError("model must be a name or a list of names")
     models = list(dict.fromkeys(models))  # each once, first is the default
-    system = None
-    system_file = settings.get("system")
-    if system_file:
-        try:
-            with open(os.path.expanduser(system_file), encoding="utf-8") as f:
-                system = f.read()
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read the system prompt file {system_file}: {exc.strerror or exc}"
-            ) from None
+    if context is None:
+        context = context_config(settings)
     budget = settings.get("thinking_budget")
     max_tokens = settings.get("max_tokens") or 4096
     for name, value in (("max_tokens", max_tokens), ("thinking_budget", budget)):
@@ -60,12 +59,12 @@ def provider_config(settings: dict[str, Any], *, idle_timeout: float | None) -> 
         base_url=base_url,
         key_env=settings.get("api_key_env") or DEFAULT_KEY_ENVS[provider],
         max_tokens=max_tokens,
-        system=system,
         thinking_budget=budget,
         reasoning_effort=settings.get("reasoning_effort"),
         images=bool(settings.get("images", True)),
         idle_timeout=idle_timeout,
         retry=retry,
+        context=context,
     )
 
 

@@ -10,6 +10,10 @@ has the name of its flag, with ``_`` for ``-``::
     max_tokens = 8192
     thinking_budget = 4000
     system = "~/prompts/coding.md"                      # a file, as --system
+    system_mode = "append"                              # or "replace"
+    compact_threshold = 0.8
+    context_windows = { "claude-opus-4-1" = 200000 }    # tokens, per model
+    prices = { "claude-opus-4-1" = { input = 15.0, output = 75.0 } }  # per million tokens
 
     [profiles.local]
     provider = "openai"
@@ -19,16 +23,20 @@ has the name of its flag, with ``_`` for ``-``::
     images = false
 
 Flags given on the command line win over the profile.  Keys that only the
-file sets: ``max_retries``, ``retry_base_delay`` (seconds), ``images``.
+file sets: ``retry_base_delay`` (seconds), ``images``, ``context_windows``,
+``prices`` (see `acp_bridge.context.config` for the context keys).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from ..context.config import ContextConfig
 
 __all__ = [
     "DEFAULT_BASE_URLS",
@@ -58,8 +66,12 @@ FLAG_KEYS: Final = (
     "thinking_budget",
     "reasoning_effort",
     "max_retries",
+    "system_mode",
+    "compact_threshold",
 )
-PROFILE_KEYS: Final = frozenset({*FLAG_KEYS, "retry_base_delay", "images"})
+PROFILE_KEYS: Final = frozenset(
+    {*FLAG_KEYS, "retry_base_delay", "images", "context_windows", "prices"}
+)
 
 
 def base_url_problem(url: str) -> str | None:
@@ -99,6 +111,8 @@ class ProviderConfig:
     idle_timeout: float | None = 300.0
     connect_timeout: float = 10.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # The system prompt's settings, windows and prices (None: the defaults).
+    context: ContextConfig | None = None
 
 
 def load_profile(path: str, name: str | None) -> dict[str, Any]:

@@ -32,6 +32,8 @@ import anyio
 import httpx
 from httpx_sse import EventSource, ServerSentEvent, SSEError
 
+from ..context.config import ContextConfig
+from ..context.windows import ModelInfo, resolve_window
 from .base import (
     ModelRequest,
     ProviderError,
@@ -39,6 +41,7 @@ from .base import (
     Retrying,
     StreamEvent,
     StreamIdleTimeout,
+    Usage,
 )
 from .config import ProviderConfig
 from .recording import RecordedResponse, Recorder
@@ -97,6 +100,26 @@ class HttpProvider:
         self.name = self.wire.name
         self.model = self.config.models[0]
         self._client: httpx.AsyncClient | None = None
+        self.context = self.config.context or ContextConfig()
+
+    async def model_info(self) -> ModelInfo:
+        """The current model's window (see `acp_bridge.context.windows`), output limit, price."""
+        context, model = self.context, self.model
+        reported = None
+        if (
+            not context.context_window
+            and model not in context.context_windows
+            and self.wire.name == "openai"
+            and "api.openai.com" not in self.config.base_url  # its listing has no lengths
+        ):
+            from .models import server_window
+
+            reported = await server_window(self.client(), self.config.base_url, model)
+        window, source = resolve_window(model, context, reported=reported)
+        max_output = self.config.max_tokens
+        if self.wire.name == "anthropic" and self.config.thinking_budget:
+            max_output = max(max_output, self.config.thinking_budget + 1024)
+        return ModelInfo(model, window, source, max_output, context.prices.get(model))
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -117,6 +140,8 @@ class HttpProvider:
         url = self.wire.endpoint(self.config.base_url)
         record = self.recorder.response() if self.recorder is not None else None
         stream = HttpStream(self, url, body, record)
+        # Usage reports name the window (and a recording of them keeps it).
+        stream.context_window = (await self.model_info()).context_window
         try:
             yield stream
         finally:
@@ -146,6 +171,7 @@ class HttpStream:
         self._finished = False
         self._aborted = False
         self.request_id: str | None = None
+        self.context_window: int | None = None
 
     def __aiter__(self) -> HttpStream:
         return self
@@ -155,6 +181,8 @@ class HttpStream:
         while True:
             if queue:
                 ev = queue.popleft()
+                if type(ev) is Usage and ev.context_window is None:
+                    ev = Usage(ev.input_tokens, ev.output_tokens, self.context_window)
                 self._delivered = True
                 if self._record is not None:
                     self._record.event(ev)

@@ -8,7 +8,8 @@ them (``python -m acp_bridge.providers.script_schema``)::
       "description": "free text (optional)",
       "responses": [RESPONSE, ...],       one per model request, in order
       "when_exhausted": "error",          or "repeat_last", "repeat_all"
-      "chunk_delay_ms": 0                 default pause before each chunk
+      "chunk_delay_ms": 0,                default pause before each chunk
+      "compaction": RESPONSE              the answer to every summary request
     }
     RESPONSE = {"events": [EVENT, ...], "finish": "end_turn"}
 
@@ -90,6 +91,7 @@ ReportFact: TypeAlias = Literal[
     "last_assistant_reasoning",
     "last_assistant_interrupted",
     "tool_results",
+    "first_user_text",
 ]
 REPORT_FACTS: Final[tuple[str, ...]] = ReportFact.__args__  # type: ignore[attr-defined]
 
@@ -331,7 +333,8 @@ class ReportEvent(_Event):
     the last user message that has any); ``last_assistant_text``,
     ``last_assistant_reasoning`` and ``last_assistant_interrupted`` (of the
     last assistant message; null if none); ``tool_results`` (in the last
-    message, ``[{"tool_call_id", "is_error", "text"}]``).
+    message, ``[{"tool_call_id", "is_error", "text"}]``); ``first_user_text``
+    (the text blocks of the first message: after a compaction, its summary).
     """
 
     report: Annotated[
@@ -452,6 +455,12 @@ class Script(_Model):
     )
     chunk_delay_ms: Ms = Field(
         0, description="Default pause before each streamed chunk except the first of a response."
+    )
+    compaction: ScriptResponse | None = Field(
+        default=None,
+        description="The answer to every summary request of a compaction (they do not take "
+        "a response from 'responses'). Default: a summary made of the user's texts in the "
+        "request.",
     )
     _source: str = PrivateAttr("<script>")
 

@@ -25,6 +25,8 @@ from typing import Any, Final, TypeAlias
 import anyio
 import anyio.lowlevel
 
+from acp_bridge.context.config import ContextConfig
+from acp_bridge.context.windows import ModelInfo, resolve_window
 from acp_bridge.providers.base import (
     BlockEnd,
     Finish,
@@ -54,7 +56,7 @@ from acp_bridge.providers.script_format import (
     load_script,
 )
 
-__all__ = ["ScriptedProvider", "report_lines"]
+__all__ = ["ScriptedProvider", "default_summary", "report_lines"]
 
 # Without pauses, reach a checkpoint after this many events (a power of two).
 # An anyio checkpoint costs several microseconds on asyncio, so checkpointing
@@ -75,10 +77,18 @@ class ScriptedProvider:
 
     name: str = "fake"
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, context: ContextConfig | None = None) -> None:
         self.script = script
         self.request_count = 0
         self._cursor = 0
+        self.context = context or ContextConfig()
+
+    def model_info(self) -> ModelInfo:
+        """The window of ``--context-window`` (or the default; a script's usage
+        events may report one).  No output reserve, no usage estimates."""
+        window, source = resolve_window(None, self.context)
+        price = self.context.prices.get(self.name)
+        return ModelInfo(None, window, source, 0, price, estimate_usage=False)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> ScriptedProvider:
@@ -86,9 +96,18 @@ class ScriptedProvider:
 
     def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[_ScriptStream]:
         self.request_count += 1
+        ops: list[_Op]
+        if request.metadata.get("purpose") == "compaction":
+            # A summary request takes no response from the list.
+            compaction = self.script.compaction
+            if compaction is None:
+                ops = [TextDelta(0, default_summary(request)), BlockEnd(0), Finish("end_turn")]
+            else:
+                ops = _compile(compaction, request, self.script.chunk_delay_ms)
+            return _open(ops)
         response = self._next_response()
         if response is None:
-            ops: list[_Op] = [_Fail(EXHAUSTED)]
+            ops = [_Fail(EXHAUSTED)]
         else:
             ops = _compile(response, request, self.script.chunk_delay_ms)
         return _open(ops)
@@ -344,6 +363,19 @@ def _split(text: str, parts: int) -> list[str]:
 # -- report ----------------------------------------------------------------------
 
 
+def default_summary(request: ModelRequest) -> str:
+    """The scripted answer to a summary request: the user's texts it was sent, in order
+    (the last user message, which holds the instruction, is left out)."""
+    said = [
+        text
+        for m in request.messages[:-1]
+        if m.get("role") == "user" and (text := _joined(m, "text")) is not None
+    ]
+    return "Summary of the conversation: the user said " + " / ".join(
+        json.dumps(" ".join(text.split())[:200], ensure_ascii=False) for text in said
+    ) + "."
+
+
 def parse_report(text: str) -> dict[str, Any]:
     """The facts of a ``report`` answer (the lines of `report_lines`), by name.
 
@@ -384,6 +416,8 @@ def report_lines(request: ModelRequest, facts: Sequence[str]) -> list[str]:
     values["last_assistant_interrupted"] = (
         bool(assistant.get("interrupted", False)) if assistant else None
     )
+    first = messages[0] if messages else None
+    values["first_user_text"] = _joined(first, "text") if first else None
     values["tool_results"] = [
         {
             "tool_call_id": block.get("tool_call_id"),

@@ -35,9 +35,10 @@ def fork_records(
     ended), renumbered from ``seq`` 1.
 
     Each copied record keeps its fields (attempt and tool call ids stay unique
-    in the new file, an interrupted message keeps its delivered stream), so
-    the fork's model history up to that turn is the parent's.  Raises
-    `ForkError` when ``upto_turn`` has not ended.
+    in the new file, an interrupted message keeps its delivered stream), and
+    a compaction's ``kept_from`` and ``pinned`` name the same records by their
+    new ``seq``, so the fork's model history up to that turn is the parent's.
+    Raises `ForkError` when ``upto_turn`` has not ended.
     """
     ended = ended_turns(records)
     if upto_turn is None:
@@ -64,6 +65,7 @@ def fork_records(
         if key in start:
             head[key] = start[key]
     out = [head]
+    renumbered: dict[int, int] = {}  # old seq -> new seq
     for record in records:
         turn = record.get("turn")
         if record.get("type") == "session/start" or not isinstance(turn, int):
@@ -72,8 +74,24 @@ def fork_records(
             break
         copy = dict(record)
         copy["seq"] = len(out)
+        if type(record.get("seq")) is int:
+            renumbered[record["seq"]] = copy["seq"]
         out.append(copy)
+    for copy in out:
+        if copy.get("type") == "compaction" and "kept_from" in copy:
+            _renumber_compaction(copy, renumbered)
     return out
+
+
+def _renumber_compaction(record: Record, renumbered: dict[int, int]) -> None:
+    """Point a copied compaction's ``kept_from`` and ``pinned`` at the new seqs."""
+    kept_from = record.get("kept_from")
+    if type(kept_from) is int:
+        later = [new for old, new in renumbered.items() if old >= kept_from]
+        record["kept_from"] = min(later, default=record["seq"])
+    pinned = record.get("pinned")
+    if isinstance(pinned, list):
+        record["pinned"] = [renumbered[s] for s in pinned if type(s) is int and s in renumbered]
 
 
 def _ranges(turns: list[int]) -> str:

@@ -1,0 +1,176 @@
+"""Compaction inside a turn: the summary request, its records and what the editor is shown.
+
+`compact` runs one compaction for a turn in state COMPACTING (see
+`acp_bridge.loop.turn`): it plans it (`acp_bridge.context.compaction`), logs
+``compaction {status: in_progress}``, sends the summary request (its own
+attempt id; never streamed to the editor; ``metadata.purpose`` is
+``"compaction"``, so the scripted provider answers it from its script's
+``compaction``), and logs the outcome:
+
+* ``completed`` with the summary and what it kept: from the next request on,
+  the model history is the summary and the kept messages
+  (`acp_bridge.log.derive.compacted_records`); a ``usage_update`` gives the
+  estimated size of the history after it;
+* ``failed`` with the provider's error (the history is unchanged);
+* ``cancelled``, written by the turn's ending when a Stop cancels the request
+  (`Turn._record_stop`): the history is unchanged.
+
+The editor sees `acp_bridge.log.compaction.compaction_updates` of each record.
+A provider error does not end the turn here: the caller decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+
+from ..context.compaction import KEEP_FRACTION, plan_compaction, summary_messages
+from ..context.estimate import estimate_json, estimate_request
+from ..log.compaction import compaction_updates
+from ..log.derive import derive_messages
+from ..providers.base import (
+    ModelRequest,
+    ProviderError,
+    Retrying,
+    StreamIdleTimeout,
+    TextDelta,
+    Usage,
+)
+from .recorder import usage_record
+
+if TYPE_CHECKING:
+    from .turn import Turn
+
+__all__ = ["PURPOSE", "OpenCompaction", "Outcome", "compact"]
+
+log = logging.getLogger("acp_bridge.turn")
+
+PURPOSE: Final = "compaction"
+EMPTY_SUMMARY: Final = "the model answered the summary request with no text"
+
+
+@dataclass
+class OpenCompaction:
+    """A compaction whose outcome is not logged yet (a Stop logs it cancelled)."""
+
+    compaction_id: str
+    attempt: str
+    trigger: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """``completed``, ``failed`` (with ``error``) or ``nothing`` (nothing to compact)."""
+
+    status: str
+    error: ProviderError | None = None
+
+
+async def compact(turn: Turn, trigger: str, instructions: str | None = None) -> Outcome:
+    """Compact the session's history now (see the module docstring)."""
+    session = turn.session
+    assert turn.info is not None
+    tools = () if session.tools is None else session.tools.registry.specs()
+    window = session.context.window(turn.info)
+    # A quarter of the history stays verbatim, at most a quarter of the window
+    # (estimates can be far off when the provider refused a request as too long).
+    history = estimate_json(list(session.history()))
+    keep = 0 if trigger == "command" else int(min(window, history) * KEEP_FRACTION)
+    records = session.log.records
+    plan = plan_compaction(records, keep_tokens=keep, keep_prompt=trigger != "command")
+    if plan is None:
+        return Outcome("nothing")
+    before = estimate_request(session.history(), turn.system, tools)
+    opened = OpenCompaction("cmp_" + uuid.uuid4().hex[:16], "att_" + uuid.uuid4().hex[:16], trigger)
+    fields: dict[str, Any] = {
+        "compaction_id": opened.compaction_id,
+        "attempt": opened.attempt,
+        "trigger": trigger,
+    }
+    extra = {"instructions": instructions} if instructions else {}
+    start = turn.rec.compaction(status="in_progress", tokens_before=before, **fields, **extra)
+    turn.open_compaction = opened
+    show(turn, start)
+    request = ModelRequest(
+        messages=summary_messages(plan.summarized, instructions),
+        tools=tools,
+        system=turn.system,
+        metadata={"purpose": PURPOSE, "compaction_id": opened.compaction_id},
+    )
+    try:
+        summary, usage = await _summarize(turn, request)
+        if not summary.strip():
+            raise ProviderError(EMPTY_SUMMARY, kind="empty_summary")
+    except ProviderError as exc:
+        turn.open_compaction = None
+        log.info("turn %d: compaction %s failed: %s", turn.number, opened.compaction_id, exc.kind)
+        show(turn, turn.rec.compaction(status="failed", error=exc.to_record(), **fields))
+        return Outcome("failed", exc)
+    kept_from = start.get("seq", 0) if plan.kept_from is None else plan.kept_from
+    done_fields: dict[str, Any] = {
+        "status": "completed",
+        "summary": summary.strip(),
+        "kept_from": kept_from,
+        "pinned": list(plan.pinned),
+        "replaced": plan.replaced,
+        "tokens_before": before,
+    }
+    after = estimate_request(_history_after(records, done_fields), turn.system, tools)
+    turn.open_compaction = None
+    done = turn.rec.compaction(
+        **fields, **done_fields, tokens_after=after, usage=usage_record(usage)
+    )
+    show(turn, done)
+    # The history's new size; the summary request's tokens count for the cost.
+    spent = (usage.input_tokens, usage.output_tokens) if usage is not None else (0, 0)
+    turn.show_context_usage(after, *spent)
+    return Outcome("completed")
+
+
+def show(turn: Turn, record: dict[str, Any]) -> None:
+    """Send what the editor is shown of a compaction record."""
+    for update in compaction_updates(record, opted=turn.session.context.compaction_updates):
+        turn.emit(update)
+
+
+def _history_after(records: list[dict[str, Any]], fields: dict[str, Any]) -> list[dict[str, Any]]:
+    """The history the completed compaction will leave (before it is logged)."""
+    return derive_messages([*records, {"type": "compaction", "turn": 0, "step": 0, **fields}])
+
+
+async def _summarize(turn: Turn, request: ModelRequest) -> tuple[str, Usage | None]:
+    """Send the summary request; its text, and its usage if reported."""
+    texts: list[str] = []
+    usage: Usage | None = None
+    limit = turn.config.idle_timeout
+    async with turn.session.provider.stream(request) as events:
+        iterator = events.__aiter__()
+        while True:
+            with _idle(limit):
+                try:
+                    event = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+            if type(event) is TextDelta:
+                texts.append(event.text)
+            elif type(event) is Usage:
+                usage = event
+            elif type(event) is Retrying:
+                log.info("turn %d: the summary request is retried", turn.number)
+    return "".join(texts), usage
+
+
+@contextlib.contextmanager
+def _idle(limit: float | None) -> Iterator[None]:
+    """No event for ``limit`` seconds is a stalled summary request."""
+    try:
+        with anyio.fail_after(limit):
+            yield
+    except TimeoutError:
+        raise StreamIdleTimeout(limit or 0.0) from None

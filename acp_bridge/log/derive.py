@@ -56,7 +56,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import groupby
 from typing import Any, Final, cast, overload
 
-from .records import SURFACE_TYPES
+from .records import RECOVERED_CRASHED, SURFACE_TYPES
 
 __all__ = [
     "ASSISTANT_BLOCK_TYPES",
@@ -84,8 +84,6 @@ ASSISTANT_BLOCK_TYPES: Final = frozenset({"text", "reasoning", "tool_call"})
 USER_BLOCK_TYPES: Final = frozenset({"text", "resource_link", "resource", "image", "tool_result"})
 _PROMPT_BLOCK_TYPES: Final = USER_BLOCK_TYPES - {"tool_result"}
 _TEXT_TYPES: Final = frozenset({"text", "reasoning"})
-# ``assistant/message.recovered`` of a message that crash recovery rebuilt.
-RECOVERED_CRASHED: Final = "crashed"
 
 # How the summary of a compaction opens the history's first user message.
 SUMMARY_HEADER: Final = (

@@ -21,9 +21,9 @@ from typing import Any, Final
 
 from .derive import derive_messages, is_visible_text, join_parts, visible_blocks
 from .history_rules import TEXT_TYPES, HistoryInvalid, check_history
+from .open_turn import OpenStream, OpenTurn
 from .records import (
     COMPACTION_STATUSES,
-    FINAL_TOOL_STATUSES,
     RECORD_TYPES,
     SESSION_SETTING_TYPES,
 )
@@ -96,36 +96,35 @@ def check_log(records: Sequence[Mapping[str, Any]]) -> None:
 @dataclass
 class _Turn:
     number: int
-    ended: bool = False
-    open_step: int = 0  # 0 when no step is open
-    last_step: int = 0
+    # What of the turn is open: the fold the recorder and reopen share, fed
+    # each record once the record's rules have passed.
+    shape: OpenTurn
     user_messages: int = 0
-    # The open step's streams, tool calls, and tool call ids announced by
-    # its assistant messages.
-    streams: dict[str, _Stream] = field(default_factory=dict)
-    calls: dict[str, _Call] = field(default_factory=dict)
+    # The open step's tool/call ids (answered once not in shape.unanswered)
+    # and tool call ids announced by its assistant messages.
+    calls: set[str] = field(default_factory=set)
     announced: set[str] = field(default_factory=set)
-    # Tool calls shown to the editor (tool/announce) in this turn, and
-    # whether each has had its final status (completed or failed).
-    shown: dict[str, bool] = field(default_factory=dict)
+    # Tool calls shown to the editor (tool/announce) in this turn; those
+    # still without a final status are in shape.open_tools.
+    shown: set[str] = field(default_factory=set)
     # After an interrupted message: the records the turn must end with.
     expect: list[tuple[str, object]] = field(default_factory=list)
     expect_since: int = 0
     # The compaction in progress (its id), if any.
     compaction: str | None = None
 
+    @property
+    def ended(self) -> bool:
+        return self.shape.ended
 
-@dataclass
-class _Stream:
-    open: bool = True
-    outcome: str | None = None
-    surface: str | None = None  # the assistant/* record type written for it
-    delivered: dict[tuple[int, str], str] = field(default_factory=dict)
+    @property
+    def open_step(self) -> int:
+        """The open step's number, 0 when no step is open."""
+        return self.shape.step if self.shape.step_open else 0
 
-
-@dataclass
-class _Call:
-    answered: bool = False
+    @property
+    def last_step(self) -> int:
+        return self.shape.step
 
 
 class _LogChecker:
@@ -176,6 +175,8 @@ class _LogChecker:
         if kind != "turn/start":
             self._check_current_turn(record)
         self.handlers[kind](record)
+        assert self.turn is not None  # every handler checked it
+        self.turn.shape.feed(record)
 
     def _check_envelope(self, record: Record, index: int) -> None:
         if not isinstance(record, Mapping):
@@ -226,7 +227,7 @@ class _LogChecker:
                 f"turn/start for turn {record['turn']} step {record['step']}, "
                 f"expected turn {expected} step 0"
             )
-        self.turn = _Turn(expected)
+        self.turn = _Turn(expected, OpenTurn(turn=expected))
 
     def _user_message(self, record: Record) -> None:
         turn = self._turn_level(record)
@@ -242,10 +243,8 @@ class _LogChecker:
                 raise self.fail(f"turn/end while step {turn.open_step} is open")
             if turn.compaction is not None:
                 raise self.fail(f"turn/end while compaction {turn.compaction!r} is in progress")
-            for call_id, final in turn.shown.items():
-                if not final:
-                    raise self.fail(f"turn/end before the final tool/update of {call_id!r}")
-        turn.ended = True
+            for call_id in turn.shape.open_tools:
+                raise self.fail(f"turn/end before the final tool/update of {call_id!r}")
 
     def _turn_level(self, record: Record) -> _Turn:
         if record["step"] != 0:
@@ -260,20 +259,17 @@ class _LogChecker:
             raise self.fail(f"step/start while compaction {turn.compaction!r} is in progress")
         if record["step"] != turn.last_step + 1:
             raise self.fail(f"step/start for step {record['step']}, expected {turn.last_step + 1}")
-        turn.open_step = turn.last_step = record["step"]
-        turn.streams, turn.calls, turn.announced = {}, {}, set()
+        turn.calls, turn.announced = set(), set()
 
     def _step_end(self, record: Record) -> None:
         turn = self._in_step(record)
-        for attempt, stream in turn.streams.items():
-            if stream.open:
+        for attempt, stream in turn.shape.streams.items():
+            if not stream.ended:
                 raise self.fail(f"step/end before the stream/end of attempt {attempt!r}")
             if stream.outcome == "committed" and stream.surface != "assistant/message":
                 raise self.fail(f"attempt {attempt!r} is committed but has no assistant/message")
-        for call_id, call in turn.calls.items():
-            if not call.answered:
-                raise self.fail(f"step/end before the tool/result of tool call {call_id!r}")
-        turn.open_step = 0
+        for call_id in turn.shape.unanswered:
+            raise self.fail(f"step/end before the tool/result of tool call {call_id!r}")
 
     def _in_step(self, record: Record) -> _Turn:
         turn = self._current()
@@ -288,18 +284,18 @@ class _LogChecker:
     # -- streams ----------------------------------------------------------------
 
     def _stream_start(self, record: Record) -> None:
-        turn = self._in_step(record)
+        self._in_step(record)
         attempt = record.get("attempt")
         if not isinstance(attempt, str) or not attempt:
             raise self.fail("stream/start needs a non-empty attempt id")
         if attempt in self.attempt_ids:
             raise self.fail(f"attempt id {attempt!r} is used twice")
         self.attempt_ids.add(attempt)
-        turn.streams[attempt] = _Stream()
 
-    def _stream_of(self, record: Record) -> _Stream:
+    def _stream_of(self, record: Record) -> OpenStream:
         """The stream of a step-level record's attempt, started in this step."""
-        stream = self._in_step(record).streams.get(record.get("attempt"))  # type: ignore[arg-type]
+        streams = self._in_step(record).shape.streams
+        stream = streams.get(record.get("attempt"))  # type: ignore[arg-type]
         if stream is None:
             raise self.fail(
                 f"{record['type']} for attempt {record.get('attempt')!r}, "
@@ -308,29 +304,23 @@ class _LogChecker:
         return stream
 
     def _stream_delta(self, record: Record) -> None:
-        stream = self._stream_of(record)
-        if not stream.open:
+        if self._stream_of(record).ended:
             raise self.fail("stream/delta after its stream/end")
-        for index, kind, text in record.get("parts", ()):
-            key = (index, kind)
-            stream.delivered[key] = stream.delivered.get(key, "") + text
 
     def _stream_end(self, record: Record) -> None:
         stream = self._stream_of(record)
-        if not stream.open:
+        if stream.ended:
             raise self.fail(f"a second stream/end for attempt {record['attempt']!r}")
         outcome = record.get("outcome")
         if outcome not in ("committed", "abandoned"):
             raise self.fail(f"unknown stream outcome {outcome!r}")
         if outcome == "abandoned" and stream.surface == "assistant/message":
             raise self.fail("an attempt with an assistant/message cannot be abandoned")
-        stream.open, stream.outcome = False, outcome
 
-    def _claim_stream(self, record: Record) -> _Stream:
+    def _claim_stream(self, record: Record) -> OpenStream:
         stream = self._stream_of(record)
         if stream.surface is not None:
             raise self.fail(f"attempt {record['attempt']!r} already has a {stream.surface}")
-        stream.surface = record["type"]
         return stream
 
     def _assistant_message(self, record: Record) -> None:
@@ -436,21 +426,19 @@ class _LogChecker:
 
     def _tool_announce(self, record: Record) -> None:
         turn = self._in_step(record)
-        call_id, update = self._tool_update_fields(record)
+        call_id, _ = self._tool_update_fields(record)
         if call_id in self.shown_ids:
             raise self.fail(f"tool call {call_id!r} is announced twice")
         self.shown_ids.add(call_id)
-        turn.shown[call_id] = update.get("status") in FINAL_TOOL_STATUSES
+        turn.shown.add(call_id)
 
     def _tool_update(self, record: Record) -> None:
         turn = self._in_step(record)
-        call_id, update = self._tool_update_fields(record)
-        final = turn.shown.get(call_id)
-        if final is None:
+        call_id, _ = self._tool_update_fields(record)
+        if call_id not in turn.shown:
             raise self.fail(f"tool/update for {call_id!r}, not announced in this turn")
-        if final:
+        if call_id not in turn.shape.open_tools:
             raise self.fail(f"tool/update for {call_id!r} after its final status")
-        turn.shown[call_id] = update.get("status") in FINAL_TOOL_STATUSES
 
     def _tool_update_fields(self, record: Record) -> tuple[str, Mapping[str, Any]]:
         call_id = record.get("tool_call_id")
@@ -463,8 +451,8 @@ class _LogChecker:
 
     # -- an interrupted message (invariant I2) -------------------------------------
 
-    def _interrupted(self, turn: _Turn, stream: _Stream, record: Record) -> None:
-        if not stream.open:
+    def _interrupted(self, turn: _Turn, stream: OpenStream, record: Record) -> None:
+        if stream.ended:
             raise self.fail("an interrupted assistant/message after its stream/end")
         delivered = _timed_stream_text(record.get("stream"))
         if delivered is None:
@@ -474,7 +462,7 @@ class _LogChecker:
                 "an interrupted message must hold exactly the non-blank text "
                 "and reasoning of its stream, in stream order"
             )
-        for key, text in stream.delivered.items():
+        for key, text in join_parts(stream.parts).items():
             if key[1] in TEXT_TYPES and not delivered.get(key, "").startswith(text):
                 raise self.fail(f"stream/delta text of block {key} is not in the message's stream")
         turn.expect = [
@@ -509,18 +497,15 @@ class _LogChecker:
                 f"tool/call {call_id!r} was not called by an assistant message of this step"
             )
         self.call_ids.add(call_id)
-        turn.calls[call_id] = _Call()
+        turn.calls.add(call_id)
 
     def _tool_result(self, record: Record) -> None:
-        call = self._in_step(record).calls.get(record.get("tool_call_id"))  # type: ignore[arg-type]
-        if call is None:
-            raise self.fail(
-                f"tool/result for {record.get('tool_call_id')!r}, which has no "
-                "tool/call in this step"
-            )
-        if call.answered:
-            raise self.fail(f"a second tool/result for {record['tool_call_id']!r}")
-        call.answered = True
+        turn = self._in_step(record)
+        call_id = record.get("tool_call_id")
+        if call_id not in turn.calls:
+            raise self.fail(f"tool/result for {call_id!r}, which has no tool/call in this step")
+        if call_id not in turn.shape.unanswered:
+            raise self.fail(f"a second tool/result for {call_id!r}")
 
 
 def _matches_expected(record: Record, key: object) -> bool:

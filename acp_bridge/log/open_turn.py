@@ -25,6 +25,7 @@ tool's outcome is unknown, a stop (``cancelled``) says the tool was stopped.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -51,7 +52,7 @@ OUTCOME_UNKNOWN: Final = (
 )
 TOOL_STOPPED: Final = "the agent stopped before this tool call finished"
 
-Record = dict[str, Any]
+Record = Mapping[str, Any]
 # (type, turn, step, fields) of one record to append.
 Closing = tuple[str, int, int, dict[str, Any]]
 
@@ -68,6 +69,8 @@ class OpenStream:
     surface: str | None = None
     interrupted: bool = False
     ended: bool = False
+    # Its stream/end's outcome, once ended.
+    outcome: str | None = None
     # (t_ms, index, kind, text) of each part of its stream/delta records.
     parts: list[tuple[float, int, str, str]] = field(default_factory=list)
 
@@ -128,7 +131,7 @@ class OpenTurn:
         self.turn, self.ended, self.step, self.step_open = turn, False, 0, False
         self.streams, self.unanswered, self.open_tools = {}, {}, {}
 
-    def _shown(self, kind: str, call_id: str, update: dict[str, Any]) -> None:
+    def _shown(self, kind: str, call_id: str, update: Mapping[str, Any]) -> None:
         if update.get("status") in FINAL_TOOL_STATUSES:
             self.open_tools.pop(call_id, None)
         elif kind == "tool/announce":
@@ -193,7 +196,7 @@ def _feed_stream(stream: OpenStream, record: Record) -> None:
         for index, part_kind, text in record.get("parts", ()):
             stream.parts.append((t_ms, index, part_kind, text))
     elif kind == "stream/end":
-        stream.ended = True
+        stream.ended, stream.outcome = True, record.get("outcome")
     else:
         stream.surface = kind
         stream.interrupted = record.get("interrupted") is True

@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from .derive import HistoryProjection
+from .projection import HistoryProjection
 from .records import FORMAT_VERSION, SURFACE_TYPES, StreamOutcome
 
 

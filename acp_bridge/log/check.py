@@ -11,6 +11,12 @@ Both accept every *prefix* of a valid log: a rule that needs a later record
 ``stream/start``) is enforced only when the step or turn that must contain it
 ends.  A turn ended with ``forced: true`` was abandoned at the cancel
 deadline, so its open steps, streams and tool calls are not required to close.
+
+Why this module is over 400 lines: `_LogChecker` is one state machine, one
+handler per record type, and every structural rule of the log lives in it so
+that a rule and its exceptions are read in one place; what is open in a turn
+is asked of `acp_bridge.log.open_turn.OpenTurn`, the history's own rules are
+in `acp_bridge.log.history_rules`.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from .records import (
     COMPACTION_STATUSES,
     RECORD_TYPES,
     SESSION_SETTING_TYPES,
+    STREAM_OUTCOMES,
 )
 
 __all__ = ["HistoryInvalid", "LogInvalid", "check_history", "check_log"]
@@ -312,7 +319,7 @@ class _LogChecker:
         if stream.ended:
             raise self.fail(f"a second stream/end for attempt {record['attempt']!r}")
         outcome = record.get("outcome")
-        if outcome not in ("committed", "abandoned"):
+        if outcome not in STREAM_OUTCOMES:
             raise self.fail(f"unknown stream outcome {outcome!r}")
         if outcome == "abandoned" and stream.surface == "assistant/message":
             raise self.fail("an attempt with an assistant/message cannot be abandoned")

@@ -48,6 +48,10 @@ The function never mutates its input and shares no objects with it.
 `acp_bridge.log.projection.HistoryProjection` keeps the same history up to
 date as records are appended, at a cost per record that does not grow with
 the log; a running session uses it (`acp_bridge.log.writer.SessionLog.history`).
+
+This module is a little over 400 lines because the rules above are one
+function's: split, a reader would have to look in two places to know what the
+model sees.
 """
 
 from __future__ import annotations

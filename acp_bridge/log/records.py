@@ -169,6 +169,8 @@ Reading and checking
   `acp_bridge.log.reader` reads a file back (a torn final line is ignored)
   and, with `read_valid_records`, checks each record against its model;
   `acp_bridge.log.derive` projects records onto the model history;
+  `acp_bridge.log.open_turn` folds a turn's records into what is still open
+  and the records that close it (a stop, a crash);
   `acp_bridge.log.check` states the rules a log and a history must follow;
   ``schemas/event-log.schema.json`` is the JSON Schema of one record.
 """

@@ -81,11 +81,15 @@ class TurnRecorder:
         self._append("user/message", 0, content=content, prompt=prompt)
 
     def step_start(self) -> None:
-        self._append("step/start", self.step + 1)
+        if not self._append("step/start", self.step + 1):
+            # Closed: nothing is recorded, but the steps are still counted (a
+            # loop that woke up after the fence still reaches its step limit).
+            self.open.step += 1
+            self.open.step_open = True
 
     def step_end(self, reason: str) -> None:
-        if self.step_open:
-            self._append("step/end", self.step, reason=reason)
+        if self.step_open and not self._append("step/end", self.step, reason=reason):
+            self.open.step_open = False
 
     def turn_end(self, reason: str, *, forced: bool, left_out: bool = False) -> None:
         """``left_out``: the turn leaves the model history (its prompt did not fit)."""
@@ -142,7 +146,9 @@ class TurnRecorder:
             message_id=stream.message_id,
             **fields,
         )
-        if not self.closed:
+        if self.closed:
+            stream.ended = True  # nothing more of it is recorded
+        else:
             self.open.feed(self.log.close_stream(stream_outcome) or {})
 
     def request_error(

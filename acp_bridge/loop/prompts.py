@@ -116,7 +116,7 @@ class PromptQueue:
                 await turn.settled.wait()
             finally:
                 self.active = None
-                if not turn.settled.is_set():
+                if not turn.ended:
                     # The handler is being torn down (shutdown): stop the turn
                     # as a disconnect and give it the deadline to record that.
                     turn.cancel("disconnected")
@@ -135,5 +135,5 @@ def stop(turn: Turn, cause: str, spawn: Spawn) -> None:
     Stop the editor sees.  Collections resume once the answer is out."""
     with gc_paused():
         stopping = turn.cancel(cause)
-    if stopping and not turn.settled.is_set():
+    if stopping:  # it has not ended yet
         spawn(turn.watchdog)

@@ -166,6 +166,13 @@ Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
 
 
 class Turn:
+    # The state; `_enter` is its only writer (through `TRANSITIONS`).
+    state: TurnState = TurnState.STARTING
+    # Is it over?  True from the moment a stop is asked (``cause``) or the
+    # ending begins; the turn then starts nothing new.  Written by `cancel`
+    # and `_enter` only (a plain attribute: the hot loop reads it per event).
+    over: bool = False
+
     def __init__(
         self,
         session: Session,
@@ -183,7 +190,6 @@ class Turn:
         self.prompt = prompt
         self.raw_prompt = prompt if raw_prompt is None else raw_prompt
         self.config = config
-        self.state = TurnState.STARTING
         self.rec = TurnRecorder(session.log, number)
         self.in_flight = InFlight()
         self.settled = anyio.Event()
@@ -221,43 +227,56 @@ class Turn:
         self.command: tuple[str, str | None] | None = None
 
     @property
-    def fenced(self) -> bool:
-        """Nothing of this turn may reach the editor or the log any more."""
-        return self.state is TurnState.SETTLING or self.state is TurnState.ENDED
+    def ended(self) -> bool:
+        """The ending is recorded: nothing of this turn may reach the editor or the log."""
+        return self.state is TurnState.ENDED
 
     def _enter(self, state: TurnState) -> None:
+        """The one writer of ``state``: a move the table allows, or IllegalTransition."""
         if state not in TRANSITIONS[self.state]:
             raise IllegalTransition(f"turn {self.number}: {self.state.value} -> {state.value}")
         self.state = state
+        if state is TurnState.SETTLING or state is TurnState.ENDED:
+            self.over = True
 
     # -- control (called from other tasks) ---------------------------------
 
     def cancel(self, cause: str) -> bool:
-        """Ask the turn to stop; the first cause wins.  Returns False if already ended."""
-        if self.settled.is_set():
+        """Ask the turn to stop; the first cause wins.  Returns True when the
+        turn has not ended by the time this returns (the caller then bounds
+        the wait with `watchdog`); False when it had ended or ended here."""
+        if self.ended:
             return False
         if self.cause is None:
             self.cause = cause
+        self.over = True
         events = self._events
         if self.state is TurnState.STREAMING and events is not None and events.abort():
-            # Only the model stream was in flight and it is now closed, and
-            # what it delivered is known (the assembler is updated
-            # synchronously): end here rather than after the task unwinds.
-            self._events = None
-            self._end(Ending("stopped"))
+            self._stop_synchronously()
         # Tools and editor requests in flight stop and produce what they have.
         self.in_flight.cancel()
         # The task unwinds afterwards (or, when the stream could not be
         # aborted, this is what stops it).
         self.scope.cancel()
-        return True
+        return not self.ended
+
+    def _stop_synchronously(self) -> None:
+        """The synchronous Stop (see "The synchronous Stop" in `acp_bridge.loop.ending`).
+
+        Only the model stream was in flight, it is now closed, and what it
+        delivered is known (the assembler is updated synchronously): the turn
+        ends here, in the task that read the cancel, which may be the turn's
+        own task inside ``poll_input()``; its `run` then finds it ended.
+        """
+        self._events = None
+        self._end(Ending("stopped"))
 
     async def watchdog(self) -> None:
         """After a cancel, end the turn by the deadline even if it is stuck."""
         with anyio.move_on_after(self.config.cancel_deadline):
             await self.settled.wait()
             return
-        if not self.settled.is_set():
+        if not self.ended:
             log.warning(
                 "turn %d did not stop within %.1fs; abandoning it",
                 self.number,
@@ -290,14 +309,15 @@ class Turn:
                 ending = Ending("stopped")
             else:
                 ending = Ending("finished", reason=reason)
-        if ending.how == "stopped" and not self.fenced and len(self.in_flight):
+        if ending.how == "stopped" and not self.ended and len(self.in_flight):
             # Tools or editor requests were in flight: let them finish their
             # cleanup (real partial results, a permission answered as
             # cancelled) before the ending records them.
             self._enter(TurnState.SETTLING)
             if not await self.in_flight.settle(self.config.cancel_deadline):
                 ending = Ending("stopped", forced=True)
-        self._end(ending)
+        if not self.ended:  # else a synchronous Stop or the watchdog ended it
+            self._end(ending)
 
     async def _steps(self) -> str | None:
         """Run steps until a stop reason; None when the turn was stopped."""
@@ -311,13 +331,13 @@ class Turn:
         if self.command is not None:
             return await self._command()
         while True:
-            if self.cause is not None:
+            if self.over:
                 return None  # stopped before this step: no model request at all
             if rec.step >= self.config.max_steps:
                 return "max_turn_requests"
             self.info = await model_info_of(session.provider)
             await self._before_request()
-            if self.cause is not None or self.fenced:
+            if self.over:
                 return None
             rec.step_start()
             self._enter(TurnState.STREAMING)
@@ -328,13 +348,13 @@ class Turn:
                     raise
                 await self._compact_after_rejection(exc)
                 continue  # the same request again, now compacted
-            if self.cause is not None or self.fenced:
+            if self.over:
                 return None
             stop = stop_reason_for_finish(finish)
             if stop is None:
                 self._enter(TurnState.RUNNING_TOOLS)
                 await self._run_tools()
-                if self.cause is not None or self.fenced:
+                if self.over:
                     return None
             rec.step_end(stop or "tool_use")
             if stop is not None:
@@ -436,7 +456,7 @@ class Turn:
             idle.stop()
         if idle.fired:
             raise StreamIdleTimeout(idle.limit or 0.0)
-        if self.cause is not None or self.fenced:
+        if self.over:
             return None  # stopped: the turn's ending records what was delivered
         if stream.asm.finish is None:
             # Whatever the provider: a stream that ends without saying why
@@ -478,14 +498,14 @@ class Turn:
                     # A Stop waiting on stdin is handled now (it ends this turn
                     # synchronously), not after this task's slice.
                     poll_input()
-                    if self.cause is None and clock() > yield_at:
+                    if not self.over and clock() > yield_at:
                         # Fairness: a provider that hands out many events
                         # without waiting would otherwise keep the loop from
                         # running the writer and the other sessions.
                         await anyio.lowlevel.checkpoint()
                         yield_at = clock() + TIME_SLICE
                     poll_at = clock() + POLL_SLICE
-                if self.cause is not None:
+                if self.over:
                     # A stop was read while the provider yielded: leave now
                     # rather than wait for the cancellation to be delivered.
                     return
@@ -577,8 +597,8 @@ class Turn:
         try:
             yield
         finally:
-            if self.state is TurnState.AWAITING_EDITOR:
-                self.state = TurnState.RUNNING_TOOLS
+            if self.state is TurnState.AWAITING_EDITOR:  # else the turn is ending
+                self._enter(TurnState.RUNNING_TOOLS)
 
     def _announce_tool(self, ev: ToolCallStart) -> None:
         tools = self.session.tools
@@ -668,7 +688,7 @@ class Turn:
         self._usage_shown = True
 
     def _emit(self, update: dict[str, Any]) -> None:
-        if not self.rec.closed:
+        if not self.ended:
             self.session.outbox.send(self.session.frames.update(update))
 
     emit = _emit
@@ -686,11 +706,11 @@ class Turn:
         The turn settles (and the editor gets its answer) even if recording
         fails halfway: a prompt is never left unanswered.
         """
-        if self.state is TurnState.ENDED:
-            return
-        if ending.how in ("failed", "internal") and self.cause is not None:
+        assert not self.ended, f"turn {self.number}: its ending ran twice"
+        if ending.how in ("failed", "internal") and self.over:
             ending = Ending("stopped")  # a stop raced with the failure: the user's decision wins
-        self.state = TurnState.SETTLING
+        if self.state is not TurnState.SETTLING:
+            self._enter(TurnState.SETTLING)  # the fence: a Stop read meanwhile ends nothing
         self.forced = ending.forced
         try:
             if ending.how == "finished":
@@ -707,7 +727,7 @@ class Turn:
                 self.error = RpcError.internal("recording the end of the turn failed")
         finally:
             self.rec.closed = True
-            self.state = TurnState.ENDED
+            self._enter(TurnState.ENDED)
             self.settled.set()
             if self._answer is not None:
                 self._answer(self)

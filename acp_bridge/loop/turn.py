@@ -34,36 +34,30 @@ bounded by the cancel deadline (SETTLING).  If the turn does not end by the
 deadline, the watchdog ends it (``forced``); the fence then keeps whatever the
 stuck task does later away from the editor and the log (invariant I6).
 
-This module is over 400 lines: it is the turn's one control flow (its steps,
-the hot loop of a stream, its tool step), kept in one place on purpose; the
-rules, the ending, the stream and the compaction live in their own modules.
+This module is over 400 lines (about 500) on purpose: it is the turn's one
+control flow (its states and their one writer, the steps, the compaction
+triggers, the tool step, the one ending), readable top to bottom; what can
+stand alone lives beside it: the rules (`lifecycle`), the ending's records
+(`ending`), the hot loop of a stream (`stream`), usage (`usage`), the
+compaction (`compact`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.lowlevel
-import orjson
 
 from ..jsonrpc.errors import RpcError
-from ..log.replay import retry_notice
 from ..providers.base import (
     ModelRequest,
     ProviderError,
     ProviderStream,
-    ReasoningDelta,
-    Retrying,
     StreamIdleTimeout,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallStart,
-    Usage,
 )
 from ..tools.texts import unavailable_tool_text as unavailable_tool_text
 from . import ending as endings
@@ -78,8 +72,8 @@ from .lifecycle import TurnState as TurnState
 from .recorder import TurnRecorder
 from .session_core import SessionCore
 from .stop import stop_reason_for_finish
-from .stream import IdleWatch, StepStream
-from .updates import CHUNK_SUFFIX
+from .stream import IdleWatch, StepStream, consume
+from .usage import estimate_usage, show_usage
 
 if TYPE_CHECKING:
     # Both load off the start-up path (see `acp_bridge.server`); neither imports the loop.
@@ -87,14 +81,6 @@ if TYPE_CHECKING:
     from ..tools.runner import ToolRunner
 
 log = logging.getLogger("acp_bridge.turn")
-
-
-# Longest stretch of stream handling between two yields to the event loop.
-TIME_SLICE: Final = 50e-6
-# Longest stretch of stream handling between two looks at stdin: a Stop is
-# handled within this much of streaming after it arrives (a look costs under
-# a microsecond; the loop itself reads stdin only between slices).
-POLL_SLICE: Final = 15e-6
 
 
 T = TypeVar("T")
@@ -137,7 +123,7 @@ class Turn:
         self.scope = anyio.CancelScope()
         self.stream: StepStream | None = None
         # The live provider stream, while the hot loop iterates it.
-        self._events: ProviderStream | None = None
+        self.events: ProviderStream | None = None
         self._pending_tools: list[dict[str, Any]] = []
         # Runs the step's tool calls (None for a session without tools).
         self.tools: ToolRunner | None = None
@@ -151,7 +137,7 @@ class Turn:
         # current step (window, output limit, price).
         self.system: str | None = None
         self.info: ModelInfo | None = None
-        self._usage_shown = False
+        self.usage_shown = False
         # A compaction whose outcome is not logged yet; what this turn tried.
         self.open_compaction: OpenCompaction | None = None
         self._compaction_failed = False
@@ -186,7 +172,7 @@ class Turn:
         if self.cause is None:
             self.cause = cause
         self.over = True
-        events = self._events
+        events = self.events
         if self.state is TurnState.STREAMING and events is not None and events.abort():
             self._stop_synchronously()
         # Tools and editor requests in flight stop and produce what they have.
@@ -204,7 +190,7 @@ class Turn:
         ends here, in the task that read the cancel, which may be the turn's
         own task inside ``poll_input()``; its `run` then finds it ended.
         """
-        self._events = None
+        self.events = None
         self._end(Ending("stopped"))
 
     async def watchdog(self) -> None:
@@ -376,7 +362,7 @@ class Turn:
         self.stream = stream
         tools = () if session.tools is None else session.tools.registry.specs()
         request = ModelRequest(messages=session.history(), tools=tools, system=self.system)
-        self._usage_shown = False
+        self.usage_shown = False
         self.rec.stream_start(stream.attempt, stream.message_id, session.provider.name)
         step_scope = anyio.CancelScope()
         idle = IdleWatch(self.config.idle_timeout, step_scope)
@@ -385,9 +371,9 @@ class Turn:
         session.outbox.add_pre_flush(stream.asm.compact)
         try:
             with step_scope:
-                await self._consume(request, stream, idle)
+                await consume(self, request, stream, idle)
         finally:
-            self._events = None
+            self.events = None
             session.outbox.remove_pre_flush(stream.asm.compact)
             idle.stop()
         if idle.fired:
@@ -405,87 +391,14 @@ class Turn:
             )
         return self._commit(stream)
 
-    async def _consume(self, request: ModelRequest, stream: StepStream, idle: IdleWatch) -> None:
-        """The hot loop: each event is fed, sent to the editor and logged, in that order."""
-        session = self.session
-        outbox = session.outbox
-        prefixes: dict[type, tuple[bytes, str]] = {
-            TextDelta: (
-                session.frames.chunk_prefix("agent_message_chunk", stream.message_id),
-                "text",
-            ),
-            ReasoningDelta: (
-                session.frames.chunk_prefix("agent_thought_chunk", stream.message_id),
-                "reasoning",
-            ),
-        }
-        stream.chunk_prefixes = tuple(prefix for prefix, _ in prefixes.values())
-        feed, send, delta = stream.asm.feed, outbox.send, self.rec.delta
-        poll_input = outbox.poll_input
-        dumps = orjson.dumps
-        clock = time.perf_counter
-        poll_at = clock() + POLL_SLICE
-        yield_at = poll_at + TIME_SLICE
-        async with session.provider.stream(request) as events:
-            self._events = events
-            async for ev in events:
-                idle.seen += 1
-                if clock() > poll_at:
-                    # A Stop waiting on stdin is handled now (it ends this turn
-                    # synchronously), not after this task's slice.
-                    poll_input()
-                    if not self.over and clock() > yield_at:
-                        # Fairness: a provider that hands out many events
-                        # without waiting would otherwise keep the loop from
-                        # running the writer and the other sessions.
-                        await anyio.lowlevel.checkpoint()
-                        yield_at = clock() + TIME_SLICE
-                    poll_at = clock() + POLL_SLICE
-                if self.over:
-                    # A stop was read while the provider yielded: leave now
-                    # rather than wait for the cancellation to be delivered.
-                    return
-                kind = type(ev)
-                chunk = prefixes.get(kind)
-                if chunk is not None:
-                    feed(ev)
-                    prefix, block_kind = chunk
-                    text_ev: TextDelta = ev  # type: ignore[assignment]  # or ReasoningDelta: same fields
-                    send(prefix + dumps(text_ev.text) + CHUNK_SUFFIX)
-                    delta(text_ev.index, block_kind, text_ev.text)
-                    if outbox.backlog > outbox.high_water:
-                        # Waiting for the editor to read is not provider silence.
-                        idle.paused = True
-                        try:
-                            await outbox.wait_writable()
-                        finally:
-                            idle.paused = False
-                elif kind is Retrying:
-                    self._retrying(ev)  # type: ignore[arg-type]
-                    # The provider now waits before its retry: that wait is
-                    # not a silent stream.
-                    idle.grace, idle.grace_seen = ev.delay, idle.seen  # type: ignore[union-attr]
-                else:
-                    feed(ev)
-                    if kind is ToolCallStart:
-                        self._announce_tool(ev)  # type: ignore[arg-type]
-                    elif kind is ToolCallDelta:
-                        delta(ev.index, "tool_args", ev.args)  # type: ignore[union-attr]
-                    elif kind is Usage:
-                        self._report_usage(ev)  # type: ignore[arg-type]
-            # The stream is complete: from here a stop no longer aborts it.
-            self._events = None
-        if stream.asm.finish is None:
-            stream.asm.end_stream()
-
     def _commit(self, stream: StepStream) -> str:
         """A stream that ended with its finish event becomes the step's assistant message."""
         asm = stream.asm
         finish = asm.finish
         assert finish is not None  # see _stream_step
         content = asm.blocks()  # AssemblyError: a malformed stream, see run()
-        if not self._usage_shown:
-            self._estimate_usage(content)
+        if not self.usage_shown:
+            estimate_usage(self, content)
         self.stream = None
         if content:
             self.rec.message(content, interrupted=False, finish=finish, usage=asm.usage)
@@ -496,11 +409,6 @@ class Turn:
         if finish != "tool_use":
             endings.close_open_tools(self, "model ended the turn without running this tool")
         return finish
-
-    def _retrying(self, ev: Retrying) -> None:
-        """The provider retries a failed request itself: log it, tell the user."""
-        fields = self.rec.request_error(ev.error, retry=(ev.attempt, ev.delay))
-        self._emit(retry_notice(fields))
 
     # -- tools ---------------------------------------------------------------
 
@@ -536,19 +444,6 @@ class Turn:
             if self.state is TurnState.AWAITING_EDITOR:  # else the turn is ending
                 self._enter(TurnState.RUNNING_TOOLS)
 
-    def _announce_tool(self, ev: ToolCallStart) -> None:
-        tools = self.session.tools
-        tool = None if tools is None else tools.registry.get(ev.name)
-        self.show_tool(
-            {
-                "sessionUpdate": "tool_call",
-                "toolCallId": ev.id,
-                "title": ev.name,
-                "kind": "other" if tool is None else tool.kind,
-                "status": "pending",
-            }
-        )
-
     def _answer_tool_calls(self) -> None:
         rec = self.rec
         for call in self._pending_tools:
@@ -576,41 +471,6 @@ class Turn:
             self.rec.tool_update(fields)
         self._emit(update)
 
-    def _report_usage(self, usage: Usage) -> None:
-        """A usage_update from what the provider counted for this request and its answer
-        (never a sum over requests), with the session's window and cost so far."""
-        context = self.session.context
-        if usage.context_window:
-            context.reported_window = usage.context_window
-        self._show_usage(usage.input_tokens, usage.output_tokens)
-
-    def _estimate_usage(self, content: list[dict[str, Any]]) -> None:
-        """A response without a usage report: estimate it (real models only)."""
-        from ..context.estimate import estimate_json, estimate_request
-
-        info = self.info
-        if info is None or not info.estimate_usage:
-            return
-        session = self.session
-        tools = () if session.tools is None else session.tools.registry.specs()
-        sent = estimate_request(session.history(), self.system, tools)
-        self._show_usage(sent, estimate_json(content))
-
-    def _show_usage(
-        self, input_tokens: int, output_tokens: int, *, used: int | None = None, step: bool = True
-    ) -> None:
-        info = self.info
-        if info is None:
-            return
-        context = self.session.context
-        if used is None:
-            used = input_tokens + output_tokens
-        size = context.window(info)
-        extra = context.add_cost(info, input_tokens, output_tokens)
-        self.rec.usage_update(used, size, step=step, **extra)
-        self._emit({"sessionUpdate": "usage_update", "used": used, "size": size, **extra})
-        self._usage_shown = True
-
     def _emit(self, update: dict[str, Any]) -> None:
         if not self.ended:
             self.session.outbox.send(self.session.frames.update(update))
@@ -620,7 +480,7 @@ class Turn:
     def show_context_usage(self, used: int, input_tokens: int, output_tokens: int) -> None:
         """A usage_update between steps (after a compaction): ``used`` is the history's
         estimated size; the tokens are those of the summary request (for its cost)."""
-        self._show_usage(input_tokens, output_tokens, used=used, step=False)
+        show_usage(self, input_tokens, output_tokens, used=used, step=False)
 
     # -- the one ending ------------------------------------------------------
 

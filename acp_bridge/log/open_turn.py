@@ -25,7 +25,7 @@ tool's outcome is unknown, a stop (``cancelled``) says the tool was stopped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -42,6 +42,8 @@ __all__ = [
     "OUTCOME_UNKNOWN",
     "TOOL_STOPPED",
     "Closing",
+    "Delivered",
+    "DeliveredOf",
     "OpenStream",
     "OpenTurn",
 ]
@@ -139,43 +141,84 @@ class OpenTurn:
 
     # -- closing ----------------------------------------------------------------
 
-    def close(self, reason: TurnEndReason) -> list[Closing]:
+    def close(
+        self,
+        reason: TurnEndReason,
+        *,
+        forced: bool = True,
+        delivered: DeliveredOf | None = None,
+    ) -> list[Closing]:
         """The records that close this turn with ``reason`` (none if it has ended).
 
         ``crashed`` is the process dying: if the crash interrupted the
         recording of a user stop (its interrupted message is already there),
-        the stop is completed as ``cancelled`` instead.
+        the stop is completed as ``cancelled`` instead.  ``disconnected``
+        keeps the delivered prefix only as an ``assistant/attempt`` (never in
+        model history, invariant I5).  See `closing` for ``delivered``.
+        """
+        return list(self.closing(reason, forced=forced, delivered=delivered))
+
+    def closing(
+        self,
+        reason: TurnEndReason,
+        *,
+        forced: bool = True,
+        delivered: DeliveredOf | None = None,
+    ) -> Iterator[Closing]:
+        """`close`, one record at a time: the live Stop appends each record
+        before it asks for the next, so what it appends (the tool updates
+        write the pending delta) is in the log when the next is built.
+
+        ``delivered`` is asked, when the open stream is reached, for what the
+        live turn knows of its delivered prefix (the assembler's content and
+        usage, the writer's timed stream); without it, or when it answers
+        None, the prefix is rebuilt from the stream's deltas, as after a crash.
         """
         if self.ended:
-            return []
+            return
         turn, step = self.turn, self.step
         crashed = reason == RECOVERED_CRASHED
-        out: list[Closing] = []
         if self.step_open:
             why = TOOL_STOPPED if crashed else _STOP_WHY.get(reason, reason)
-            for call_id in self.open_tools:
+            for call_id in list(self.open_tools):
                 update = {"toolCallId": call_id, "status": "failed", "content": [_content(why)]}
-                out.append(("tool/update", turn, step, {"tool_call_id": call_id, "update": update}))
-            for attempt, stream in self.streams.items():
+                yield ("tool/update", turn, step, {"tool_call_id": call_id, "update": update})
+            for attempt, stream in list(self.streams.items()):
                 if stream.ended:
                     continue
                 if stream.surface is None:
-                    out.extend(_close_stream(attempt, stream, turn, step, crashed=crashed))
+                    known = delivered(stream) if delivered is not None else None
+                    yield from _close_stream(attempt, stream, turn, step, reason, known)
                     continue
                 if stream.interrupted:
                     reason = "cancelled"  # a user stop was being recorded
                 outcome: StreamOutcome = (
                     "committed" if stream.surface == "assistant/message" else "abandoned"
                 )
-                out.append(("stream/end", turn, step, {"attempt": attempt, "outcome": outcome}))
-            for call_id, name in self.unanswered.items():
+                yield ("stream/end", turn, step, {"attempt": attempt, "outcome": outcome})
+            for call_id, name in list(self.unanswered.items()):
                 text = OUTCOME_UNKNOWN if crashed else _stopped_text(name)
                 content = [{"type": "text", "text": text}]
                 fields = {"tool_call_id": call_id, "content": content, "is_error": True}
-                out.append(("tool/result", turn, step, fields))
-            out.append(("step/end", turn, step, {"reason": reason}))
-        out.append(("turn/end", turn, 0, {"reason": reason, "forced": True}))
-        return out
+                yield ("tool/result", turn, step, fields)
+            yield ("step/end", turn, step, {"reason": reason})
+        yield ("turn/end", turn, 0, {"reason": reason, "forced": forced})
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What the live turn knows of its open stream's delivered prefix."""
+
+    # The visible blocks delivered (empty: nothing visible).
+    content: list[dict[str, Any]]
+    # The stream's usage record, if the provider reported one.
+    usage: dict[str, Any] | None
+    # The timed stream, ``[[t_ms, index, kind, text], ...]`` (maybe pre-encoded),
+    # asked for only when a message is written.
+    stream: Callable[[], object]
+
+
+DeliveredOf = Callable[[OpenStream], Delivered | None]
 
 
 _STREAM_TYPES: Final = frozenset(
@@ -212,31 +255,43 @@ def _content(text: str) -> dict[str, Any]:
 
 
 def _close_stream(
-    attempt: str, stream: OpenStream, turn: int, step: int, *, crashed: bool
-) -> list[Closing]:
-    """An open stream's delivered text (rebuilt from its deltas) becomes an
-    interrupted message; with nothing visible, an attempt."""
-    content = visible_blocks(join_parts(stream.parts))
+    attempt: str,
+    stream: OpenStream,
+    turn: int,
+    step: int,
+    reason: TurnEndReason,
+    known: Delivered | None,
+) -> Iterator[Closing]:
+    """An open stream's delivered text becomes an interrupted message; with
+    nothing visible, or on a disconnect, an attempt."""
+    crashed = reason == RECOVERED_CRASHED
+    if known is None:
+        content = visible_blocks(join_parts(stream.parts))
+        usage = None
+    else:
+        content, usage = known.content, known.usage
     base = {"attempt": attempt, "message_id": stream.message_id}
-    if content:
-        timed = [[t_ms, index, kind, text] for t_ms, index, kind, text in stream.parts]
+    if content and reason != "disconnected":
+        timed: object
+        if known is None:
+            timed = [[t_ms, index, kind, text] for t_ms, index, kind, text in stream.parts]
+        else:
+            timed = known.stream()
         fields: dict[str, Any] = {
             **base,
             "content": content,
             "interrupted": True,
             "finish": None,
-            "usage": None,
+            "usage": usage,
             "stream": timed,
         }
         if crashed:
             fields["recovered"] = RECOVERED_CRASHED
-        return [
-            ("assistant/message", turn, step, fields),
-            ("stream/end", turn, step, {"attempt": attempt, "outcome": "committed"}),
-        ]
-    outcome: AttemptOutcome = "crashed" if crashed else "empty"
-    fields = {**base, "outcome": outcome, "content": []}
-    return [
-        ("assistant/attempt", turn, step, fields),
-        ("stream/end", turn, step, {"attempt": attempt, "outcome": "abandoned"}),
-    ]
+        yield ("assistant/message", turn, step, fields)
+        yield ("stream/end", turn, step, {"attempt": attempt, "outcome": "committed"})
+        return
+    outcome: AttemptOutcome = (
+        "crashed" if crashed else "disconnected" if reason == "disconnected" else "empty"
+    )
+    yield ("assistant/attempt", turn, step, {**base, "outcome": outcome, "content": content})
+    yield ("stream/end", turn, step, {"attempt": attempt, "outcome": "abandoned"})

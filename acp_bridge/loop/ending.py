@@ -55,10 +55,12 @@ import logging
 from typing import Any, Protocol
 
 from ..jsonrpc.errors import RpcError
+from ..log.open_turn import Delivered, OpenStream
+from ..log.records import TurnEndReason
 from ..providers.base import ProviderError, StreamIdleTimeout
 from .compaction_shown import OpenCompaction, Shows, show
 from .lifecycle import Ending
-from .recorder import TurnRecorder
+from .recorder import TurnRecorder, usage_record
 from .session_core import SessionCore
 from .stream import StepStream
 
@@ -113,27 +115,30 @@ def record_ending(turn: Closing, ending: Ending) -> None:
 
 
 def record_stop(turn: Closing, *, forced: bool) -> None:
-    """A user stop or a disconnect: commit what was delivered."""
-    rec = turn.rec
-    user_stop = turn.cause == "user"
-    outcome = "cancelled" if user_stop else "disconnected"
+    """A user stop or a disconnect: commit what was delivered.
+
+    What closes the open turn is `OpenTurn.close` (the closing a crash
+    shares, `acp_bridge.log.open_turn`), fed what the live turn knows of the
+    open stream: the assembler's delivered blocks and usage, the writer's
+    timed stream, after the chunks still queued are taken back.
+    """
+    reason: TurnEndReason = "cancelled" if turn.cause == "user" else "disconnected"
     turn.stop_reason = "cancelled"
     close_compaction(turn, "cancelled")
     turn.abort_undispatched()
-    close_open_tools(turn, "cancelled before it ran" if user_stop else "disconnected")
-    stream = turn.stream
-    if stream is not None:
+
+    def delivered(_: OpenStream) -> Delivered | None:
+        stream = turn.stream
+        if stream is None:
+            return None
         turn.session.outbox.remove_pre_flush(stream.asm.compact)
         retract_queued(turn, stream)
-        blocks = stream.asm.interrupted_blocks()
-        if user_stop and blocks:
-            rec.message(blocks, interrupted=True, finish=None, usage=stream.asm.usage)
-        else:
-            rec.attempt("empty" if user_stop else "disconnected", blocks)
         turn.stream = None
-    abort_unanswered(rec)
-    rec.step_end(outcome)
-    rec.turn_end(outcome, forced=forced)
+        usage = usage_record(stream.asm.usage)
+        return Delivered(stream.asm.interrupted_blocks(), usage, turn.rec.log.delivered_stream)
+
+    turn.rec.close(reason, forced=forced, delivered=delivered, show_tool=turn.show_tool)
+    turn.stream = None
 
 
 def retract_queued(turn: Closing, stream: StepStream) -> None:

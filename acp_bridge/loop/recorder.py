@@ -17,10 +17,11 @@ cannot add a record to a turn that has ended.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..log.open_turn import OpenStream, OpenTurn
-from ..log.records import StreamOutcome
+from ..log.open_turn import DeliveredOf, OpenStream, OpenTurn
+from ..log.records import StreamOutcome, TurnEndReason
 from ..providers.base import ProviderError, Usage
 
 if TYPE_CHECKING:
@@ -96,6 +97,30 @@ class TurnRecorder:
         extra = {"left_out": True} if left_out else {}
         self._append("turn/end", 0, reason=reason, forced=forced, **extra)
         self.closed = True
+
+    def close(
+        self,
+        reason: TurnEndReason,
+        *,
+        forced: bool,
+        delivered: DeliveredOf | None,
+        show_tool: Callable[[dict[str, Any]], None],
+    ) -> None:
+        """Close what is open of the turn, as `OpenTurn.close` says (the one
+        closing a crash shares): each record appended before the next is
+        built; a tool call's final status is shown through ``show_tool`` (it
+        records it), a stream's end through the writer, which owns the stream."""
+        for kind, _, step, fields in self.open.closing(
+            reason, forced=forced, delivered=delivered
+        ):
+            if kind == "tool/update":
+                show_tool({"sessionUpdate": "tool_call_update", **fields["update"]})
+            elif kind == "stream/end":
+                self.open.feed(self.log.close_stream(fields["outcome"]) or {})
+            elif kind == "turn/end":
+                self.turn_end(fields["reason"], forced=fields["forced"])
+            else:
+                self._append(kind, step, **fields)
 
     # -- the model stream ---------------------------------------------------
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from hypothesis import given, settings
@@ -25,8 +25,8 @@ from test_open_turn_property import _appended, _but_for_the_reason, _unmarked
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reopen import closing_records, last_turn
-from acp_bridge.log.writer import SessionLog
-from acp_bridge.loop.ending import record_stop
+from acp_bridge.log.writer import RecordWriter, SessionLog
+from acp_bridge.loop.ending import Closing, record_stop
 from acp_bridge.loop.recorder import TurnRecorder
 from acp_bridge.loop.stream import StepStream
 from acp_bridge.providers.base import (
@@ -162,8 +162,10 @@ def _drive(turn: StubTurn, data: st.DataObject) -> None:
         if ids is None:
             return
         _tools(turn, data, ids)
-        if ids or data.draw(st.booleans()):
+        if ids:
             return  # cut while the tools run (a step that ran tools is the last)
+        if data.draw(st.booleans()):
+            return  # cut between steps
         rec.step_end("tool_use")
 
 
@@ -180,13 +182,13 @@ def _timeless(record: Record) -> Record:
 @given(st.data(), st.sampled_from(["user", "disconnected"]))
 def test_the_live_stop_closes_a_turn_as_a_crash_does(data: st.DataObject, cause: str) -> None:
     writer = MemoryWriter()
-    slog = SessionLog("memory.jsonl", writer)
+    slog = SessionLog("memory.jsonl", cast(RecordWriter, writer))
     slog.append("session/start", 0, 0, session_id="sess_live", cwd="/project", provider="scripted")
     turn = StubTurn(TurnRecorder(slog, 1), StubSession(writer), cause)
     _drive(turn, data)
     prefix = writer.records()
 
-    record_stop(turn, forced=True)
+    record_stop(cast(Closing, turn), forced=True)
     stopped = writer.records()
     check_log(stopped)
     assert turn.stop_reason == "cancelled"

@@ -207,6 +207,8 @@ StepEndReason = Literal[
     "internal",
     "crashed",
 ]
+# The ACP stop reasons a turn is answered with (a subset of `TurnEndReason`).
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 # ``assistant/attempt.outcome``: why a stream left no surface message.
 AttemptOutcome = Literal[
     "empty", "provider_error", "timed_out", "disconnected", "internal", "crashed"

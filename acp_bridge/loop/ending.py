@@ -56,7 +56,7 @@ from typing import Any, Protocol
 
 from ..jsonrpc.errors import RpcError
 from ..log.open_turn import Delivered, OpenStream
-from ..log.records import TurnEndReason
+from ..log.records import AttemptOutcome, TurnEndReason
 from ..providers.base import ProviderError, StreamIdleTimeout
 from .compaction_shown import OpenCompaction, Shows, show
 from .lifecycle import Ending
@@ -207,7 +207,9 @@ def fail_step(turn: Closing, exc: ProviderError) -> None:
     stream = turn.stream
     attempt = stream.attempt if stream is not None else None
     if stream is not None:
-        outcome = "timed_out" if isinstance(exc, StreamIdleTimeout) else "provider_error"
+        outcome: AttemptOutcome = (
+            "timed_out" if isinstance(exc, StreamIdleTimeout) else "provider_error"
+        )
         rec.attempt(outcome, stream.asm.interrupted_blocks())
         turn.stream = None
     rec.request_error(exc, attempt=attempt)
@@ -230,7 +232,9 @@ def record_failure(turn: Closing, ending: Ending) -> None:
     turn.abort_undispatched()
     close_open_tools(turn, "the agent failed" if internal else "the model request failed")
     if stream is not None:
-        outcome = "internal" if internal else "timed_out" if timed_out else "provider_error"
+        outcome: AttemptOutcome = (
+            "internal" if internal else "timed_out" if timed_out else "provider_error"
+        )
         rec.attempt(outcome, stream.asm.interrupted_blocks())
         turn.stream = None
     abort_unanswered(rec)

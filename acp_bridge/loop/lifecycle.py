@@ -10,6 +10,8 @@ import enum
 from dataclasses import dataclass
 from typing import Final
 
+from ..log.records import StopReason
+
 __all__ = ["TRANSITIONS", "Ending", "IllegalTransition", "TurnConfig", "TurnState"]
 
 
@@ -57,6 +59,6 @@ class Ending:
     """How a turn ends.  ``how``: finished, stopped, failed or internal."""
 
     how: str
-    reason: str | None = None  # finished: the ACP stop reason
+    reason: StopReason | None = None  # finished: the ACP stop reason
     error: BaseException | None = None  # failed: a ProviderError; internal: the bug
     forced: bool = False

@@ -21,7 +21,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..log.open_turn import DeliveredOf, OpenStream, OpenTurn
-from ..log.records import StreamOutcome, TurnEndReason
+from ..log.records import (
+    AttemptOutcome,
+    StepEndReason,
+    StreamOutcome,
+    ToolCallStatus,
+    TurnEndReason,
+)
 from ..providers.base import ProviderError, Usage
 
 if TYPE_CHECKING:
@@ -88,11 +94,13 @@ class TurnRecorder:
             self.open.step += 1
             self.open.step_open = True
 
-    def step_end(self, reason: str) -> None:
+    def step_end(self, reason: StepEndReason) -> None:
         if self.step_open and not self._append("step/end", self.step, reason=reason):
             self.open.step_open = False
 
-    def turn_end(self, reason: str, *, forced: bool, left_out: bool = False) -> None:
+    def turn_end(
+        self, reason: TurnEndReason, *, forced: bool, left_out: bool = False
+    ) -> None:
         """``left_out``: the turn leaves the model history (its prompt did not fit)."""
         extra = {"left_out": True} if left_out else {}
         self._append("turn/end", 0, reason=reason, forced=forced, **extra)
@@ -154,7 +162,7 @@ class TurnRecorder:
             **fields,
         )
 
-    def attempt(self, outcome: str, content: list[dict[str, Any]]) -> None:
+    def attempt(self, outcome: AttemptOutcome, content: list[dict[str, Any]]) -> None:
         """The open stream leaves no surface message: an ``assistant/attempt`` (abandoned)."""
         self._end_stream("assistant/attempt", "abandoned", outcome=outcome, content=content)
 
@@ -229,7 +237,9 @@ class TurnRecorder:
 
     # -- tools --------------------------------------------------------------
 
-    def tool_call(self, call_id: str, name: str, input: object, status: str) -> None:
+    def tool_call(
+        self, call_id: str, name: str, input: object, status: ToolCallStatus
+    ) -> None:
         self._append(
             "tool/call", self.step, tool_call_id=call_id, name=name, input=input, status=status
         )

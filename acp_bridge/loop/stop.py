@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Final
 
+from ..log.records import StopReason
+
 # Provider finish reason -> ACP stop reason, for finishes that end the turn.
-FINISH_TO_STOP: Final = {
+FINISH_TO_STOP: Final[dict[str, StopReason]] = {
     "end_turn": "end_turn",
     "max_tokens": "max_tokens",
     "refusal": "refusal",
@@ -16,7 +18,7 @@ ACP_STOP_REASONS: Final = frozenset(
 )
 
 
-def stop_reason_for_finish(finish: str | None) -> str | None:
+def stop_reason_for_finish(finish: str | None) -> StopReason | None:
     """The ACP stop reason a finish ends the turn with, or None to go on (tool use)."""
     if finish == "tool_use":
         return None

@@ -53,7 +53,9 @@ import anyio
 import anyio.lowlevel
 
 from ..jsonrpc.errors import RpcError
+from ..log.records import StopReason
 from ..providers.base import (
+    FinishReason,
     ModelRequest,
     ProviderError,
     ProviderStream,
@@ -212,7 +214,7 @@ class Turn:
         # A replay may have widened stdout: a Stop must not wait behind a full one.
         self.session.outbox.narrow_stdout()
         self.rec.turn_start(self.prompt, self.raw_prompt)
-        reason: str | None = None
+        reason: StopReason | None = None
         ending: Ending
         try:
             with self.scope:
@@ -241,7 +243,7 @@ class Turn:
         if not self.ended:  # else a synchronous Stop or the watchdog ended it
             self._end(ending)
 
-    async def _steps(self) -> str | None:
+    async def _steps(self) -> StopReason | None:
         """Run steps until a stop reason; None when the turn was stopped."""
         # The context machinery loads off the start-up path (see acp_bridge.server).
         from ..context.windows import model_info_of
@@ -342,7 +344,7 @@ class Turn:
             )
             raise exc
 
-    async def _command(self) -> str:
+    async def _command(self) -> StopReason:
         """A ``/compact`` turn: compact now, and answer with what happened."""
         from ..context.windows import model_info_of
         from ..log.compaction import nothing_to_compact_update
@@ -356,7 +358,7 @@ class Turn:
             self.emit(nothing_to_compact_update())
         return "end_turn"
 
-    async def _stream_step(self) -> str | None:
+    async def _stream_step(self) -> FinishReason | None:
         session = self.session
         stream = StepStream()
         self.stream = stream
@@ -391,7 +393,7 @@ class Turn:
             )
         return self._commit(stream)
 
-    def _commit(self, stream: StepStream) -> str:
+    def _commit(self, stream: StepStream) -> FinishReason:
         """A stream that ended with its finish event becomes the step's assistant message."""
         asm = stream.asm
         finish = asm.finish

@@ -41,6 +41,7 @@ from pydantic import ValidationError
 
 from ..jsonrpc.connection import ConnectionClosed
 from ..jsonrpc.errors import RemoteError
+from ..log.records import ToolCallStatus
 from . import localfs
 from . import permissions as perm
 from .base import ToolContext, ToolError, ToolOutput
@@ -113,7 +114,9 @@ class ToolRunner:
         if self.queue and self.queue[0] is call:
             self.queue.pop(0)
 
-    def _finish(self, call: dict[str, Any], status: str, output: ToolOutput) -> None:
+    def _finish(
+        self, call: dict[str, Any], status: ToolCallStatus, output: ToolOutput
+    ) -> None:
         """Record and show a call's result: the one way every tool result takes
         to the log, the editor and the model, so the environment's secrets are
         redacted here (`acp_bridge.tools.secret_env`)."""

@@ -22,6 +22,8 @@ from typing import Any, Protocol, TypeVar
 
 import anyio
 
+from ..log.records import ToolCallStatus
+
 __all__ = ["InFlightWork", "ToolRecords", "TurnPort"]
 
 T = TypeVar("T")
@@ -35,7 +37,9 @@ class ToolRecords(Protocol):
         """Tool calls recorded without their result yet: id -> name."""
         ...
 
-    def tool_call(self, call_id: str, name: str, input: object, status: str) -> None: ...
+    def tool_call(
+        self, call_id: str, name: str, input: object, status: ToolCallStatus
+    ) -> None: ...
 
     def tool_result(
         self, call_id: str, content: list[dict[str, Any]], *, is_error: bool

@@ -30,7 +30,7 @@ class Session:
     # Every prompt of the session, waiting or running (see PromptQueue).
     prompts: PromptQueue = field(init=False)
     # Its system prompt, window and cost (the agent sets its directories and
-    # the client's capabilities; see `acp_bridge.acp.agent.Agent.make_session`).
+    # the client's capabilities; see `acp_bridge.acp.table.SessionTable.make_session`).
     context: SessionContext = field(init=False)
 
     def __post_init__(self) -> None:

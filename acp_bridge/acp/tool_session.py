@@ -15,6 +15,7 @@ from ..tools.base import ClientCapabilities
 from ..tools.modes import MODE_OPTION, MODES, mode_state
 from ..tools.secret_env import env_policy
 from ..tools.state import ToolState, from_records
+from ..update_builders import config_option_update
 from . import config_options
 from . import params as P
 
@@ -99,9 +100,7 @@ def _switch(session: Session, mode: object, field: str, via: str) -> None:
     if not isinstance(mode, str) or mode not in MODES:
         raise RpcError.invalid_params(field, f"must be one of {', '.join(MODES)}")
     if tools.set_mode(mode, via):
-        tools.emit(
-            {"sessionUpdate": "config_option_update", "configOptions": config_options_of(session)}
-        )
+        tools.emit(config_option_update(config_options_of(session)))
         session.log.sync()
 
 

@@ -72,6 +72,7 @@ from ..providers.base import (
     Usage,
 )
 from ..tools.texts import unavailable_tool_text as unavailable_tool_text
+from ..update_builders import tool_call, tool_call_update, usage_update
 from .assembler import AssemblyError, StreamAssembler
 from .inflight import InFlight
 from .recorder import TurnRecorder
@@ -584,13 +585,14 @@ class Turn:
         tools = self.session.tools
         tool = None if tools is None else tools.registry.get(ev.name)
         self.show_tool(
-            {
-                "sessionUpdate": "tool_call",
-                "toolCallId": ev.id,
-                "title": ev.name,
-                "kind": "other" if tool is None else tool.kind,
-                "status": "pending",
-            }
+            tool_call(
+                {
+                    "toolCallId": ev.id,
+                    "title": ev.name,
+                    "kind": "other" if tool is None else tool.kind,
+                    "status": "pending",
+                }
+            )
         )
 
     def _answer_tool_calls(self) -> None:
@@ -600,13 +602,14 @@ class Turn:
             rec.tool_call(call["id"], call["name"], call["input"], "unavailable")
             rec.tool_result(call["id"], [{"type": "text", "text": text}], is_error=True)
             self.show_tool(
-                {
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": call["id"],
-                    "status": "failed",
-                    "rawInput": call["input"],
-                    "content": [{"type": "content", "content": {"type": "text", "text": text}}],
-                }
+                tool_call_update(
+                    {
+                        "toolCallId": call["id"],
+                        "status": "failed",
+                        "rawInput": call["input"],
+                        "content": [{"type": "content", "content": {"type": "text", "text": text}}],
+                    }
+                )
             )
         self._pending_tools = []
 
@@ -614,12 +617,13 @@ class Turn:
         """Every tool call announced to the editor gets a final status."""
         for tool_id in list(self.rec.open_tools):
             self.show_tool(
-                {
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": tool_id,
-                    "status": "failed",
-                    "content": [{"type": "content", "content": {"type": "text", "text": why}}],
-                }
+                tool_call_update(
+                    {
+                        "toolCallId": tool_id,
+                        "status": "failed",
+                        "content": [{"type": "content", "content": {"type": "text", "text": why}}],
+                    }
+                )
             )
 
     def show_tool(self, update: dict[str, Any]) -> None:
@@ -664,7 +668,7 @@ class Turn:
         size = context.window(info)
         extra = context.add_cost(info, input_tokens, output_tokens)
         self.rec.usage_update(used, size, step=step, **extra)
-        self._emit({"sessionUpdate": "usage_update", "used": used, "size": size, **extra})
+        self._emit(usage_update(used, size, extra))
         self._usage_shown = True
 
     def _emit(self, update: dict[str, Any]) -> None:

@@ -57,7 +57,7 @@ import anyio
 import anyio.lowlevel
 import orjson
 
-from ..jsonrpc.errors import RpcError
+from ..errors import TurnFailed
 from ..log.replay import retry_notice
 from ..providers.base import (
     ModelRequest,
@@ -190,7 +190,7 @@ class Turn:
         self.settled = anyio.Event()
         self._answer = answer
         self.stop_reason: str | None = None
-        self.error: RpcError | None = None
+        self.error: TurnFailed | None = None
         self.cause: str | None = None
         self.forced = False
         self.scope = anyio.CancelScope()
@@ -708,7 +708,9 @@ class Turn:
         except Exception:
             log.exception("turn %d: recording its end failed", self.number)
             if self.stop_reason is None and self.error is None:
-                self.error = RpcError.internal("recording the end of the turn failed")
+                self.error = TurnFailed(
+                    "Internal error", {"detail": "recording the end of the turn failed"}
+                )
         finally:
             self.rec.closed = True
             self.state = TurnState.ENDED
@@ -828,8 +830,7 @@ class Turn:
             rec.internal_error(exc)
             rec.step_end("internal")
             rec.turn_end("internal", forced=False)
-            self.error = RpcError(
-                -32603,
+            self.error = TurnFailed(
                 f"Internal error in the agent: {type(exc).__name__}",
                 {"kind": "internal"},
             )
@@ -846,8 +847,7 @@ class Turn:
                 "so it was left out of the conversation: the session goes on without it. "
                 "Send something shorter, or attach less."
             )
-        self.error = RpcError(
-            -32603,
+        self.error = TurnFailed(
             message,
             {
                 "kind": exc.kind,

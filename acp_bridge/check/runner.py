@@ -57,7 +57,6 @@ class Report:
         raise KeyError(check_id)
 
 
-
 async def run_scenarios(run: CheckRun, scenarios: Sequence[Scenario]) -> None:
     for scenario in scenarios:
         if not run.wanted(scenario.checks):
@@ -203,4 +202,3 @@ __all__ = [
     "run_check",
     "run_check_sync",
 ]
-

@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import orjson
 import pytest
-from harness import EXAMPLES, wait_for_a_full_pipe
+from support.harness import EXAMPLES, wait_for_a_full_pipe
 
 from acp_bridge.client import bridge_command, prompt_params, running
 from acp_bridge.log.check import check_log

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ROOT
+from support.harness import ROOT
 
 TINY = [
     "--quick",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ROOT
+from support.harness import ROOT
 
 from acp_bridge.check.report import render_json, render_text
 from acp_bridge.check.requirements import REQUIREMENTS, Tier

@@ -14,9 +14,9 @@ import json
 from typing import Any
 
 import pytest
-from harness import EVENT_LOG_VALIDATOR
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.harness import EVENT_LOG_VALIDATOR
 from test_history_projection import assert_equal_after_every_record
 from test_log_check import (
     ENDINGS,

@@ -43,10 +43,10 @@ from typing import Any
 
 import anyio
 import orjson
-from harness import cwd_for_tests
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from pipe_peer import Json, bridge_on_pipes, id_key, is_response
+from support.harness import cwd_for_tests
+from support.pipe_peer import Json, bridge_on_pipes, id_key, is_response
 
 from acp_bridge.client import AcpClient
 from acp_bridge.jsonrpc.errors import (

@@ -21,9 +21,9 @@ from typing import Any
 
 import orjson
 import pytest
-from harness import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.harness import ROOT
 
 from acp_bridge.log.check import check_history
 from acp_bridge.log.derive import derive_messages

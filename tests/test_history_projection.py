@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ROOT, run_bridge, write_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.harness import ROOT, run_bridge, write_script
 from test_log_check import LogBuilder, random_turn
 
 from acp_bridge.client import AcpClient

@@ -39,7 +39,7 @@ import anyio.to_thread
 import orjson
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
-from harness import EXAMPLES
+from support.harness import EXAMPLES
 
 from acp_bridge.client import (
     CHUNK_KINDS,

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import EVENT_LOG_VALIDATOR, cwd_for_tests
+from support.harness import EVENT_LOG_VALIDATOR, cwd_for_tests
 
 from acp_bridge.client import CHUNK_KINDS, AgentExited, bridge_command, running
 from acp_bridge.log.check import check_log

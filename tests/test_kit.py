@@ -17,7 +17,7 @@ import anyio
 import anyio.abc
 import orjson
 import pytest
-from harness import ROOT, tool_call, write_script
+from support.harness import ROOT, tool_call, write_script
 
 from acp_bridge.client import AcpClient
 from acp_bridge.testing import (

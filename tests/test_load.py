@@ -44,8 +44,8 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from harness import cwd_for_tests
-from pipe_peer import Prompt, PromptTracker, Spawned, bridge_subprocess
+from support.harness import cwd_for_tests
+from support.pipe_peer import Prompt, PromptTracker, Spawned, bridge_subprocess
 
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages

@@ -16,9 +16,9 @@ from typing import Any, cast
 
 import jsonschema
 import pytest
-from harness import EVENT_LOG_SCHEMA, EVENT_LOG_VALIDATOR
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.harness import EVENT_LOG_SCHEMA, EVENT_LOG_VALIDATOR
 
 from acp_bridge.log import check as check_module
 from acp_bridge.log.check import HistoryInvalid, LogInvalid, check_history, check_log

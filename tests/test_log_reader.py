@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import orjson
 import pytest
-from harness import EVENT_LOG_SCHEMA
+from support.harness import EVENT_LOG_SCHEMA
 
 from acp_bridge.log.reader import (
     LogCorrupt,

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from harness import ROOT
+from support.harness import ROOT
 
 from acp_bridge.client import bridge_command, running
 from acp_bridge.stderr_log import MUST_DELIVER, RepeatFilter, StderrHandler

@@ -38,7 +38,7 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import tool_call
+from support.harness import tool_call
 
 from acp_bridge.client import AcpClient, bridge_command, running
 from acp_bridge.log.check import check_log

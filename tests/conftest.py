@@ -1,4 +1,4 @@
-"""Shared pytest configuration."""
+"""Shared pytest configuration: the fast tier, the `bridge` fixture, a private config dir."""
 
 from __future__ import annotations
 
@@ -12,6 +12,25 @@ from acp_schema import AcpSchema, load_acp_schema
 from support.bridge import BridgeStarter, Mode, start_bridge
 
 from acp_bridge.client import AcpClient
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all",
+        action="store_true",
+        help="also run the tests marked slow (left out by default; CI runs everything)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The fast tier: without ``--all`` or a ``-m`` expression, tests marked
+    ``slow`` are deselected (reported as such in the summary line)."""
+    if config.getoption("--all") or config.getoption("markexpr"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ UNBOUNDED = 2 * 1024 * 1024
 QUIET = 3.0  # seconds with no byte taken: the bridge stopped reading (not a speed limit)
 
 
+@pytest.mark.slow
 async def test_stdin_is_not_read_while_output_waits_for_the_editor(tmp_path: Path) -> None:
     command = bridge_command("--provider", "fake", "--state-dir", str(tmp_path / "state"))
     async with running(command, paused=True) as client:  # the editor reads nothing

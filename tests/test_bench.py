@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 from support.harness import ROOT
 
+# The benchmark run behind every test here takes about a minute.
+pytestmark = pytest.mark.slow
+
 TINY = [
     "--quick",
     "--startup-spawns=1",

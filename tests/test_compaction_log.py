@@ -313,6 +313,7 @@ def _random_session(data: st.DataObject, *, arbitrary: bool) -> LogBuilder:
 
 @settings(max_examples=200, deadline=None)
 @given(st.data())
+@pytest.mark.slow
 def test_every_planned_compaction_leaves_a_valid_history(data: st.DataObject) -> None:
     b = _random_session(data, arbitrary=False)
     check_log(b.records)  # runs check_history(derive_messages(...)) too
@@ -338,6 +339,7 @@ def test_every_planned_compaction_leaves_a_valid_history(data: st.DataObject) ->
 
 @settings(max_examples=200, deadline=None)
 @given(st.data())
+@pytest.mark.slow
 def test_any_compaction_record_derives_a_valid_history(data: st.DataObject) -> None:
     b = _random_session(data, arbitrary=True)
     check_log(b.records)

@@ -134,6 +134,7 @@ def test_the_seed_logs_are_valid() -> None:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(damaged=damaged_logs())
+@pytest.mark.slow
 def test_a_damaged_log_is_reported_or_derived(tmp_path: Path, damaged: tuple[bytes, str]) -> None:
     data, what = damaged
     path = _write(tmp_path, data)
@@ -220,6 +221,7 @@ def _history(state_dir: Path) -> subprocess.CompletedProcess[str]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(damaged=damaged_logs())
+@pytest.mark.slow
 def test_history_subprocess_on_a_damaged_log(tmp_path: Path, damaged: tuple[bytes, str]) -> None:
     data, what = damaged
     state_dir = tmp_path / "state"

@@ -133,6 +133,7 @@ async def one_session(index: int, tmp: Path, failures: list[str]) -> None:
         assert EVENT_LOG_VALIDATOR.is_valid(record), record
 
 
+@pytest.mark.slow
 async def test_sigkill_at_200_moments_loses_nothing_delivered(tmp_path: Path) -> None:
     failures: list[str] = []
     limiter = anyio.CapacityLimiter(8)

@@ -312,6 +312,7 @@ def check_session(load: Load, session_id: str) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_many_sessions_streaming_and_stopping_at_once(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))

@@ -862,6 +862,7 @@ def random_turn(b: LogBuilder, data: st.DataObject) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(st.data())
+@pytest.mark.slow
 def test_random_logs_are_valid_at_a_random_cut(data: st.DataObject) -> None:
     b = LogBuilder()
     for _ in range(data.draw(st.integers(1, 5))):

@@ -160,6 +160,7 @@ def test_bad_numbers_are_refused(option: str, value: str) -> None:
     assert option in result.stderr
 
 
+@pytest.mark.slow
 async def test_a_slow_editor_is_not_a_silent_provider(tmp_path: Path) -> None:
     """The idle timeout is about the model: waiting for the editor to read is not silence."""
     text = "word " * 40_000  # 200 KB in 5-byte chunks: far more than the pipe holds

@@ -348,6 +348,7 @@ def test_any_compaction_record_derives_a_valid_history(data: st.DataObject) -> N
 
 @settings(max_examples=100, deadline=None)
 @given(st.data())
+@pytest.mark.slow
 def test_the_projection_follows_compactions(data: st.DataObject) -> None:
     b = _random_session(data, arbitrary=data.draw(st.booleans()))
     assert_equal_after_every_record(model_records(b.records))

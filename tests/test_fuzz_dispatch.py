@@ -43,6 +43,7 @@ from typing import Any
 
 import anyio
 import orjson
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from support.harness import cwd_for_tests
@@ -469,6 +470,7 @@ def check(outcome: Outcome, data: bytes, caught: list[str]) -> None:
     stream=st.lists(frames(), max_size=14),
     cuts=st.lists(st.integers(0, 4096), max_size=4),
 )
+@pytest.mark.slow
 def test_dispatch_survives_any_frames(stream: list[bytes], cuts: list[int]) -> None:
     catcher = TracebackCatcher()
     # asyncio logs an exception that escapes a callback, such as the stdin reader's.

@@ -161,6 +161,7 @@ def test_a_damaged_log_is_reported_or_derived(tmp_path: Path, damaged: tuple[byt
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(damaged=damaged_logs())
+@pytest.mark.slow
 def test_a_damaged_log_loaded_as_history_does_is_reported_or_derived(
     tmp_path: Path, damaged: tuple[bytes, str]
 ) -> None:

@@ -29,6 +29,7 @@ from ..log.records import (
     TurnEndReason,
 )
 from ..providers.base import ProviderError, Usage
+from ..update_builders import tool_call_update
 
 if TYPE_CHECKING:
     from ..log.writer import SessionLog
@@ -122,7 +123,7 @@ class TurnRecorder:
             reason, forced=forced, delivered=delivered
         ):
             if kind == "tool/update":
-                show_tool({"sessionUpdate": "tool_call_update", **fields["update"]})
+                show_tool(tool_call_update(fields["update"]))
             elif kind == "stream/end":
                 self.open.feed(self.log.close_stream(fields["outcome"]) or {})
             elif kind == "turn/end":

@@ -198,7 +198,6 @@ StepEndReason = Literal[
     "tool_use",
     "end_turn",
     "max_tokens",
-    "max_turn_requests",
     "refusal",
     "cancelled",
     "disconnected",

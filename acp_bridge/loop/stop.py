@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Final
-
-from ..log.records import StopReason
+from typing import Final, Literal
 
 # Provider finish reason -> ACP stop reason, for finishes that end the turn.
-FINISH_TO_STOP: Final[dict[str, StopReason]] = {
+# The stop reasons a finish gives: both an ACP stop reason and a step/end reason.
+FinishStop = Literal["end_turn", "max_tokens", "refusal"]
+
+FINISH_TO_STOP: Final[dict[str, FinishStop]] = {
     "end_turn": "end_turn",
     "max_tokens": "max_tokens",
     "refusal": "refusal",
@@ -18,7 +19,7 @@ ACP_STOP_REASONS: Final = frozenset(
 )
 
 
-def stop_reason_for_finish(finish: str | None) -> StopReason | None:
+def stop_reason_for_finish(finish: str | None) -> FinishStop | None:
     """The ACP stop reason a finish ends the turn with, or None to go on (tool use)."""
     if finish == "tool_use":
         return None

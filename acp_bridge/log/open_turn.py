@@ -20,7 +20,11 @@ tool call still shown as running, then each open stream's surface record and
 ``step/end`` and ``turn/end``, the last two with the given reason.  A user
 stop and a crash close a turn the same way, but for the reason and the words
 they leave: a crash (``crashed``) marks its recovered message and says a
-tool's outcome is unknown, a stop (``cancelled``) says the tool was stopped.
+tool's outcome is unknown, a stop (``cancelled``) says the tool was stopped;
+a disconnect (``disconnected``) keeps the delivered prefix as an attempt.  The
+live Stop (`acp_bridge.loop.ending.record_stop`) closes through the same
+`OpenTurn.closing`, one record at a time, giving it what the live turn knows
+of the open stream (`Delivered`) instead of the prefix rebuilt from deltas.
 """
 
 from __future__ import annotations

@@ -205,9 +205,14 @@ class Agent:
         )
         self.sessions[session_id] = session
         slog.sync()
+        from ..commands.catalog import announce
         from . import tool_session
 
-        return {"sessionId": session_id, **tool_session.new_session_fields(session)}
+        # Answered first: the commands follow, for the session the editor now knows.
+        answer = {"sessionId": session_id, **tool_session.new_session_fields(session)}
+        current_reply.get().result(answer)
+        announce(session)
+        return answer
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         from . import tool_session  # the tools load off the start-up path
@@ -259,6 +264,13 @@ class Agent:
         instructions = self.stored.compact_instructions(blocks)
         if instructions is not None:
             return await self.stored.run_compact(reply, session, params["prompt"], instructions)
+        from ..commands import catalog
+
+        command = catalog.parse(blocks)
+        if command is not None:
+            from ..commands import run
+
+            return await run.start(self, reply, session, params["prompt"], *command)
         await self.run_prompt(reply, session, blocks, params["prompt"])
         return None
 

@@ -21,13 +21,14 @@ import anyio
 import anyio.to_thread
 import orjson
 
+from ..commands.catalog import announce
 from ..jsonrpc.connection import Reply, current_reply
 from ..jsonrpc.errors import RpcError
 from ..log.lock import SessionLocked
 from ..log.logfile import LogFile
 from ..log.reader import LogCorrupt, session_path
 from ..log.reopen import reopen
-from ..log.replay import commands_update, replay_updates, title_from_prompt, title_update
+from ..log.replay import replay_updates, title_from_prompt, title_update
 from ..log.upcast import gc_paused, load_log
 from ..loop.session import Session
 from ..loop.turn import Turn
@@ -72,8 +73,6 @@ class SessionMethods:
         self.agent = agent
         # The log file of each session this process has locked.
         self.locks: dict[str, LogFile] = {}
-        # Sessions that were shown the available commands in this process.
-        self.announced: set[str] = set()
         agent.conn.requests.update(
             {
                 "session/load": self.load,
@@ -193,49 +192,39 @@ class SessionMethods:
             await self.agent.prepare_context(session)
         self.agent.outbox.widen_stdout()  # a bulk write: no Stop waits behind it
         send = self.agent.outbox.send
-        replayed = False
         frame = session.frames.update
         compaction = session.context.compaction_updates
         with gc_paused():
             for item in replay_updates(records, compaction=compaction):
-                update = item["update"]
-                if update["sessionUpdate"] == "available_commands_update":
-                    replayed = True
-                send(frame(update))
-        if not replayed:
-            send(session.frames.update(commands_update()))
-        self.announced.add(session.id)
-        return {**self._options(session), "_meta": {"acpBridge": {"turns": _endings(records)}}}
+                send(frame(item["update"]))
+        return self._answer_then_announce(session, records)
 
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
         session, records, _ = await self._open(params)
         # No replay: only what the editor needs to use the session again.
-        send = self.agent.outbox.send
-        send(session.frames.update(commands_update()))
         title = title_of(records)
         if title is not None:
-            send(session.frames.update(title_update(title)))
-        self.announced.add(session.id)
-        return {**self._options(session), "_meta": {"acpBridge": {"turns": _endings(records)}}}
+            self.agent.outbox.send(session.frames.update(title_update(title)))
+        return self._answer_then_announce(session, records)
+
+    def _answer_then_announce(self, session: Session, records: list[Record]) -> dict[str, Any]:
+        """Answer a load or resume, then send the session's commands."""
+        answer = {**self._options(session), "_meta": {"acpBridge": {"turns": _endings(records)}}}
+        current_reply.get().result(answer)
+        announce(session)
+        return answer
 
     def before_turn(self, session: Session, blocks: list[dict[str, Any]]) -> bool:
         """Called just before a turn of ``session`` starts; False: start nothing.
 
-        The first turn of a session (in this process) announces the commands;
-        the session's first prompt gives it its title.
+        The session's first prompt gives it its title.
         """
         if self.agent.sessions.get(session.id) is not session:
             return False  # closed meanwhile
-        send = self.agent.outbox.send
         if session.prompts.turns == 0 and blocks:
-            send(session.frames.update(commands_update()))
-            self.announced.add(session.id)
             title = title_from_prompt(blocks)
             if title is not None:
-                send(session.frames.update(title_update(title)))
-        elif session.id not in self.announced:
-            send(session.frames.update(commands_update()))
-            self.announced.add(session.id)
+                self.agent.outbox.send(session.frames.update(title_update(title)))
         return True
 
     # -- list, close, delete -----------------------------------------------------
@@ -273,7 +262,6 @@ class SessionMethods:
         session.log.sync()
         await agent.outbox.drain()
         session.log.file.close()
-        self.announced.discard(session.id)
         self._unlock(session.id)
 
     async def delete(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -349,11 +337,14 @@ class SessionMethods:
         session = await self._register(session_id, cwd, reopened.log, records)
         session.prompts.turns = _last_turn(records)
         parent = records[0]["parent"]
-        return {
+        answer = {
             "sessionId": session_id,
             **self._options(session),
             "_meta": {"acpBridge": {"parent": {"sessionId": source_id, "turn": parent["turn"]}}},
         }
+        current_reply.get().result(answer)
+        announce(session)
+        return answer
 
     # -- regenerate --------------------------------------------------------------
 

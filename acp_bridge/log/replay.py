@@ -37,11 +37,15 @@ the editor saw the stop happen):
 * ``"replaced": true`` added on every chunk of a reply a later regenerate
   replaced (still shown, no longer in the model's history).
 
-After the user message of the session's first turn come the two updates the
-agent sent live when that turn started: ``available_commands_update``
-(`AVAILABLE_COMMANDS`) and ``session_info_update`` with the session's title
-(the start of that first prompt, `acp_bridge.sessions.info.title_from_prompt`
-rules), when it has one.
+After the user message of the session's first turn comes the update the
+agent sent live when that turn started: ``session_info_update`` with the
+session's title (the start of that first prompt,
+`acp_bridge.sessions.info.title_from_prompt` rules), when it has one.  The
+slash commands are not part of the replay: they are announced after the
+load's answer (`acp_bridge.commands.catalog`).
+
+A slash command's turn (``turn/start`` with ``command``) replays its blocks
+as the user's message and its ``command/answer`` as the agent's message.
 
 A regenerate turn started by the ``/regenerate`` command keeps the command
 the editor sent in its ``turn/start`` (``prompt``), replayed as the user's
@@ -56,9 +60,8 @@ from typing import Any, Final
 from .derive import replaced_turns
 
 __all__ = [
-    "AVAILABLE_COMMANDS",
     "CHUNK_UPDATES",
-    "commands_update",
+    "command_answer",
     "replay_updates",
     "retry_notice",
     "title_update",
@@ -69,29 +72,7 @@ Record = Mapping[str, Any]
 # stream/delta part kind -> the session update that showed it.
 CHUNK_UPDATES: Final = {"text": "agent_message_chunk", "reasoning": "agent_thought_chunk"}
 
-# The slash commands the agent offers (``available_commands_update``).
-AVAILABLE_COMMANDS: Final = (
-    {
-        "name": "regenerate",
-        "description": "Answer your last message again (the previous reply stays in the log)",
-    },
-    {
-        "name": "compact",
-        "description": "Summarize the conversation so far, to free the model's context window",
-        "input": {"hint": "what the summary should keep (optional)"},
-    },
-)
 TITLE_LENGTH: Final = 60
-
-
-def commands_update() -> dict[str, Any]:
-    return {
-        "sessionUpdate": "available_commands_update",
-        "availableCommands": [
-            {key: dict(value) if isinstance(value, dict) else value for key, value in c.items()}
-            for c in AVAILABLE_COMMANDS
-        ],
-    }
 
 
 def title_update(title: str) -> dict[str, Any]:
@@ -164,13 +145,21 @@ def replay_updates(records: Iterable[Record], *, compaction: bool = False) -> li
             compact_turn = None
         if first_turn and kind == "user/message":
             first_turn = False
-            produced.append(commands_update())
             title = title_from_prompt(record.get("prompt", record.get("content")) or ())
             if title is not None:
                 produced.append(title_update(title))
         for update in produced:
             append({"sessionId": session_id, "update": update})
     return updates
+
+
+def command_answer(text: str) -> dict[str, Any]:
+    """How a slash command's answer is shown (live and replayed)."""
+    return {
+        "sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": text},
+        "_meta": {"acpBridge": {"command": True}},
+    }
 
 
 def retry_notice(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -245,6 +234,8 @@ def _updates_of(
         return [usage]
     if kind == "agent/request-error" and record.get("retrying") is True:
         return [retry_notice(record)]
+    if kind == "command/answer" and isinstance(record.get("text"), str):
+        return [command_answer(record["text"])]
     return []
 
 

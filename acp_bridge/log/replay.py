@@ -12,7 +12,11 @@ holds the chunks written to the editor in one batch, joined):
   (reasoning) with the ``messageId`` of the attempt's ``stream/start``; tool
   call arguments were never shown and are not replayed;
 * ``tool/announce`` / ``tool/update``  the ``tool_call`` / ``tool_call_update``
-  as sent, so every tool call ends with its final status and content;
+  as sent, so every tool call ends with its final status and content, except
+  content that only the process that sent it could honour: an embedded
+  terminal (its id names a terminal of the editor's that is gone after a
+  restart) is left out, its command's output and exit status being the text
+  of the call's final update (`LIVE_ONLY_CONTENT`);
 * ``usage/update``  ``usage_update`` with ``used``, ``size`` and ``cost``;
 * ``agent/request-error`` with ``retrying: true``  the notice shown while the
   provider retried (`retry_notice`);
@@ -224,9 +228,9 @@ def _updates_of(
             message_ids[attempt] = message_id
         return []
     if kind == "tool/announce":
-        return [{"sessionUpdate": "tool_call", **record["update"]}]
+        return _outliving({"sessionUpdate": "tool_call", **record["update"]})
     if kind == "tool/update":
-        return [{"sessionUpdate": "tool_call_update", **record["update"]}]
+        return _outliving({"sessionUpdate": "tool_call_update", **record["update"]})
     if kind == "usage/update":
         usage = {"sessionUpdate": "usage_update", "used": record["used"], "size": record["size"]}
         if isinstance(record.get("cost"), Mapping):
@@ -237,6 +241,36 @@ def _updates_of(
     if kind == "command/answer" and isinstance(record.get("text"), str):
         return [command_answer(record["text"])]
     return []
+
+
+# Tool call content that names something of the process that showed it (an
+# embedded terminal of the editor's, by id): gone after a restart.
+LIVE_ONLY_CONTENT: Final = frozenset({"terminal"})
+
+
+def _outliving(update: dict[str, Any]) -> list[dict[str, Any]]:
+    """``update`` without its live-only content (`LIVE_ONLY_CONTENT`).
+
+    A command's terminal is replayed as what its final update holds anyway:
+    the captured output and the exit status, as text.  An update that held
+    only a terminal (the embed sent when the command started) is left out.
+    """
+    content = update.get("content")
+    if not isinstance(content, list):
+        return [update]
+    kept = [
+        item
+        for item in content
+        if not (isinstance(item, Mapping) and item.get("type") in LIVE_ONLY_CONTENT)
+    ]
+    if len(kept) == len(content):
+        return [update]
+    rest = {key: value for key, value in update.items() if key != "content"}
+    if kept:
+        return [{**rest, "content": kept}]
+    if set(rest) <= {"sessionUpdate", "toolCallId"}:
+        return []  # nothing left to show
+    return [rest]
 
 
 def _chunks(

@@ -163,6 +163,9 @@ class Agent:
         that its first turn goes straight to the model."""
         # The tools themselves, not their specs: building JSON Schemas can wait.
         await session.context.system_prompt(() if session.tools is None else session.tools.registry)
+        from . import tool_session
+
+        await tool_session.add_project_rules(self, session)
 
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = P.absolute_path(params, "cwd")

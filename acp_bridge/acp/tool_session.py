@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
 
 from ..jsonrpc.errors import RpcError
 from ..loop.session import Session
@@ -18,6 +22,8 @@ from . import params as P
 
 if TYPE_CHECKING:
     from .agent import Agent
+
+log = logging.getLogger("acp_bridge.tools")
 
 __all__ = [
     "MODE_OPTION",
@@ -49,6 +55,19 @@ def tool_state(
     def emit(update: dict[str, Any]) -> None:
         session.outbox.send(session.frames.update(update))
 
+    def keep_for_project(tool: str, decision: str) -> None:
+        from ..tools import rules_store
+
+        async def write() -> None:
+            try:
+                await anyio.to_thread.run_sync(
+                    rules_store.remember, agent.state_dir, session.cwd, tool, decision
+                )
+            except OSError as exc:
+                log.warning("cannot keep the permission rule for %s: %s", tool, exc)
+
+        agent.spawn(write)
+
     return ToolState(
         session_id=session.id,
         cwd=session.cwd,
@@ -63,7 +82,25 @@ def tool_state(
         cancel_deadline=agent.config.cancel_deadline,
         mode=mode,
         rules=rules,
+        on_remember=keep_for_project,
     )
+
+
+async def add_project_rules(agent: Agent, session: Session) -> None:
+    """Give ``session`` the "always" rules of its project (its own rules win)."""
+    from ..tools import rules_store
+
+    tools = session.tools
+    if tools is None:
+        return
+    try:
+        project = await anyio.to_thread.run_sync(
+            rules_store.rules_for, agent.state_dir, session.cwd
+        )
+    except OSError as exc:  # pragma: no cover - load_all handles read errors
+        log.warning("cannot read the remembered permissions: %s", exc)
+        return
+    tools.rules = {**project, **tools.rules}
 
 
 def config_options_of(session: Session) -> list[dict[str, Any]]:

@@ -51,6 +51,9 @@ load's answer (`acp_bridge.commands.catalog`).
 A slash command's turn (``turn/start`` with ``command``) replays its blocks
 as the user's message and its ``command/answer`` as the agent's message.
 
+The latest plan the model showed (`acp_bridge.tools.plan.latest_plan`: its
+last ``update_plan`` call that succeeded) comes last, as a ``plan`` update.
+
 A regenerate turn started by the ``/regenerate`` command keeps the command
 the editor sent in its ``turn/start`` (``prompt``), replayed as the user's
 message of that turn.
@@ -154,6 +157,11 @@ def replay_updates(records: Iterable[Record], *, compaction: bool = False) -> li
                 produced.append(title_update(title))
         for update in produced:
             append({"sessionId": session_id, "update": update})
+    from ..tools.plan import latest_plan, plan_update
+
+    plan = latest_plan(records)
+    if plan is not None:
+        append({"sessionId": session_id, "update": plan_update(plan)})
     return updates
 
 

@@ -128,6 +128,8 @@ class ToolContext:
     # Real paths outside the session's directories that the user allowed for
     # this call (set by the runner once the user said yes).
     allowed: tuple[str, ...] = ()
+    # Sends a session/update of the turn (a plan); nothing once the turn ended.
+    emit: Callable[[dict[str, Any]], None] | None = None
 
     def resolve(self, path: str) -> str:
         """``path`` made absolute (relative paths are taken from the session's cwd)."""

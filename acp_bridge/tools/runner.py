@@ -393,4 +393,5 @@ class ToolRunner:
             stopped=lambda: turn.cause is not None,
             hidden_env=state.hidden_env,
             timeout_s=state.tool_timeout,
+            emit=turn.emit,
         )

@@ -155,6 +155,9 @@ class Agent:
         context = session.context
         context.additional_directories = tuple(extra_dirs or ())
         context.compaction_updates = opted_in(self.client_capabilities)
+        from ..notices import opt_in
+
+        opt_in(session, self.client_capabilities)
         context.cost, context.currency = cost_so_far(records or ())
         return session
 
@@ -327,7 +330,11 @@ class Agent:
             # Write the turn's records now, so a failure shows in this answer.
             self.outbox.write_log_now(session.log.file)
             if session.log.file.error is not None:
+                from ..notices import notify
+
                 result["_meta"] = {"acpBridge": {"logError": session.log.file.error}}
+                why = f"{session.log.file.error} ({session.log.path})"
+                notify(session, "error", "The session log cannot be written", why, fallback=False)
             reply.result(result)
         self.outbox.flush_now()  # someone is waiting for this answer
 

@@ -195,7 +195,10 @@ class SessionMethods:
         frame = session.frames.update
         compaction = session.context.compaction_updates
         with gc_paused():
-            for item in replay_updates(records, compaction=compaction):
+            from ..notices import opted_in
+
+            notices = opted_in(session)
+            for item in replay_updates(records, compaction=compaction, notices=notices):
                 send(frame(item["update"]))
         return self._answer_then_announce(session, records)
 

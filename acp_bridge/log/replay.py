@@ -114,8 +114,14 @@ def title_from_prompt(blocks: Iterable[Mapping[str, Any]]) -> str | None:
     return fallback
 
 
-def replay_updates(records: Iterable[Record], *, compaction: bool = False) -> list[dict[str, Any]]:
-    """The ``session/update`` params that replay a session (see the module docstring)."""
+def replay_updates(
+    records: Iterable[Record], *, compaction: bool = False, notices: bool = False
+) -> list[dict[str, Any]]:
+    """The ``session/update`` params that replay a session (see the module docstring).
+
+    ``notices``: the client takes ACP notices, which are live only, so the
+    thought chunks marked ``_meta.acpBridge.notice`` are left out.
+    """
     from .compaction import compaction_updates, nothing_to_compact_update
 
     records = list(records)
@@ -156,6 +162,8 @@ def replay_updates(records: Iterable[Record], *, compaction: bool = False) -> li
             if title is not None:
                 produced.append(title_update(title))
         for update in produced:
+            if notices and _is_notice(update):
+                continue
             append({"sessionId": session_id, "update": update})
     from ..tools.plan import latest_plan, plan_update
 
@@ -192,6 +200,16 @@ def retry_notice(fields: Mapping[str, Any]) -> dict[str, Any]:
         "content": {"type": "text", "text": text},
         "_meta": {"acpBridge": {"notice": True}},
     }
+
+
+def _is_notice(update: Mapping[str, Any]) -> bool:
+    meta = update.get("_meta")
+    marks = meta.get("acpBridge") if isinstance(meta, Mapping) else None
+    return (
+        update.get("sessionUpdate") == "agent_thought_chunk"
+        and isinstance(marks, Mapping)
+        and marks.get("notice") is True
+    )
 
 
 def _session_id(records: list[Record]) -> str | None:

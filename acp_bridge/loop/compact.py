@@ -135,7 +135,20 @@ async def compact(turn: Turn, trigger: str, instructions: str | None = None) -> 
 
 def show(turn: Turn, record: dict[str, Any]) -> None:
     """Send what the editor is shown of a compaction record."""
-    for update in compaction_updates(record, opted=turn.session.context.compaction_updates):
+    from ..notices import notify, opted_in
+
+    opted = turn.session.context.compaction_updates
+    notices = opted_in(turn.session)
+    for update in compaction_updates(record, opted=opted):
+        if notices and update["sessionUpdate"] == "agent_thought_chunk":
+            # A client that takes notices is told of a failure (or an automatic
+            # compaction) with one, live only.
+            if not turn.rec.closed:
+                failed = record.get("status") == "failed"
+                title = "Could not compact the conversation" if failed else "Context compacted"
+                text = update["content"]["text"]
+                notify(turn.session, "error" if failed else "info", title, text)
+            continue
         turn.emit(update)
 
 

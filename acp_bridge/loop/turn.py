@@ -549,7 +549,11 @@ class Turn:
     def _retrying(self, ev: Retrying) -> None:
         """The provider retries a failed request itself: log it, tell the user."""
         fields = self.rec.request_error(ev.error, retry=(ev.attempt, ev.delay))
-        self._emit(retry_notice(fields))
+        if not self.rec.closed:
+            from ..notices import notify
+
+            text = retry_notice(fields)["content"]["text"]
+            notify(self.session, "warning", "Retrying the model request", text)
 
     # -- tools ---------------------------------------------------------------
 

@@ -118,7 +118,9 @@ async def test_always_applies_to_new_sessions_of_the_project_only(
     assert seen["elsewhere"] == 2
     assert not (other / "note.txt").exists()
     acp_schema.check_transcript(run.client.transcript)
-    wire = normalize(run.client.transcript, paths={str(tmp_path): "<tmp>"})
+    wire = normalize(
+        [list(entry) for entry in run.client.transcript], paths={str(tmp_path): "<tmp>"}
+    )
     assert wire == snapshot.use_extension(SessionSnapshot)
 
 

@@ -92,5 +92,7 @@ async def test_plan_is_shown_logged_and_replayed(
     for run in (one, two):
         acp_schema.check_transcript(run.client.transcript)
         ts_schema.check_transcript(run.client.transcript)
-    wire = normalize(one.client.transcript, paths={str(tmp_path): "<tmp>"})
+    wire = normalize(
+        [list(entry) for entry in one.client.transcript], paths={str(tmp_path): "<tmp>"}
+    )
     assert wire == snapshot.use_extension(SessionSnapshot)

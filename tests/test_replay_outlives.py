@@ -72,5 +72,7 @@ async def test_load_replays_a_command_as_its_output_text(
     # Every update the call had live is there but the terminal embed alone.
     assert len(replayed) == len([u for u in one.client.updates if "toolCallId" in u]) - 1
     acp_schema.check_transcript(two.client.transcript)
-    wire = normalize(two.client.transcript, paths={str(tmp_path): "<tmp>"})
+    wire = normalize(
+        [list(entry) for entry in two.client.transcript], paths={str(tmp_path): "<tmp>"}
+    )
     assert wire == snapshot.use_extension(SessionSnapshot)

@@ -15,6 +15,7 @@ from ..jsonrpc.errors import RpcError
 from ..loop.session import Session
 from ..tools.base import ClientCapabilities
 from ..tools.modes import MODE_OPTION, MODES, mode_state
+from ..tools.registry import TOOLS, ToolRegistry
 from ..tools.secret_env import env_policy
 from ..tools.state import ToolState, from_records
 from . import config_options
@@ -68,11 +69,13 @@ def tool_state(
 
         agent.spawn(write)
 
+    capabilities = ClientCapabilities.from_initialize(agent.client_capabilities)
     return ToolState(
         session_id=session.id,
         cwd=session.cwd,
         roots=[session.cwd, *(extra_dirs or [])],
-        capabilities=ClientCapabilities.from_initialize(agent.client_capabilities),
+        capabilities=capabilities,
+        registry=registry_for(capabilities),
         request=agent.conn.request,
         log=session.log,
         emit=emit,
@@ -84,6 +87,18 @@ def tool_state(
         rules=rules,
         on_remember=keep_for_project,
     )
+
+
+def registry_for(capabilities: ClientCapabilities) -> ToolRegistry:
+    """The tools of a session: every registered tool, and ``ask_user`` when the
+    editor can show a form question (``elicitation.form``)."""
+    if not capabilities.elicitation_form:
+        return TOOLS
+    from ..tools.ask_user import AskUser
+
+    registry = ToolRegistry(list(TOOLS))
+    registry.register(AskUser())
+    return registry
 
 
 async def add_project_rules(agent: Agent, session: Session) -> None:

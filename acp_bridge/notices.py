@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 if TYPE_CHECKING:
-    from .loop.session import Session
+    from .loop.session_core import SessionCore as Session
 
 __all__ = ["SEVERITIES", "notice_update", "notify", "opt_in", "opted_in", "wants_notices"]
 

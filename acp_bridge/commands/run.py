@@ -16,12 +16,12 @@ from ..jsonrpc.errors import RpcError
 from ..log.replay import command_answer
 from ..log.writer import SessionLog
 from ..loop.recorder import TurnRecorder
+from ..loop.session import Session
 from .catalog import COMMANDS
 
 if TYPE_CHECKING:
     from ..acp.agent import Agent
     from ..jsonrpc.connection import Reply
-    from ..loop.session import Session
     from ..loop.turn import Turn
 
 __all__ = ["ANSWER_RECORD", "CommandRecorder", "answer", "start"]
@@ -69,6 +69,7 @@ async def answer(turn: Turn) -> str:
     assert turn.command is not None
     name, argument = turn.command
     session = turn.session
+    assert isinstance(session, Session)  # the agent's sessions have tools and a provider
     if name == "model":
         text = _model(session, argument or None)
     elif name == "mode":

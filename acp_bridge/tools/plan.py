@@ -24,19 +24,13 @@ NAME: Final = "update_plan"
 
 
 class PlanEntry(BaseModel):
-    content: str = Field(min_length=1, description="What this step does, in a few words")
-    status: Literal["pending", "in_progress", "completed"] = Field(
-        description="pending, in_progress (at most one at a time) or completed"
-    )
-    priority: Literal["high", "medium", "low"] = Field(
-        default="medium", description="high, medium or low"
-    )
+    content: str = Field(min_length=1)
+    status: Literal["pending", "in_progress", "completed"]
+    priority: Literal["high", "medium", "low"] = "medium"
 
 
 class PlanArgs(BaseModel):
-    entries: list[PlanEntry] = Field(
-        description="The whole plan, every step with its current status (not only the changes)"
-    )
+    entries: list[PlanEntry]
 
 
 def plan_update(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -52,12 +46,7 @@ def plan_update(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 class UpdatePlan(Tool[PlanArgs]):
     name = NAME
-    description = (
-        "Show the user your plan for a task of several steps, and keep it current. "
-        "Call it with the whole list of steps when you start such a task, and again whenever "
-        "a step starts or is done (one step in_progress at a time). Skip it for a simple "
-        "question or a one-step change."
-    )
+    description = "Show the user your plan of a multi-step task: all its steps, each call."
     kind = "think"
     args_model = PlanArgs
     read_only = True

@@ -5,24 +5,24 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
 
+from ..jsonrpc.connection import Connection
 from ..jsonrpc.errors import RpcError
 from ..loop.session import Session
+from ..loop.turn import TurnConfig
 from ..tools.base import ClientCapabilities
 from ..tools.modes import MODE_OPTION, MODES, mode_state
 from ..tools.registry import TOOLS, ToolRegistry
 from ..tools.secret_env import env_policy
 from ..tools.state import ToolState, from_records
+from ..update_builders import config_option_update
 from . import config_options
 from . import params as P
-
-if TYPE_CHECKING:
-    from .agent import Agent
 
 log = logging.getLogger("acp_bridge.tools")
 
@@ -36,8 +36,20 @@ __all__ = [
 ]
 
 
+class ToolHost(Protocol):
+    """What a session's tools need of the session table."""
+
+    config: TurnConfig
+    client_capabilities: dict[str, Any] | None
+    conn: Connection
+    # Where the remembered permissions live, and how their writes are started.
+    state_dir: str
+
+    def spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> object: ...
+
+
 def tool_state(
-    agent: Agent,
+    agent: ToolHost,
     session: Session,
     extra_dirs: list[str] | None,
     records: Iterable[Mapping[str, Any]] = (),
@@ -101,7 +113,7 @@ def registry_for(capabilities: ClientCapabilities) -> ToolRegistry:
     return registry
 
 
-async def add_project_rules(agent: Agent, session: Session) -> None:
+async def add_project_rules(agent: ToolHost, session: Session) -> None:
     """Give ``session`` the "always" rules of its project (its own rules win)."""
     from ..tools import rules_store
 
@@ -144,9 +156,7 @@ def _switch(session: Session, mode: object, field: str, via: str) -> None:
     if not isinstance(mode, str) or mode not in MODES:
         raise RpcError.invalid_params(field, f"must be one of {', '.join(MODES)}")
     if tools.set_mode(mode, via):
-        tools.emit(
-            {"sessionUpdate": "config_option_update", "configOptions": config_options_of(session)}
-        )
+        tools.emit(config_option_update(config_options_of(session)))
         session.log.sync()
 
 

@@ -20,7 +20,7 @@ from ..loop.session import Session
 from .catalog import COMMANDS
 
 if TYPE_CHECKING:
-    from ..acp.agent import Agent
+    from ..acp.table import SessionTable
     from ..jsonrpc.connection import Reply
     from ..loop.turn import Turn
 
@@ -48,7 +48,7 @@ class CommandRecorder(TurnRecorder):
 
 
 async def start(
-    agent: Agent,
+    table: SessionTable,
     reply: Reply,
     session: Session,
     raw: list[dict[str, Any]],
@@ -61,7 +61,9 @@ async def start(
         turn.rec = CommandRecorder(session.log, turn.number, name, raw)
         turn.command = (name, argument)
 
-    await agent.run_prompt(reply, session, [], raw, prepare)
+    from ..acp.prompt_turns import run_prompt
+
+    await run_prompt(table, reply, session, [], raw, prepare)
 
 
 async def answer(turn: Turn) -> str:

@@ -64,6 +64,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from ..update_builders import (
+    session_info_update,
+    text_chunk,
+    tool_call,
+    tool_call_update,
+    usage_update,
+    user_message_chunk,
+)
 from .derive import replaced_turns
 
 __all__ = [
@@ -83,7 +91,7 @@ TITLE_LENGTH: Final = 60
 
 
 def title_update(title: str) -> dict[str, Any]:
-    return {"sessionUpdate": "session_info_update", "title": title}
+    return session_info_update(title)
 
 
 def title_from_prompt(blocks: Iterable[Mapping[str, Any]]) -> str | None:
@@ -195,11 +203,7 @@ def retry_notice(fields: Mapping[str, Any]) -> dict[str, Any]:
         f"The model request failed ({error.get('message', 'error')}); "
         f"retrying in {delay:g}s (retry {fields.get('retry_attempt')})."
     )
-    return {
-        "sessionUpdate": "agent_thought_chunk",
-        "content": {"type": "text", "text": text},
-        "_meta": {"acpBridge": {"notice": True}},
-    }
+    return text_chunk("agent_thought_chunk", text, meta={"notice": True})
 
 
 def _is_notice(update: Mapping[str, Any]) -> bool:
@@ -244,7 +248,7 @@ def _updates_of(
     if kind == "user/message" or (kind == "turn/start" and "prompt" in record):
         blocks = record.get("prompt", record.get("content"))
         return [
-            {"sessionUpdate": "user_message_chunk", "content": dict(block)}
+            user_message_chunk(block)
             for block in (blocks if isinstance(blocks, list) else [])
             if isinstance(block, Mapping)
         ]
@@ -254,14 +258,13 @@ def _updates_of(
             message_ids[attempt] = message_id
         return []
     if kind == "tool/announce":
-        return _outliving({"sessionUpdate": "tool_call", **record["update"]})
+        return _outliving(tool_call(record["update"]))
     if kind == "tool/update":
-        return _outliving({"sessionUpdate": "tool_call_update", **record["update"]})
+        return _outliving(tool_call_update(record["update"]))
     if kind == "usage/update":
-        usage = {"sessionUpdate": "usage_update", "used": record["used"], "size": record["size"]}
-        if isinstance(record.get("cost"), Mapping):
-            usage["cost"] = dict(record["cost"])
-        return [usage]
+        cost = record.get("cost")
+        extra = {"cost": dict(cost)} if isinstance(cost, Mapping) else None
+        return [usage_update(record["used"], record["size"], extra)]
     if kind == "agent/request-error" and record.get("retrying") is True:
         return [retry_notice(record)]
     if kind == "command/answer" and isinstance(record.get("text"), str):
@@ -310,15 +313,5 @@ def _chunks(
         update_kind = CHUNK_UPDATES.get(part_kind)
         if update_kind is None:
             continue
-        if message_id is not None:
-            update = {
-                "sessionUpdate": update_kind,
-                "messageId": message_id,
-                "content": {"type": "text", "text": text},
-            }
-        else:
-            update = {"sessionUpdate": update_kind, "content": {"type": "text", "text": text}}
-        if marker is not None:
-            update["_meta"] = {"acpBridge": dict(marker)}
-        out.append(update)
+        out.append(text_chunk(update_kind, text, message_id=message_id, meta=marker))
     return out

@@ -7,6 +7,7 @@
     acp-bridge history ID     print the messages of its next model request
     acp-bridge sessions       list stored sessions
     acp-bridge show ID        print a stored session as a timeline
+    acp-bridge permissions    list (or forget) the "always" answers kept per project
     acp-bridge check [-- CMD] run the ACP conformance suite against an agent (default: itself)
 
 Options common to every subcommand may be given before or after its name.
@@ -375,6 +376,16 @@ def build_parser() -> argparse.ArgumentParser:
         "interruptions, timings",
     )
     show.add_argument("session_id", metavar="SESSION_ID", help="the session's id (sess_...)")
+    permissions = sub.add_parser(
+        "permissions",
+        parents=[_common(False)],
+        help='list the "always allow" / "always reject" answers kept per project',
+    )
+    permissions.add_argument("--forget", metavar="TOOL", help="forget the rules for TOOL")
+    permissions.add_argument(
+        "--project", metavar="DIR", help="only the project of DIR (a session's cwd)"
+    )
+    permissions.add_argument("--reset", action="store_true", help="forget every rule")
     # Parsed by acp_bridge.check.cli (main hands it everything after "check").
     sub.add_parser(
         "check",
@@ -409,6 +420,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .sessions_cli import print_show
 
         return print_show(state_dir, args.session_id)
+    if command == "permissions":
+        from .permissions_cli import run_permissions
+
+        return run_permissions(
+            state_dir, forget=args.forget, project=args.project, reset=args.reset
+        )
     if command == "setup":
         from .setup_cli import run_setup
 

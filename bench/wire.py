@@ -132,6 +132,10 @@ class LineStats:
         method = msg.get("method")
         if method == "session/update":
             params = msg.get("params")
+            update = params.get("update") if isinstance(params, dict) else None
+            kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+            if kind == "available_commands_update":
+                return  # about a session, sent as it opens: not a prompt's update
             if not isinstance(params, dict) or params.get("sessionId") != self.sid or not self.sid:
                 self.foreign += 1
                 return

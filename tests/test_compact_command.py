@@ -73,8 +73,11 @@ async def test_compact_now(tmp_path: Path, opted: bool) -> None:
     run.check_logs()
     empty = box["empty"]
     assert empty.stop_reason == "end_turn"
-    commands = next(u for u in empty.updates if u["sessionUpdate"] == "available_commands_update")
-    assert [c["name"] for c in commands["availableCommands"]] == ["regenerate", "compact"]
+    # Announced right after session/new, before any prompt.
+    commands = next(
+        u for u in run.client.updates if u["sessionUpdate"] == "available_commands_update"
+    )
+    assert {"regenerate", "compact"} <= {c["name"] for c in commands["availableCommands"]}
     assert empty.text().startswith("Nothing to compact yet")
     assert compaction_updates(empty.updates) == []
 
@@ -279,3 +282,40 @@ async def test_a_failed_automatic_compaction_lets_the_turn_go_on(tmp_path: Path)
     assert notices == ["Could not compact the conversation: the model is overloaded"]
     [records] = run.logs().values()
     assert [r["status"] for r in records if r["type"] == "compaction"] == ["in_progress", "failed"]
+
+
+async def test_a_failed_compaction_is_a_notice_for_a_client_that_takes_them(
+    tmp_path: Path,
+) -> None:
+    error = {"error": {"message": "the model is overloaded", "kind": "overloaded"}}
+    scripted = script({"events": [error]})
+    scripted["responses"][0]["events"].append(
+        {"usage": {"input_tokens": 1700, "output_tokens": 10}}
+    )
+    path = write_script(tmp_path, scripted)
+    box: dict[str, Any] = {}
+    notices_caps = {
+        "fs": {"readTextFile": False, "writeTextFile": False},
+        "session": {"notices": {}},
+    }
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize(notices_caps)
+        sid = await client.new_session(CWD)
+        await client.prompt(sid, "What is the capital of France?")
+        box["second"] = await client.prompt(sid, "And its river?")
+
+    run = await run_bridge(path, tmp_path / "state", play, extra=("--context-window", "2000"))
+    second = box["second"]
+    assert second.stop_reason == "end_turn"
+    assert [u for u in second.updates if u["sessionUpdate"] == "agent_thought_chunk"] == []
+    (notice,) = [u for u in second.updates if u["sessionUpdate"] == "notice"]
+    assert notice == {
+        "sessionUpdate": "notice",
+        "severity": "error",
+        "title": "Could not compact the conversation",
+        "description": "Could not compact the conversation: the model is overloaded",
+    }
+    schema = load_acp_schema(TS_SCHEMA / "schema.json")
+    assert schema is not None
+    schema.check_transcript(run.client.transcript)

@@ -493,11 +493,9 @@ async def test_provider_error_before_the_first_token(tmp_path: Path) -> None:
         "retryable": True,
         "status": 529,
     }
-    # The first turn announces the session's commands and title, nothing more.
-    assert [u["sessionUpdate"] for u in failed.updates] == [
-        "available_commands_update",
-        "session_info_update",
-    ]
+    # The first turn announces the session's title, nothing more (its
+    # commands came right after session/new).
+    assert [u["sessionUpdate"] for u in failed.updates] == ["session_info_update"]
     assert failed.late == []
     assert again.stop_reason == "end_turn"
     assert again.text() == "Recovered."

@@ -814,3 +814,60 @@ async def test_thinking_cut_before_its_signature_is_never_sent_back(
         }
     ]
     assert s.snapshot() == snapshot
+
+
+TS_SCHEMA = Path(__file__).resolve().parent.parent.parent / "shared/acp/ts-sdk-2.4.0/schema.json"
+
+
+async def test_set_config_option_answers_every_option(tmp_path: Path) -> None:
+    """Both the model and the mode answer with the full list (some clients replace
+    their state with it): two ``select`` options with their categories, valid
+    for the TypeScript SDK's schema."""
+    answers: list[dict[str, Any]] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        for config_id, value in (("model", "m2"), ("mode", "read_only")):
+            answer = await client.request(
+                "session/set_config_option",
+                {"sessionId": sid, "configId": config_id, "value": value},
+            )
+            answers.append(answer["result"])
+
+    await run(tmp_path, "openai", [], play, extra=("--model", "m1", "--model", "m2"))
+    ts_schema = load_acp_schema(TS_SCHEMA)
+    assert ts_schema is not None
+    for answer in answers:
+        assert ts_schema.errors("SetSessionConfigOptionResponse", answer) == []
+        options = {o["id"]: o for o in answer["configOptions"]}
+        assert list(options) == ["model", "mode"]
+        assert {o["type"] for o in options.values()} == {"select"}
+        assert (options["model"]["category"], options["mode"]["category"]) == ("model", "mode")
+    assert answers[0]["configOptions"][0]["currentValue"] == "m2"
+    assert [o["currentValue"] for o in answers[1]["configOptions"]] == ["m2", "read_only"]
+
+
+async def test_model_command_switches_the_model(tmp_path: Path) -> None:
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        for text in ("/model", "/model m2", "/model m9", "Hello"):
+            results.append(await prompt(client, sid, text))
+
+    s = await run(
+        tmp_path,
+        "openai",
+        [Reply(openai_text(["Hi."]))],
+        play,
+        extra=("--model", "m1", "--model", "m2"),
+    )
+    shown, switched, unknown, hello = results
+    assert shown.text() == "Model: m1. Also available: m2 (`/model NAME` switches)."
+    assert switched.text().startswith("Switched the model from m1 to m2")
+    (update,) = [u for u in switched.updates if u["sessionUpdate"] == "config_option_update"]
+    assert update["configOptions"][0]["currentValue"] == "m2"
+    assert unknown.text() == "No model 'm9' in this setup; the models it offers: m1, m2."
+    assert all(r.stop_reason == "end_turn" for r in results)
+    # Only the prompt reached the provider, with the model /model chose.
+    (request,) = s.server.requests
+    assert request.body["model"] == "m2"
+    assert hello.text() == "Hi."

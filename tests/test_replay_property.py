@@ -73,6 +73,8 @@ def live_updates(client: AcpClient) -> list[Json]:
             for block in msg["params"]["prompt"]:
                 out.append({"sessionUpdate": "user_message_chunk", "content": block})
         elif way == "recv" and msg.get("method") == "session/update":
+            if msg["params"]["update"]["sessionUpdate"] == "available_commands_update":
+                continue  # sent as the session opens, not replayed (announced after a load)
             out.append(msg["params"]["update"])
     return out
 

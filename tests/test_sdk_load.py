@@ -47,6 +47,8 @@ def view(updates: list[Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for model in updates:
         update = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if update["sessionUpdate"] == "available_commands_update":
+            continue  # announced as a session opens (after a load too), not replayed
         update.pop("_meta", None)
         previous = out[-1] if out else None
         kind = update["sessionUpdate"]

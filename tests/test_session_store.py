@@ -128,6 +128,8 @@ def live_view(client: AcpClient, sid: str) -> list[Json]:
             for block in params["prompt"]:
                 out.append({"sessionUpdate": "user_message_chunk", "content": block})
         elif direction == "recv" and msg.get("method") == "session/update":
+            if params["update"]["sessionUpdate"] == "available_commands_update":
+                continue  # sent when a session opens, not part of the conversation
             out.append(params["update"])
     return out
 
@@ -350,11 +352,9 @@ async def test_resume_replays_nothing_and_continues_the_conversation(
     # The second process's provider starts its script over: its first answer is the report.
     two = await bridge(tmp_path, "two", {"responses": [REPORT]}, second)
     before = updates_before_response(two.client, last_request_id(two.client, "session/resume"))
-    assert [u["sessionUpdate"] for u in before] == [
-        "available_commands_update",
-        "session_info_update",
-    ]
-    assert before[1]["title"] == "Hello there"
+    # The commands follow the response.
+    assert [u["sessionUpdate"] for u in before] == ["session_info_update"]
+    assert before[0]["title"] == "Hello there"
     assert "message_count: 3" in report[0]
     assert 'last_assistant_text: "First answer."' in report[0]
     check_all([one, two], schema)

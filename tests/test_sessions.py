@@ -63,8 +63,8 @@ LONG_MS = 30_000
 CHUNK_KINDS = {"agent_message_chunk": "text", "agent_thought_chunk": "reasoning"}
 
 
-# The updates a session's first turn starts with (the commands it offers, its
-# title): about the session, not the conversation.
+# The updates about the session, not the conversation: the commands it offers
+# (sent when it opens) and its title (when its first turn starts).
 SESSION_STATE_UPDATES = ("available_commands_update", "session_info_update")
 
 
@@ -152,6 +152,8 @@ def assert_no_update_after_response(transcript: list[tuple[str, dict[str, Any]]]
         if direction == "send" and msg.get("method") == "session/prompt":
             open_prompts[msg["id"]] = msg["params"]["sessionId"]
         elif direction == "recv" and msg.get("method") == "session/update":
+            if msg["params"]["update"]["sessionUpdate"] == "available_commands_update":
+                continue  # about the session, not a turn: sent when it opens
             assert msg["params"]["sessionId"] in open_prompts.values(), (
                 f"I1: session/update at position {position} while no prompt of its "
                 f"session is running: {msg}"

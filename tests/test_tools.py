@@ -374,8 +374,9 @@ async def test_read_only_mode_refuses_a_write(
     assert played.editor.calls == []
     (tool_result,) = report(played.results[0])["tool_results"]
     assert "read-only" in tool_result["text"]
-    kinds = [u["sessionUpdate"] for u in played.run.client.updates[:2]]
-    assert kinds == ["current_mode_update", "config_option_update"]
+    # After the commands that followed session/new.
+    kinds = [u["sessionUpdate"] for u in played.run.client.updates[:3]]
+    assert kinds == ["available_commands_update", "current_mode_update", "config_option_update"]
     (mode,) = played.of_type("session/mode")
     assert (mode["mode"], mode["via"]) == ("read_only", "set_mode")
     check(played, acp_schema, snapshot)
@@ -421,6 +422,8 @@ async def test_mode_as_a_config_option(tmp_path: Path) -> None:
 
     played = await play(tmp_path, script, turns)
     updates = played.run.client.updates
+    assert updates[0]["sessionUpdate"] == "available_commands_update"  # after session/new
+    updates = updates[1:]
     assert updates[0] == {"sessionUpdate": "current_mode_update", "currentModeId": "accept_edits"}
     assert updates[1]["sessionUpdate"] == "config_option_update"
     (mode,) = played.of_type("session/mode")

@@ -404,6 +404,19 @@ def test_the_sdk_client_checks_pass(ts_run: TsRun) -> None:
     assert ts_run.summary["exit"] == {"code": 0, "signal": None}
 
 
+def test_the_sdk_receives_the_commands_after_session_new(ts_run: TsRun) -> None:
+    """The SDK parsed the ``available_commands_update`` that follows ``session/new``."""
+    assert ts_run.summary.get("commands") == [
+        "regenerate",
+        "compact",
+        "model",
+        "mode",
+        "status",
+        "clear",
+        "help",
+    ], ts_run.explain()
+
+
 def test_initialize_answers_protocol_v1_with_agent_info(ts_run: TsRun) -> None:
     init = ts_run.summary["initialize"]
     assert init["protocolVersion"] == 1

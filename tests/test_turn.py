@@ -204,8 +204,8 @@ def test_a_provider_retry_is_logged_and_shown_as_a_notice_never_as_reasoning() -
     served, logs = serve_with(play, provider=provider)
     result = box["result"]
     assert result.stop_reason == "end_turn"
-    # After the session's commands and title (its first turn), the notice.
-    notice = result.updates[2]
+    # After the session's title (its first turn), the notice.
+    notice = result.updates[1]
     assert notice["sessionUpdate"] == "agent_thought_chunk"
     assert notice["_meta"] == {"acpBridge": {"notice": True}}
     assert "retrying in 0.5s" in notice["content"]["text"]

@@ -85,9 +85,14 @@ class LiveMethods:
         )
         table.sessions[session_id] = session
         slog.sync()
+        from ..commands.catalog import announce
         from . import tool_session  # the tools load off the start-up path
 
-        return {"sessionId": session_id, **tool_session.new_session_fields(session)}
+        # Answered first: the commands follow, for the session the editor now knows.
+        answer = {"sessionId": session_id, **tool_session.new_session_fields(session)}
+        current_reply.get().result(answer)
+        announce(session)
+        return answer
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         from . import tool_session  # the tools load off the start-up path
@@ -125,6 +130,13 @@ class LiveMethods:
         instructions = instructions_of(blocks)
         if instructions is not None:
             return await run_compact(self.table, reply, session, params["prompt"], instructions)
+        from ..commands import catalog
+
+        command = catalog.parse(blocks)
+        if command is not None:
+            from ..commands import run
+
+            return await run.start(self.table, reply, session, params["prompt"], *command)
         await run_prompt(self.table, reply, session, blocks, params["prompt"])
         return None
 

@@ -24,7 +24,7 @@ from ..jsonrpc.connection import Reply
 from ..jsonrpc.errors import RpcError
 from ..log.lock import SessionLocked
 from ..log.logfile import LogFileLost
-from ..log.replay import commands_update, title_from_prompt, title_update
+from ..log.replay import title_from_prompt, title_update
 from ..loop.session import Session
 from ..loop.turn import Turn
 from ..sessions.regenerate import RegenerateRecorder, target_turn
@@ -109,21 +109,15 @@ async def run_compact(
 def _before_turn(table: SessionTable, session: Session, blocks: list[dict[str, Any]]) -> bool:
     """Called just before a turn of ``session`` starts; False: start nothing.
 
-    The first turn of a session (in this process) announces the commands;
-    the session's first prompt gives it its title.
+    The session's first prompt gives it its title (its commands were
+    announced when it opened).
     """
     if table.sessions.get(session.id) is not session:
         return False  # closed meanwhile
-    send = table.outbox.send
     if session.prompts.turns == 0 and blocks:
-        send(session.frames.update(commands_update()))
-        table.announced.add(session.id)
         title = title_from_prompt(blocks)
         if title is not None:
-            send(session.frames.update(title_update(title)))
-    elif session.id not in table.announced:
-        send(session.frames.update(commands_update()))
-        table.announced.add(session.id)
+            table.outbox.send(session.frames.update(title_update(title)))
     return True
 
 
@@ -135,7 +129,11 @@ def _answer(table: SessionTable, reply: Reply, session: Session, turn: Turn) -> 
         # Write the turn's records now, so a failure shows in this answer.
         table.outbox.write_log_now(session.log.file)
         if session.log.file.error is not None:
+            from ..notices import notify
+
             result["_meta"] = {"acpBridge": {"logError": session.log.file.error}}
+            why = f"{session.log.file.error} ({session.log.path})"
+            notify(session, "error", "The session log cannot be written", why, fallback=False)
         reply.result(result)
     table.outbox.flush_now()  # someone is waiting for this answer
 

@@ -21,12 +21,13 @@ import anyio
 import anyio.to_thread
 import orjson
 
+from ..commands.catalog import announce
 from ..errors import LogDamaged, SessionBusy
 from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RpcError
 from ..log.reader import LogCorrupt, session_path
 from ..log.reopen import reopen
-from ..log.replay import commands_update, replay_updates, title_update
+from ..log.replay import replay_updates, title_update
 from ..log.upcast import gc_paused, load_log
 from ..loop.session import Session
 from ..sessions.fork import ForkError, fork_records
@@ -150,30 +151,30 @@ class StoredMethods:
             await self.table.prepare_context(session)
         self.table.outbox.widen_stdout()  # a bulk write: no Stop waits behind it
         send = self.table.outbox.send
-        replayed = False
         frame = session.frames.update
         compaction = session.context.compaction_updates
+        from ..notices import opted_in
+
+        notices = opted_in(session)
         with gc_paused():
-            for item in replay_updates(records, compaction=compaction):
-                update = item["update"]
-                if update["sessionUpdate"] == "available_commands_update":
-                    replayed = True
-                send(frame(update))
-        if not replayed:
-            send(session.frames.update(commands_update()))
-        self.table.announced.add(session.id)
-        return {**self._options(session), "_meta": {"acpBridge": {"turns": _endings(records)}}}
+            for item in replay_updates(records, compaction=compaction, notices=notices):
+                send(frame(item["update"]))
+        return self._answer_then_announce(session, records)
 
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
         session, records, _ = await self._open(params)
         # No replay: only what the editor needs to use the session again.
-        send = self.table.outbox.send
-        send(session.frames.update(commands_update()))
         title = title_of(records)
         if title is not None:
-            send(session.frames.update(title_update(title)))
-        self.table.announced.add(session.id)
-        return {**self._options(session), "_meta": {"acpBridge": {"turns": _endings(records)}}}
+            self.table.outbox.send(session.frames.update(title_update(title)))
+        return self._answer_then_announce(session, records)
+
+    def _answer_then_announce(self, session: Session, records: list[Record]) -> dict[str, Any]:
+        """Answer a load or resume, then send the session's commands."""
+        answer = {**self._options(session), "_meta": {"acpBridge": {"turns": _endings(records)}}}
+        current_reply.get().result(answer)
+        announce(session)
+        return answer
 
     # -- list, close, delete -----------------------------------------------------
 
@@ -268,11 +269,14 @@ class StoredMethods:
         session = await self._register(session_id, cwd, reopened.log, records)
         session.prompts.turns = _last_turn(records)
         parent = records[0]["parent"]
-        return {
+        answer = {
             "sessionId": session_id,
             **self._options(session),
             "_meta": {"acpBridge": {"parent": {"sessionId": source_id, "turn": parent["turn"]}}},
         }
+        current_reply.get().result(answer)
+        announce(session)
+        return answer
 
     # -- regenerate --------------------------------------------------------------
 

@@ -113,6 +113,9 @@ class SessionTable:
         context = session.context
         context.additional_directories = tuple(extra_dirs or ())
         context.compaction_updates = opted_in(self.client_capabilities)
+        from ..notices import opt_in
+
+        opt_in(session, self.client_capabilities)
         context.cost, context.currency = cost_so_far(records or ())
         return session
 
@@ -121,6 +124,9 @@ class SessionTable:
         that its first turn goes straight to the model."""
         # The tools themselves, not their specs: building JSON Schemas can wait.
         await session.context.system_prompt(() if session.tools is None else session.tools.registry)
+        from . import tool_session
+
+        await tool_session.add_project_rules(self, session)
 
     # -- locks -------------------------------------------------------------------
 

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, Protocol
+
+import anyio
+import anyio.to_thread
 
 from ..jsonrpc.connection import Connection
 from ..jsonrpc.errors import RpcError
@@ -13,11 +17,14 @@ from ..loop.session import Session
 from ..loop.turn import TurnConfig
 from ..tools.base import ClientCapabilities
 from ..tools.modes import MODE_OPTION, MODES, mode_state
+from ..tools.registry import TOOLS, ToolRegistry
 from ..tools.secret_env import env_policy
 from ..tools.state import ToolState, from_records
 from ..update_builders import config_option_update
 from . import config_options
 from . import params as P
+
+log = logging.getLogger("acp_bridge.tools")
 
 __all__ = [
     "MODE_OPTION",
@@ -35,6 +42,10 @@ class ToolHost(Protocol):
     config: TurnConfig
     client_capabilities: dict[str, Any] | None
     conn: Connection
+    # Where the remembered permissions live, and how their writes are started.
+    state_dir: str
+
+    def spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> object: ...
 
 
 def tool_state(
@@ -57,11 +68,26 @@ def tool_state(
     def emit(update: dict[str, Any]) -> None:
         session.outbox.send(session.frames.update(update))
 
+    def keep_for_project(tool: str, decision: str) -> None:
+        from ..tools import rules_store
+
+        async def write() -> None:
+            try:
+                await anyio.to_thread.run_sync(
+                    rules_store.remember, agent.state_dir, session.cwd, tool, decision
+                )
+            except OSError as exc:
+                log.warning("cannot keep the permission rule for %s: %s", tool, exc)
+
+        agent.spawn(write)
+
+    capabilities = ClientCapabilities.from_initialize(agent.client_capabilities)
     return ToolState(
         session_id=session.id,
         cwd=session.cwd,
         roots=[session.cwd, *(extra_dirs or [])],
-        capabilities=ClientCapabilities.from_initialize(agent.client_capabilities),
+        capabilities=capabilities,
+        registry=registry_for(capabilities),
         request=agent.conn.request,
         log=session.log,
         emit=emit,
@@ -71,7 +97,37 @@ def tool_state(
         cancel_deadline=agent.config.cancel_deadline,
         mode=mode,
         rules=rules,
+        on_remember=keep_for_project,
     )
+
+
+def registry_for(capabilities: ClientCapabilities) -> ToolRegistry:
+    """The tools of a session: every registered tool, and ``ask_user`` when the
+    editor can show a form question (``elicitation.form``)."""
+    if not capabilities.elicitation_form:
+        return TOOLS
+    from ..tools.ask_user import AskUser
+
+    registry = ToolRegistry(list(TOOLS))
+    registry.register(AskUser())
+    return registry
+
+
+async def add_project_rules(agent: ToolHost, session: Session) -> None:
+    """Give ``session`` the "always" rules of its project (its own rules win)."""
+    from ..tools import rules_store
+
+    tools = session.tools
+    if tools is None:
+        return
+    try:
+        project = await anyio.to_thread.run_sync(
+            rules_store.rules_for, agent.state_dir, session.cwd
+        )
+    except OSError as exc:  # pragma: no cover - load_all handles read errors
+        log.warning("cannot read the remembered permissions: %s", exc)
+        return
+    tools.rules = {**project, **tools.rules}
 
 
 def config_options_of(session: Session) -> list[dict[str, Any]]:

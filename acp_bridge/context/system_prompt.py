@@ -80,8 +80,8 @@ def system_prompt(config: ContextConfig, env: PromptEnvironment) -> str:
 
 
 def default_prompt(env: PromptEnvironment) -> str:
-    sections = [_INTRO, _tools(env.tools), _STOP, _environment(env)]
-    return "\n\n".join(sections)
+    sections = [_INTRO, _tools(env.tools), _working(env.tools), _STOP, _environment(env)]
+    return "\n\n".join(section for section in sections if section)
 
 
 _INTRO = """\
@@ -117,6 +117,27 @@ def _tools(tools: Sequence[tuple[str, str]]) -> str:
         "unchanged; adapt, or ask the user. Tool results can be long; read what you need."
     )
     return "\n".join(lines)
+
+
+def _working(tools: Sequence[tuple[str, str]]) -> str:
+    """How to use the plan and the questions, when the session offers them."""
+    names = {name for name, _ in tools}
+    lines = []
+    if "update_plan" in names:
+        lines.append(
+            "For a task of several steps, call update_plan first with the whole plan (every "
+            "step pending, the first in_progress), then again with the whole list each time a "
+            "step starts or is done; the editor shows it to the user as a plan. Skip it for a "
+            "question or a one-step change."
+        )
+    if "ask_user" in names:
+        lines.append(
+            "When you need a decision or a fact only the user has, call ask_user with one clear "
+            "question (and choices, if there are a few); it waits for the answer. If the user "
+            "declines or dismisses it, do not ask again: go on with what you know and say what "
+            "you assumed."
+        )
+    return "# Working with the user\n" + "\n".join(lines) if lines else ""
 
 
 def _environment(env: PromptEnvironment) -> str:

@@ -167,6 +167,7 @@ class _LogChecker:
             "usage/update": self._usage_update,
             "agent/internal-error": self._internal_error,
             "compaction": self._compaction,
+            "command/answer": self._command_answer,
         }
 
     def fail(self, reason: str) -> LogInvalid:
@@ -371,6 +372,11 @@ class _LogChecker:
             self._turn_level(record)
         else:
             self._in_step(record)
+
+    def _command_answer(self, record: Record) -> None:
+        self._between_steps(record)
+        if not isinstance(record.get("text"), str):
+            raise self.fail("a command/answer needs its text")
 
     def _usage_update(self, record: Record) -> None:
         if record["step"] == 0:

@@ -32,6 +32,8 @@ a missing ``turn/end``), and `acp_bridge.log.check.check_history` accepts it:
   verbatim (``pinned``, and every one from seq ``kept_from`` on), then those
   after it; earlier compactions are superseded (their summaries are in the
   newer one);
+* a ``/clear`` turn (``turn/start`` with ``command: "clear"``) starts the
+  history over: only the records after the last one count (`is_clear`);
 * a regenerate is a turn whose ``turn/start`` has ``regenerates: N`` (the
   user turn it answers again) and no user message: the replies of turn N and
   of every earlier regenerate of N are left out (they stay in the log), so
@@ -136,8 +138,15 @@ def summary_text(summary: str) -> str:
     return SUMMARY_HEADER + "\n\n" + summary.strip()
 
 
+def is_clear(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` starts a ``/clear`` turn: the history starts over after it."""
+    return record.get("type") == "turn/start" and record.get("command") == "clear"
+
+
 def compacted_records(records: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
     """The surface records the history is made of, after the last completed compaction.
+
+    Only the records after the last ``/clear`` (`is_clear`) count at all.
 
     Without one, ``records`` itself.  With one (at position ``c``): a
     ``user/message`` of turn 0 holding its summary, the records before ``c``
@@ -147,9 +156,16 @@ def compacted_records(records: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[
     the summary stays whatever happens to the turns it summarized.
     """
     last = None
+    start = 0
     for position, record in enumerate(records):
         if completed_compaction(record):
             last = position
+        elif is_clear(record):
+            start, last = position + 1, None
+    if start:
+        records = records[start:]
+        if last is not None:
+            last -= start
     if last is None:
         return records
     compaction = records[last]

@@ -14,6 +14,7 @@ from typing import Any, Final, cast, overload
 from .derive import (
     compacted_records,
     completed_compaction,
+    is_clear,
     leaves_out,
     note_regenerate,
     settle,
@@ -121,7 +122,7 @@ class HistoryProjection:
         while self._seen < len(records):
             record = records[self._seen]
             self._seen += 1
-            if completed_compaction(record):
+            if completed_compaction(record) or is_clear(record):
                 self._compact()
             elif self._src is not records:
                 self._src.append(record)

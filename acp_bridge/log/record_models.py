@@ -220,6 +220,12 @@ class PermissionRule(Record):
     decision: NonEmpty
 
 
+class CommandAnswer(Record):
+    """``command/answer``: what a slash command answered."""
+
+    text: StrictStr
+
+
 RECORD_MODELS: Final[dict[str, type[Record]]] = {
     "session/start": SessionStart,
     "turn/start": TurnStart,
@@ -244,6 +250,7 @@ RECORD_MODELS: Final[dict[str, type[Record]]] = {
     "session/mode": SessionMode,
     "permission/rule": PermissionRule,
     "compaction": Compaction,
+    "command/answer": CommandAnswer,
 }
 """The model of each known record type (every type of `records.RECORD_TYPES` has one)."""
 

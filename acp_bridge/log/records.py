@@ -38,7 +38,15 @@ Turn lifecycle
                      ``user/message``; the ``/regenerate`` command keeps its
                      blocks in ``prompt``; a ``/compact`` turn has
                      ``command: "compact"``, its blocks in ``prompt``, no
-                     user message and no step (only its compaction)
+                     user message and no step (only its compaction); the
+                     other slash commands (``model``, ``mode``, ``status``,
+                     ``clear``, ``help``) have ``command`` and ``prompt``,
+                     no user message, no step and one ``command/answer``;
+                     a ``clear`` turn is the boundary after which the model
+                     history starts empty
+  ``command/answer`` ``{text}``  what a slash command answered (turn level;
+                     shown as an agent message, replayed, never in the
+                     model history)
   ``user/message``   ``{content: [HistoryBlock], prompt}``       SURFACE
                      ``prompt``: the ACP content blocks exactly as received
                      (what a replay shows); ``content``: their history blocks
@@ -262,5 +270,6 @@ RECORD_TYPES: Final = frozenset(
         "session/mode",
         "permission/rule",
         "compaction",
+        "command/answer",
     }
 )

@@ -12,7 +12,11 @@ holds the chunks written to the editor in one batch, joined):
   (reasoning) with the ``messageId`` of the attempt's ``stream/start``; tool
   call arguments were never shown and are not replayed;
 * ``tool/announce`` / ``tool/update``  the ``tool_call`` / ``tool_call_update``
-  as sent, so every tool call ends with its final status and content;
+  as sent, so every tool call ends with its final status and content, except
+  content that only the process that sent it could honour: an embedded
+  terminal (its id names a terminal of the editor's that is gone after a
+  restart) is left out, its command's output and exit status being the text
+  of the call's final update (`LIVE_ONLY_CONTENT`);
 * ``usage/update``  ``usage_update`` with ``used``, ``size`` and ``cost``;
 * ``agent/request-error`` with ``retrying: true``  the notice shown while the
   provider retried (`retry_notice`);
@@ -37,11 +41,18 @@ the editor saw the stop happen):
 * ``"replaced": true`` added on every chunk of a reply a later regenerate
   replaced (still shown, no longer in the model's history).
 
-After the user message of the session's first turn come the two updates the
-agent sent live when that turn started: ``available_commands_update``
-(`AVAILABLE_COMMANDS`) and ``session_info_update`` with the session's title
-(the start of that first prompt, `acp_bridge.sessions.info.title_from_prompt`
-rules), when it has one.
+After the user message of the session's first turn comes the update the
+agent sent live when that turn started: ``session_info_update`` with the
+session's title (the start of that first prompt,
+`acp_bridge.sessions.info.title_from_prompt` rules), when it has one.  The
+slash commands are not part of the replay: they are announced after the
+load's answer (`acp_bridge.commands.catalog`).
+
+A slash command's turn (``turn/start`` with ``command``) replays its blocks
+as the user's message and its ``command/answer`` as the agent's message.
+
+The latest plan the model showed (`acp_bridge.tools.plan.latest_plan`: its
+last ``update_plan`` call that succeeded) comes last, as a ``plan`` update.
 
 A regenerate turn started by the ``/regenerate`` command keeps the command
 the editor sent in its ``turn/start`` (``prompt``), replayed as the user's
@@ -54,7 +65,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from ..update_builders import (
-    available_commands_update,
     session_info_update,
     text_chunk,
     tool_call,
@@ -65,9 +75,8 @@ from ..update_builders import (
 from .derive import replaced_turns
 
 __all__ = [
-    "AVAILABLE_COMMANDS",
     "CHUNK_UPDATES",
-    "commands_update",
+    "command_answer",
     "replay_updates",
     "retry_notice",
     "title_update",
@@ -78,23 +87,7 @@ Record = Mapping[str, Any]
 # stream/delta part kind -> the session update that showed it.
 CHUNK_UPDATES: Final = {"text": "agent_message_chunk", "reasoning": "agent_thought_chunk"}
 
-# The slash commands the agent offers (``available_commands_update``).
-AVAILABLE_COMMANDS: Final = (
-    {
-        "name": "regenerate",
-        "description": "Answer your last message again (the previous reply stays in the log)",
-    },
-    {
-        "name": "compact",
-        "description": "Summarize the conversation so far, to free the model's context window",
-        "input": {"hint": "what the summary should keep (optional)"},
-    },
-)
 TITLE_LENGTH: Final = 60
-
-
-def commands_update() -> dict[str, Any]:
-    return available_commands_update(AVAILABLE_COMMANDS)
 
 
 def title_update(title: str) -> dict[str, Any]:
@@ -129,8 +122,14 @@ def title_from_prompt(blocks: Iterable[Mapping[str, Any]]) -> str | None:
     return fallback
 
 
-def replay_updates(records: Iterable[Record], *, compaction: bool = False) -> list[dict[str, Any]]:
-    """The ``session/update`` params that replay a session (see the module docstring)."""
+def replay_updates(
+    records: Iterable[Record], *, compaction: bool = False, notices: bool = False
+) -> list[dict[str, Any]]:
+    """The ``session/update`` params that replay a session (see the module docstring).
+
+    ``notices``: the client takes ACP notices, which are live only, so the
+    thought chunks marked ``_meta.acpBridge.notice`` are left out.
+    """
     from .compaction import compaction_updates, nothing_to_compact_update
 
     records = list(records)
@@ -167,13 +166,28 @@ def replay_updates(records: Iterable[Record], *, compaction: bool = False) -> li
             compact_turn = None
         if first_turn and kind == "user/message":
             first_turn = False
-            produced.append(commands_update())
             title = title_from_prompt(record.get("prompt", record.get("content")) or ())
             if title is not None:
                 produced.append(title_update(title))
         for update in produced:
+            if notices and _is_notice(update):
+                continue
             append({"sessionId": session_id, "update": update})
+    from ..tools.plan import latest_plan, plan_update
+
+    plan = latest_plan(records)
+    if plan is not None:
+        append({"sessionId": session_id, "update": plan_update(plan)})
     return updates
+
+
+def command_answer(text: str) -> dict[str, Any]:
+    """How a slash command's answer is shown (live and replayed)."""
+    return {
+        "sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": text},
+        "_meta": {"acpBridge": {"command": True}},
+    }
 
 
 def retry_notice(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -190,6 +204,16 @@ def retry_notice(fields: Mapping[str, Any]) -> dict[str, Any]:
         f"retrying in {delay:g}s (retry {fields.get('retry_attempt')})."
     )
     return text_chunk("agent_thought_chunk", text, meta={"notice": True})
+
+
+def _is_notice(update: Mapping[str, Any]) -> bool:
+    meta = update.get("_meta")
+    marks = meta.get("acpBridge") if isinstance(meta, Mapping) else None
+    return (
+        update.get("sessionUpdate") == "agent_thought_chunk"
+        and isinstance(marks, Mapping)
+        and marks.get("notice") is True
+    )
 
 
 def _session_id(records: list[Record]) -> str | None:
@@ -234,16 +258,48 @@ def _updates_of(
             message_ids[attempt] = message_id
         return []
     if kind == "tool/announce":
-        return [tool_call(record["update"])]
+        return _outliving(tool_call(record["update"]))
     if kind == "tool/update":
-        return [tool_call_update(record["update"])]
+        return _outliving(tool_call_update(record["update"]))
     if kind == "usage/update":
         cost = record.get("cost")
         extra = {"cost": dict(cost)} if isinstance(cost, Mapping) else None
         return [usage_update(record["used"], record["size"], extra)]
     if kind == "agent/request-error" and record.get("retrying") is True:
         return [retry_notice(record)]
+    if kind == "command/answer" and isinstance(record.get("text"), str):
+        return [command_answer(record["text"])]
     return []
+
+
+# Tool call content that names something of the process that showed it (an
+# embedded terminal of the editor's, by id): gone after a restart.
+LIVE_ONLY_CONTENT: Final = frozenset({"terminal"})
+
+
+def _outliving(update: dict[str, Any]) -> list[dict[str, Any]]:
+    """``update`` without its live-only content (`LIVE_ONLY_CONTENT`).
+
+    A command's terminal is replayed as what its final update holds anyway:
+    the captured output and the exit status, as text.  An update that held
+    only a terminal (the embed sent when the command started) is left out.
+    """
+    content = update.get("content")
+    if not isinstance(content, list):
+        return [update]
+    kept = [
+        item
+        for item in content
+        if not (isinstance(item, Mapping) and item.get("type") in LIVE_ONLY_CONTENT)
+    ]
+    if len(kept) == len(content):
+        return [update]
+    rest = {key: value for key, value in update.items() if key != "content"}
+    if kept:
+        return [{**rest, "content": kept}]
+    if set(rest) <= {"sessionUpdate", "toolCallId"}:
+        return []  # nothing left to show
+    return [rest]
 
 
 def _chunks(

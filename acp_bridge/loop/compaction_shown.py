@@ -35,5 +35,15 @@ class Shows(Protocol):
 
 def show(turn: Shows, record: dict[str, Any]) -> None:
     """Send what the editor is shown of a compaction record."""
+    from ..notices import notify, opted_in
+
+    notices = opted_in(turn.session)
     for update in compaction_updates(record, opted=turn.session.context.compaction_updates):
+        if notices and update["sessionUpdate"] == "agent_thought_chunk":
+            # A client that takes notices is told of an automatic compaction,
+            # or of a failed one, with a notice (live only).
+            failed = record.get("status") == "failed"
+            title = "Could not compact the conversation" if failed else "Context compacted"
+            notify(turn.session, "error" if failed else "info", title, update["content"]["text"])
+            continue
         turn.emit(update)

@@ -192,7 +192,11 @@ async def consume(
 def _retrying(turn: StreamingTurn, ev: Retrying) -> None:
     """The provider retries a failed request itself: log it, tell the user."""
     fields = turn.rec.request_error(ev.error, retry=(ev.attempt, ev.delay))
-    turn.emit(retry_notice(fields))
+    if not turn.rec.closed:
+        from ..notices import notify
+
+        text = retry_notice(fields)["content"]["text"]
+        notify(turn.session, "warning", "Retrying the model request", text)
 
 
 def _announce_tool(turn: StreamingTurn, ev: ToolCallStart) -> None:

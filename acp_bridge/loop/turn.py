@@ -148,7 +148,8 @@ class Turn:
         # The turn's prompt did not fit even after compaction: it leaves the history.
         self.left_out = False
         self.overflow_why = "it was compacted"
-        # A command turn: ("compact", its instructions).
+        # A command turn: ("compact", its instructions), or a slash command
+        # of `acp_bridge.commands` and its argument.
         self.command: tuple[str, str | None] | None = None
 
     @property
@@ -352,6 +353,10 @@ class Turn:
         from .compact import compact
 
         assert self.command is not None
+        if self.command[0] != "compact":
+            from ..commands.run import answer
+
+            return await answer(self)
         self.info = await model_info_of(self.session.provider)
         self._enter(TurnState.COMPACTING)
         outcome = await compact(self, "command", self.command[1])

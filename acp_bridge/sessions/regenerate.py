@@ -34,6 +34,8 @@ def is_command(blocks: Sequence[Mapping[str, Any]]) -> bool:
 def target_turn(records: Sequence[Mapping[str, Any]]) -> int | None:
     """The user turn a regenerate answers again: the last one with a user message."""
     for record in reversed(records):
+        if record.get("type") == "turn/start" and record.get("command") == "clear":
+            return None  # the conversation was cleared since
         if record.get("type") == "user/message" and isinstance(record.get("turn"), int):
             turn: int = record["turn"]
             return turn

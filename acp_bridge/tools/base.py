@@ -82,16 +82,21 @@ class ClientCapabilities:
     read_text_file: bool = False
     write_text_file: bool = False
     terminal: bool = False
+    # ``elicitation.form``: the editor shows form questions (`acp_bridge.tools.ask_user`).
+    elicitation_form: bool = False
 
     @classmethod
     def from_initialize(cls, caps: dict[str, Any] | None) -> ClientCapabilities:
         caps = caps or {}
         fs = caps.get("fs") if isinstance(caps.get("fs"), dict) else {}
         assert isinstance(fs, dict)
+        elicitation = caps.get("elicitation")
         return cls(
             read_text_file=fs.get("readTextFile") is True,
             write_text_file=fs.get("writeTextFile") is True,
             terminal=caps.get("terminal") is True,
+            elicitation_form=isinstance(elicitation, dict)
+            and isinstance(elicitation.get("form"), dict),
         )
 
 
@@ -128,6 +133,8 @@ class ToolContext:
     # Real paths outside the session's directories that the user allowed for
     # this call (set by the runner once the user said yes).
     allowed: tuple[str, ...] = ()
+    # Sends a session/update of the turn (a plan); nothing once the turn ended.
+    emit: Callable[[dict[str, Any]], None] | None = None
 
     def resolve(self, path: str) -> str:
         """``path`` made absolute (relative paths are taken from the session's cwd)."""

@@ -16,6 +16,7 @@ from ..providers.base import ToolSpec
 from .base import Tool
 from .command import RunCommand
 from .files import EditFile, ReadFile, WriteFile
+from .plan import UpdatePlan
 from .search import FindFiles, SearchText
 
 AnyTool = Tool[Any]
@@ -32,7 +33,17 @@ class ToolRegistry:
 
     @classmethod
     def with_builtins(cls) -> ToolRegistry:
-        return cls([ReadFile(), WriteFile(), EditFile(), RunCommand(), FindFiles(), SearchText()])
+        return cls(
+            [
+                ReadFile(),
+                WriteFile(),
+                EditFile(),
+                RunCommand(),
+                FindFiles(),
+                SearchText(),
+                UpdatePlan(),
+            ]
+        )
 
     def register(self, tool: AnyTool) -> None:
         """Add ``tool`` (replacing a tool of the same name)."""

@@ -395,4 +395,5 @@ class ToolRunner:
             stopped=lambda: turn.over,
             hidden_env=state.hidden_env,
             timeout_s=state.tool_timeout,
+            emit=turn.emit,
         )

@@ -39,6 +39,8 @@ class ToolState:
     redactor: Redactor = field(default_factory=Redactor)
     tool_timeout: float = 300.0
     cancel_deadline: float = 5.0
+    # Keeps an "always" answer for the session's project too (`acp_bridge.tools.rules_store`).
+    on_remember: Callable[[str, str], None] | None = None
 
     def set_mode(self, mode: str, via: str) -> bool:
         """Switch the mode (``via``: ``set_mode`` or ``config_option``); False if unchanged."""
@@ -54,6 +56,8 @@ class ToolState:
     def remember(self, tool: str, decision: str) -> None:
         self.rules[tool] = decision
         self.log.append("permission/rule", 0, 0, tool=tool, decision=decision)
+        if self.on_remember is not None:
+            self.on_remember(tool, decision)
 
     def config_option(self) -> dict[str, Any]:
         return config_option(self.mode)

@@ -11,7 +11,8 @@ imports point one way, from the loop down to the tools.
 * ``in_flight``: work a Stop must see finish (`acp_bridge.loop.inflight`);
 * ``show_tool``: record a ``tool_call``/``tool_call_update`` and send it;
 * ``await_editor``/``awaiting_editor``: a request to the editor made while
-  running tools; the turn is in its AWAITING_EDITOR state meanwhile.
+  running tools; the turn is in its AWAITING_EDITOR state meanwhile;
+* ``emit``: send another session/update of the turn (``update_plan``'s plan).
 """
 
 from __future__ import annotations
@@ -68,3 +69,7 @@ class TurnPort(Protocol):
     async def await_editor(self, label: str, request: Callable[[], Awaitable[T]]) -> T: ...
 
     def awaiting_editor(self) -> AbstractContextManager[None]: ...
+
+    def emit(self, update: dict[str, Any]) -> None:
+        """Send a session/update of the turn (a plan); nothing once it has ended."""
+        ...

@@ -128,6 +128,8 @@ class PromptTracker:
         params = msg.get("params")
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         update = params.get("update") if isinstance(params, dict) else None
+        if isinstance(update, dict) and update.get("sessionUpdate") == "available_commands_update":
+            return  # about the session, sent as it opens (maybe before `open`): no prompt's
         if not isinstance(session_id, str) or session_id not in self.queues:
             self.violations.append(f"an update for a session never opened here: {msg}")
             return

@@ -1,0 +1,97 @@
+"""The slash commands a session offers, and how a prompt names one."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from ..loop.session import Session
+
+__all__ = [
+    "COMMANDS",
+    "Command",
+    "announce",
+    "available_commands",
+    "commands_update",
+    "parse",
+]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    description: str
+    # The input hint, for a command that takes words after its name.
+    hint: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "description": self.description}
+        if self.hint is not None:
+            out["input"] = {"hint": self.hint}
+        return out
+
+
+COMMANDS: Final = (
+    Command("regenerate", "Answer your last message again (the previous reply stays in the log)"),
+    Command(
+        "compact",
+        "Summarize the conversation so far, to free the model's context window",
+        "what the summary should keep (optional)",
+    ),
+    Command("model", "Show the model, or switch to another one", "model name (optional)"),
+    Command(
+        "mode", "Show the mode, or switch it (ask, accept_edits, read_only)", "mode id (optional)"
+    ),
+    Command("status", "Model, mode, context used, session id and log file"),
+    Command(
+        "clear",
+        "Start a new conversation in this session (the earlier turns stay in the log)",
+    ),
+    Command("help", "List the commands"),
+)
+# The commands `acp_bridge.commands.run` answers (the others have turns of their own).
+SIMPLE: Final = frozenset({"model", "mode", "status", "clear", "help"})
+BY_NAME: Final = {c.name: c for c in COMMANDS}
+
+# What each open session was last shown, to announce only a change.
+_shown: weakref.WeakKeyDictionary[Session, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
+def available_commands(session: Session | None = None) -> list[dict[str, Any]]:
+    """The ``availableCommands`` of ``session`` (the same set for every session today)."""
+    return [c.wire() for c in COMMANDS]
+
+
+def commands_update(session: Session | None = None) -> dict[str, Any]:
+    return {
+        "sessionUpdate": "available_commands_update",
+        "availableCommands": available_commands(session),
+    }
+
+
+def announce(session: Session, *, again: bool = True) -> None:
+    """Send the session's commands: always when ``again`` (a session was opened
+    or loaded), else only when the set differs from what it was last shown."""
+    update = commands_update(session)
+    if not again and _shown.get(session) == update["availableCommands"]:
+        return
+    _shown[session] = update["availableCommands"]
+    session.outbox.send(session.frames.update(update))
+
+
+def parse(blocks: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """``(name, argument)`` for a prompt that is one of the `SIMPLE` commands,
+    else None (an unknown ``/word`` is text for the model)."""
+    if len(blocks) != 1 or blocks[0].get("type") != "text":
+        return None
+    text = str(blocks[0].get("text", "")).strip()
+    if not text.startswith("/"):
+        return None
+    head, _, rest = text[1:].partition(" ")
+    name, _, tail = head.partition("\n")
+    if name not in SIMPLE:
+        return None
+    return name, " ".join((tail + " " + rest).split())

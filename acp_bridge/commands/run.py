@@ -1,0 +1,184 @@
+"""Running ``/model``, ``/mode``, ``/status``, ``/clear`` and ``/help``.
+
+Each is a turn of its own, queued like a prompt: `start` gives the turn a
+`CommandRecorder` (``turn/start {command, prompt}``, no user message, no
+step) and `answer` (called by the turn in place of a model request) does the
+command's work, logs its answer as ``command/answer {text}``, shows it as an
+``agent_message_chunk`` and ends the turn with ``end_turn``.  A command that
+cannot do what it was asked (an unknown model) says why in its answer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from ..jsonrpc.errors import RpcError
+from ..log.replay import command_answer
+from ..log.writer import SessionLog
+from ..loop.recorder import TurnRecorder
+from ..loop.session import Session
+from .catalog import COMMANDS
+
+if TYPE_CHECKING:
+    from ..acp.table import SessionTable
+    from ..jsonrpc.connection import Reply
+    from ..loop.turn import Turn
+
+__all__ = ["ANSWER_RECORD", "CommandRecorder", "answer", "start"]
+
+ANSWER_RECORD: Final = "command/answer"
+
+
+class CommandRecorder(TurnRecorder):
+    """A turn's recorder whose turn starts as a slash command (no user message)."""
+
+    def __init__(self, slog: SessionLog, turn: int, name: str, command: list[dict[str, Any]]):
+        super().__init__(slog, turn)
+        self.name = name
+        self.command = command
+        # For /clear: how many messages the model history had before it.
+        self.cleared = 0
+
+    def turn_start(self, content: list[dict[str, Any]], prompt: list[dict[str, Any]]) -> None:
+        if self.closed:
+            return
+        if self.name == "clear":
+            self.cleared = len(self.log.history.messages())
+        self.log.append("turn/start", self.turn, 0, command=self.name, prompt=self.command)
+
+
+async def start(
+    table: SessionTable,
+    reply: Reply,
+    session: Session,
+    raw: list[dict[str, Any]],
+    name: str,
+    argument: str,
+) -> None:
+    """Queue the command's turn for ``session`` and answer ``reply`` when it ends."""
+
+    def prepare(turn: Turn) -> None:
+        turn.rec = CommandRecorder(session.log, turn.number, name, raw)
+        turn.command = (name, argument)
+
+    from ..acp.prompt_turns import run_prompt
+
+    await run_prompt(table, reply, session, [], raw, prepare)
+
+
+async def answer(turn: Turn) -> str:
+    """Do the turn's command and show what it did; the stop reason."""
+    assert turn.command is not None
+    name, argument = turn.command
+    session = turn.session
+    assert isinstance(session, Session)  # the agent's sessions have tools and a provider
+    if name == "model":
+        text = _model(session, argument or None)
+    elif name == "mode":
+        text = _mode(session, argument or None)
+    elif name == "status":
+        text = await _status(turn)
+    elif name == "clear":
+        cleared = turn.rec.cleared if isinstance(turn.rec, CommandRecorder) else 0
+        text = _clear(cleared)
+    else:
+        text = _help()
+    if not turn.rec.closed:
+        turn.rec.log.append(ANSWER_RECORD, turn.number, 0, text=text)
+    turn.emit(command_answer(text))
+    return "end_turn"
+
+
+# -- the commands ---------------------------------------------------------------
+
+
+def _model(session: Session, wanted: str | None) -> str:
+    from ..acp import config_options
+    from ..acp.tool_session import config_options_of
+
+    provider = session.provider
+    current = str(getattr(provider, "model", None) or provider.name)
+    offered = config_options.offer(provider)
+    models = [str(o["value"]) for o in offered[0]["options"]] if offered else []
+    if wanted is None:
+        if len(models) > 1:
+            others = ", ".join(m for m in models if m != current)
+            return f"Model: {current}. Also available: {others} (`/model NAME` switches)."
+        return f"Model: {current} (this setup offers no other model)."
+    if wanted == current:
+        return f"Already using {current}."
+    if wanted not in models:
+        choices = ", ".join(models) if models else current
+        return f"No model {wanted!r} in this setup; the models it offers: {choices}."
+    config_options.set_option(provider, {"configId": config_options.MODEL_OPTION, "value": wanted})
+    session.outbox.send(
+        session.frames.update(
+            {"sessionUpdate": "config_option_update", "configOptions": config_options_of(session)}
+        )
+    )
+    return f"Switched the model from {current} to {wanted}: it answers from your next message."
+
+
+def _mode(session: Session, wanted: str | None) -> str:
+    from ..acp.tool_session import set_mode_option
+    from ..tools.modes import MODES
+
+    tools = session.tools
+    if tools is None:
+        return "This session has no tools, so it has no modes."
+    listing = "".join(f"\n- {mode}: {about}" for mode, (_, about) in MODES.items())
+    if wanted is None:
+        name, about = MODES[tools.mode]
+        return f"Mode: {tools.mode} ({name}). {about}\nModes (`/mode ID` switches):{listing}"
+    if wanted not in MODES:
+        return f"No mode {wanted!r}. Modes:{listing}"
+    if wanted == tools.mode:
+        return f"Already in {wanted} mode."
+    try:
+        set_mode_option(session, {"value": wanted})
+    except RpcError as exc:  # pragma: no cover - checked above
+        return f"Cannot switch the mode: {exc.message}"
+    name, about = MODES[wanted]
+    return f"Switched to {wanted} mode ({name}). {about}"
+
+
+async def _status(turn: Turn) -> str:
+    from ..context.estimate import next_request_tokens
+    from ..context.windows import model_info_of
+
+    session = turn.session
+    provider = session.provider
+    info = await model_info_of(provider)
+    window = session.context.window(info)
+    tools = () if session.tools is None else session.tools.registry.specs()
+    used = next_request_tokens(session.log.records, session.history(), turn.system, tools)
+    share = f" ({100 * used / window:.0f}%)" if window else ""
+    lines = [
+        f"Model: {getattr(provider, 'model', None) or provider.name} ({provider.name})",
+        f"Mode: {session.tools.mode if session.tools is not None else 'none (no tools)'}",
+        f"Context: about {used:,} of {window:,} tokens{share}, {len(session.history())} messages",
+        f"Session: {session.id}",
+        f"Log: {session.log.path}",
+    ]
+    servers = getattr(session, "mcp_servers", None)
+    if servers:
+        lines.append("MCP servers: " + ", ".join(str(s) for s in servers))
+    return "\n".join(lines)
+
+
+def _clear(cleared: int) -> str:
+    if not cleared:
+        return "Started a new conversation (there was nothing to clear)."
+    return (
+        f"Started a new conversation: the model no longer sees the {cleared} earlier "
+        "messages. They stay in the session's log (`acp-bridge show` lists them)."
+    )
+
+
+def _help() -> str:
+    lines = ["Commands:"]
+    for command in COMMANDS:
+        usage = f"/{command.name}" + (f" [{command.hint}]" if command.hint else "")
+        lines.append(f"{usage}: {command.description}")
+    lines.append("Any other text starting with / goes to the model as it is.")
+    return "\n".join(lines)

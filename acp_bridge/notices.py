@@ -1,0 +1,85 @@
+"""Notices: short messages for the user about the session, not the conversation.
+
+`notify` is the one way to tell the user that something went wrong or is being
+worked around (a retry, a failed compaction, a log that cannot be written, an
+MCP server that failed).  A client that advertised
+``clientCapabilities.session.notices`` gets ACP's ``notice`` update
+(``severity``, ``title``, ``description``); any other client gets an
+``agent_thought_chunk`` marked ``_meta.acpBridge.notice`` (never reasoning: it
+does not enter the model's history), unless the caller says there is no
+fallback.  Notices are live only: ``session/load`` does not replay them (the
+thought-chunk fallbacks of retries and compactions are replayed for clients
+without notices, as they were shown).
+
+The caller picks the moment: inside a turn, before its answer (invariant I1);
+outside a turn, whenever the session is open.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+if TYPE_CHECKING:
+    from .loop.session_core import SessionCore as Session
+
+__all__ = ["SEVERITIES", "notice_update", "notify", "opt_in", "opted_in", "wants_notices"]
+
+Severity = Literal["info", "warning", "error"]
+SEVERITIES: Final = ("info", "warning", "error")
+
+# Whether each open session's client takes notices.
+_opted: weakref.WeakKeyDictionary[Session, bool] = weakref.WeakKeyDictionary()
+
+
+def wants_notices(client_capabilities: object) -> bool:
+    """Whether ``initialize``'s client capabilities advertise ``session.notices``."""
+    if not isinstance(client_capabilities, Mapping):
+        return False
+    session = client_capabilities.get("session")
+    return isinstance(session, Mapping) and isinstance(session.get("notices"), Mapping)
+
+
+def opt_in(session: Session, client_capabilities: object) -> None:
+    """Record whether ``session``'s client takes notices (from its capabilities)."""
+    _opted[session] = wants_notices(client_capabilities)
+
+
+def opted_in(session: Session) -> bool:
+    return _opted.get(session, False)
+
+
+def notice_update(severity: Severity, title: str, description: str | None = None) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": "notice", "severity": severity, "title": title}
+    if description:
+        update["description"] = description
+    return update
+
+
+def fallback_update(title: str, description: str | None = None) -> dict[str, Any]:
+    """What a client without notices is shown: a thought chunk marked as a notice."""
+    return {
+        "sessionUpdate": "agent_thought_chunk",
+        "content": {"type": "text", "text": description or title},
+        "_meta": {"acpBridge": {"notice": True}},
+    }
+
+
+def notify(
+    session: Session,
+    severity: Severity,
+    title: str,
+    description: str | None = None,
+    *,
+    fallback: bool = True,
+) -> None:
+    """Tell the user of ``session``: a ``notice`` when its client opted in, else
+    (with ``fallback``) a thought chunk holding ``description`` (or ``title``)."""
+    if opted_in(session):
+        update = notice_update(severity, title.strip() or "Notice", description)
+    elif fallback:
+        update = fallback_update(title, description)
+    else:
+        return
+    session.outbox.send(session.frames.update(update))

@@ -1,0 +1,87 @@
+"""``update_plan``: the model's plan of a multi-step task, shown by the editor.
+
+Each call gives the whole list of entries (``content``, ``status`` pending |
+in_progress | completed, ``priority`` high | medium | low); the editor gets it
+as an ACP ``plan`` update (the client replaces its plan with each one).  It
+changes nothing on the user's machine, so it runs in every mode without a
+permission prompt.  The call is logged like any other (``tool/call`` with its
+arguments, ``tool/result``), and `acp_bridge.log.replay` shows the latest
+plan again on ``session/load`` (`latest_plan`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, Field
+
+from .base import Tool, ToolContext, ToolError, ToolOutput
+
+__all__ = ["NAME", "PlanArgs", "UpdatePlan", "latest_plan", "plan_update"]
+
+NAME: Final = "update_plan"
+
+
+class PlanEntry(BaseModel):
+    content: str = Field(min_length=1)
+    status: Literal["pending", "in_progress", "completed"]
+    priority: Literal["high", "medium", "low"] = "medium"
+
+
+class PlanArgs(BaseModel):
+    entries: list[PlanEntry]
+
+
+def plan_update(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ACP ``plan`` update of a plan's entries."""
+    return {
+        "sessionUpdate": "plan",
+        "entries": [
+            {"content": e["content"], "priority": e["priority"], "status": e["status"]}
+            for e in entries
+        ],
+    }
+
+
+class UpdatePlan(Tool[PlanArgs]):
+    name = NAME
+    description = "Show the user your plan of a multi-step task: all its steps, each call."
+    kind = "think"
+    args_model = PlanArgs
+    read_only = True
+
+    def title(self, args: PlanArgs) -> str:
+        return "Update the plan"
+
+    async def run(self, args: PlanArgs, ctx: ToolContext) -> ToolOutput:
+        if ctx.emit is None:
+            raise ToolError("this session cannot show a plan")
+        entries = [entry.model_dump() for entry in args.entries]
+        ctx.emit(plan_update(entries))
+        counts = {s: sum(e["status"] == s for e in entries) for s in ("completed", "in_progress")}
+        pending = len(entries) - counts["completed"] - counts["in_progress"]
+        return ToolOutput(
+            f"The plan is shown to the user: {len(entries)} steps ({counts['completed']} "
+            f"completed, {counts['in_progress']} in progress, {pending} pending)."
+        )
+
+
+def latest_plan(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+    """The entries of the last ``update_plan`` call that succeeded, if any."""
+    calls: dict[str, list[dict[str, Any]]] = {}
+    latest: list[dict[str, Any]] | None = None
+    for record in records:
+        kind = record.get("type")
+        if kind == "tool/call" and record.get("name") == NAME:
+            if record.get("status") == "dispatched":
+                try:
+                    args = PlanArgs.model_validate(record.get("input"))
+                except ValueError:
+                    continue
+                calls[str(record.get("tool_call_id"))] = [e.model_dump() for e in args.entries]
+        elif kind == "tool/result" and record.get("is_error") is False:
+            found = calls.pop(str(record.get("tool_call_id")), None)
+            if found is not None:
+                latest = found
+    return latest

@@ -24,7 +24,7 @@ from ..sessions.regenerate import is_command
 from . import config_options
 from . import params as P
 from .edge import Handler
-from .prompt_turns import run_compact, run_prompt, run_regenerate
+from .prompt_turns import run_command, run_compact, run_prompt, run_regenerate
 from .table import SessionTable, ignore_mcp_servers, require_directory
 
 __all__ = ["LiveMethods"]
@@ -134,9 +134,7 @@ class LiveMethods:
 
         command = catalog.parse(blocks)
         if command is not None:
-            from ..commands import run
-
-            return await run.start(self.table, reply, session, params["prompt"], *command)
+            return await run_command(self.table, reply, session, params["prompt"], *command)
         await run_prompt(self.table, reply, session, blocks, params["prompt"])
         return None
 

@@ -31,7 +31,7 @@ from ..sessions.regenerate import RegenerateRecorder, target_turn
 from .edge import to_rpc_error
 from .table import SessionTable
 
-__all__ = ["run_compact", "run_prompt", "run_regenerate"]
+__all__ = ["run_command", "run_compact", "run_prompt", "run_regenerate"]
 
 
 async def run_prompt(
@@ -66,6 +66,25 @@ async def run_prompt(
     if turn is not None:
         # What the turn logged is queued: this fsync covers all of it.
         session.log.sync()
+
+
+async def run_command(
+    table: SessionTable,
+    reply: Reply,
+    session: Session,
+    raw: list[dict[str, Any]],
+    name: str,
+    argument: str,
+) -> None:
+    """A slash command's turn (`acp_bridge.acp.command_turns`), answered like a prompt."""
+    from .command_turns import CommandRecorder, answer
+
+    def prepare(turn: Turn) -> None:
+        turn.rec = CommandRecorder(session.log, turn.number, name, raw)
+        turn.command = (name, argument)
+        turn.answer_command = answer
+
+    await run_prompt(table, reply, session, [], raw, prepare)
 
 
 async def run_regenerate(

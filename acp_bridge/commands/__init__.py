@@ -8,7 +8,7 @@ session offers changes.  A prompt that is one text block starting with a known
 goes to the model as text.
 
 ``/regenerate`` and ``/compact`` have their own turns (`acp_bridge.sessions`);
-the others (`acp_bridge.commands.run`) are turns with a ``turn/start``
+the others (`acp_bridge.acp.command_turns`) are turns with a ``turn/start``
 ``{command, prompt}``, one ``command/answer {text}`` record holding what they
 answered (shown as an ``agent_message_chunk``, replayed on load), and
 ``end_turn``.  ``/clear``'s ``turn/start`` is the boundary after which the

@@ -52,7 +52,7 @@ COMMANDS: Final = (
     ),
     Command("help", "List the commands"),
 )
-# The commands `acp_bridge.commands.run` answers (the others have turns of their own).
+# The commands `acp_bridge.acp.command_turns` answers (the others have turns of their own).
 SIMPLE: Final = frozenset({"model", "mode", "status", "clear", "help"})
 BY_NAME: Final = {c.name: c for c in COMMANDS}
 

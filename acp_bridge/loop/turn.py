@@ -151,6 +151,8 @@ class Turn:
         # A command turn: ("compact", its instructions), or a slash command
         # of `acp_bridge.commands` and its argument.
         self.command: tuple[str, str | None] | None = None
+        # A slash command's answer (set by the protocol edge with `command`).
+        self.answer_command: Callable[[Turn], Awaitable[StopReason]] | None = None
 
     @property
     def ended(self) -> bool:
@@ -354,9 +356,8 @@ class Turn:
 
         assert self.command is not None
         if self.command[0] != "compact":
-            from ..commands.run import answer
-
-            return await answer(self)
+            assert self.answer_command is not None
+            return await self.answer_command(self)
         self.info = await model_info_of(self.session.provider)
         self._enter(TurnState.COMPACTING)
         outcome = await compact(self, "command", self.command[1])

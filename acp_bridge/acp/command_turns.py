@@ -1,6 +1,7 @@
 """Running ``/model``, ``/mode``, ``/status``, ``/clear`` and ``/help``.
 
-Each is a turn of its own, queued like a prompt: `start` gives the turn a
+Each is a turn of its own, queued like a prompt
+(`acp_bridge.acp.prompt_turns.run_command`): it gives the turn a
 `CommandRecorder` (``turn/start {command, prompt}``, no user message, no
 step) and `answer` (called by the turn in place of a model request) does the
 command's work, logs its answer as ``command/answer {text}``, shows it as an
@@ -12,19 +13,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from ..commands.catalog import COMMANDS
 from ..jsonrpc.errors import RpcError
+from ..log.records import StopReason
 from ..log.replay import command_answer
 from ..log.writer import SessionLog
 from ..loop.recorder import TurnRecorder
 from ..loop.session import Session
-from .catalog import COMMANDS
+from ..update_builders import config_option_update
 
 if TYPE_CHECKING:
-    from ..acp.table import SessionTable
-    from ..jsonrpc.connection import Reply
     from ..loop.turn import Turn
 
-__all__ = ["ANSWER_RECORD", "CommandRecorder", "answer", "start"]
+__all__ = ["ANSWER_RECORD", "CommandRecorder", "answer"]
 
 ANSWER_RECORD: Final = "command/answer"
 
@@ -47,26 +48,7 @@ class CommandRecorder(TurnRecorder):
         self.log.append("turn/start", self.turn, 0, command=self.name, prompt=self.command)
 
 
-async def start(
-    table: SessionTable,
-    reply: Reply,
-    session: Session,
-    raw: list[dict[str, Any]],
-    name: str,
-    argument: str,
-) -> None:
-    """Queue the command's turn for ``session`` and answer ``reply`` when it ends."""
-
-    def prepare(turn: Turn) -> None:
-        turn.rec = CommandRecorder(session.log, turn.number, name, raw)
-        turn.command = (name, argument)
-
-    from ..acp.prompt_turns import run_prompt
-
-    await run_prompt(table, reply, session, [], raw, prepare)
-
-
-async def answer(turn: Turn) -> str:
+async def answer(turn: Turn) -> StopReason:
     """Do the turn's command and show what it did; the stop reason."""
     assert turn.command is not None
     name, argument = turn.command
@@ -93,8 +75,8 @@ async def answer(turn: Turn) -> str:
 
 
 def _model(session: Session, wanted: str | None) -> str:
-    from ..acp import config_options
-    from ..acp.tool_session import config_options_of
+    from . import config_options
+    from .tool_session import config_options_of
 
     provider = session.provider
     current = str(getattr(provider, "model", None) or provider.name)
@@ -112,16 +94,14 @@ def _model(session: Session, wanted: str | None) -> str:
         return f"No model {wanted!r} in this setup; the models it offers: {choices}."
     config_options.set_option(provider, {"configId": config_options.MODEL_OPTION, "value": wanted})
     session.outbox.send(
-        session.frames.update(
-            {"sessionUpdate": "config_option_update", "configOptions": config_options_of(session)}
-        )
+        session.frames.update(config_option_update(config_options_of(session)))
     )
     return f"Switched the model from {current} to {wanted}: it answers from your next message."
 
 
 def _mode(session: Session, wanted: str | None) -> str:
-    from ..acp.tool_session import set_mode_option
     from ..tools.modes import MODES
+    from .tool_session import set_mode_option
 
     tools = session.tools
     if tools is None:

@@ -18,7 +18,7 @@ import anyio.to_thread
 from .acp.agent import Agent
 from .jsonrpc.connection import Connection
 from .jsonrpc.errors import INTERNAL_ERROR, RpcError
-from .log.logfile import save_unwritten
+from .log.writes import save_unwritten
 from .loop.turn import TurnConfig
 from .providers.base import Provider
 from .providers.choose import AuthRequired

@@ -14,6 +14,7 @@ from typing import Any
 import anyio.to_thread
 
 from .config import ContextConfig
+from .estimate import RequestEstimate
 from .instructions import read_instructions
 from .system_prompt import environment, system_prompt
 from .windows import ModelInfo
@@ -38,6 +39,8 @@ class SessionContext:
     # A window the provider reported in a stream (a scripted usage event).
     reported_window: int | None = None
     instruction_files: tuple[str, ...] = field(default=())
+    # The next request's size, kept up to date as the session grows.
+    estimate: RequestEstimate = field(default_factory=RequestEstimate, repr=False)
 
     async def system_prompt(self, tools: Iterable[Any]) -> str:
         """The session's system prompt (built once; see the module docstring).

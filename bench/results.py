@@ -17,7 +17,8 @@ T = TypeVar("T")
 class AgentResult:
     command: str
     has_state_dir: bool
-    startup_ms: list[float] = field(default_factory=list)
+    startup_ms: list[float] = field(default_factory=list)  # spawn -> initialize answered
+    session_new_ms: list[float] = field(default_factory=list)  # spawn -> session/new answered
     exit_ms: list[float] = field(default_factory=list)
     exit_killed: int = 0
     throughput: list[float] = field(default_factory=list)

@@ -124,6 +124,20 @@ def build_rows(cfg: Config) -> list[Row]:
             _q(lambda r: r.throughput, 1.0),
         ),
         Row(
+            "token_rate_p50",
+            "throughput: streamed text tokens/s (several may share a chunk), median",
+            "higher",
+            _int,
+            _q(lambda r: r.token_rate, 0.5),
+        ),
+        Row(
+            "agent_us_per_token",
+            "agent CPU per streamed text token (µs)",
+            "lower",
+            _ms,
+            _q(lambda r: r.agent_us_per_token, 0.5),
+        ),
+        Row(
             "bytes_per_line",
             "stdout bytes per line while streaming",
             "lower",

@@ -26,6 +26,8 @@ class AgentResult:
     agent_cores: list[float] = field(default_factory=list)
     client_cores: list[float] = field(default_factory=list)
     agent_us_per_chunk: list[float] = field(default_factory=list)
+    token_rate: list[float] = field(default_factory=list)  # text tokens delivered per second
+    agent_us_per_token: list[float] = field(default_factory=list)
     full_pipe_pct: list[float] = field(default_factory=list)
     cancel_ms: list[float] = field(default_factory=list)
     stop_ms: list[float] = field(default_factory=list)  # slow reader: Stop -> response

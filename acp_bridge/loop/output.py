@@ -29,6 +29,12 @@ class TurnOutput(Protocol):
         """Take back the last ``count`` queued frames starting with one of
         ``prefixes``, all or none; False if fewer are still queued."""
 
+    def merge_chunks(self, prefixes: tuple[bytes, ...], suffix: bytes) -> None:
+        """Chunk frames ``prefix + JSON string + suffix`` may reach the editor
+        merged (same text, fewer frames) once taken by the writer."""
+
+    def unmerge_chunks(self, prefixes: tuple[bytes, ...]) -> None: ...
+
     def add_pre_flush(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` before each batch is taken (it may queue more)."""
 

@@ -432,6 +432,7 @@ class Turn:
         finally:
             self._events = None
             session.outbox.remove_pre_flush(stream.asm.compact)
+            session.outbox.unmerge_chunks(stream.chunk_prefixes)
             idle.stop()
         if idle.fired:
             raise StreamIdleTimeout(idle.limit or 0.0)
@@ -463,6 +464,7 @@ class Turn:
             ),
         }
         stream.chunk_prefixes = tuple(prefix for prefix, _ in prefixes.values())
+        outbox.merge_chunks(stream.chunk_prefixes, CHUNK_SUFFIX)
         feed, send, delta = stream.asm.feed, outbox.send, self.rec.delta
         poll_input = outbox.poll_input
         dumps = orjson.dumps

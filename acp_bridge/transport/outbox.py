@@ -32,6 +32,11 @@ failing one refuses (a turn writing to it waits once failing files hold
 the files themselves (their lock, the checks before each write, how many stay
 open) are `acp_bridge.log.logfile`'s, opened through ``logs``.
 
+The module is a little over 400 lines because the queue, the writer task
+and `flush_now` share one invariant (the order of writes) and read best
+side by side; what is not the queue lives beside it (`acp_bridge.transport.pipe`,
+`acp_bridge.transport.merge`, `acp_bridge.log.writes`).
+
 The loop sees the outbox only through `acp_bridge.loop.output.TurnOutput`,
 the log through `acp_bridge.log.writer.RecordWriter`, the JSON-RPC connection
 through `acp_bridge.jsonrpc.connection.FrameWriter`.
@@ -47,9 +52,18 @@ import anyio
 from ..log.logfile import LogFile
 from ..log.writer import LogTarget
 from ..log.writes import LOG_HOLD_LIMIT, LogWrites
-from .pipe import STDOUT_PIPE_SIZE, StdoutPipe
+from .merge import MERGE_ABOVE, ChunkMerger
+from .pipe import IN_FLIGHT, RECHECK, STDOUT_PIPE_SIZE, StdoutPipe
 
-__all__ = ["HIGH_WATER", "INPUT_PAUSE", "LOG_HOLD_LIMIT", "STDOUT_PIPE_SIZE", "Outbox"]
+__all__ = [
+    "HIGH_WATER",
+    "INPUT_PAUSE",
+    "IN_FLIGHT",
+    "LOG_HOLD_LIMIT",
+    "MERGE_ABOVE",
+    "STDOUT_PIPE_SIZE",
+    "Outbox",
+]
 
 # Stream frames queued beyond this wait for the editor to read.  Everything
 # queued is read by the editor before the answer to a Stop, so the mark is
@@ -98,6 +112,8 @@ class Outbox:
         self._progress = anyio.Event()
         self._closed = False
         self._pre_flush: list[Callable[[], None]] = []
+        # Chunk frames that may be merged (`merge_chunks`).
+        self._merger = ChunkMerger()
         self.stdout_broken = anyio.Event()
         self._writing = False
         self.finished = anyio.Event()
@@ -170,6 +186,14 @@ class Outbox:
     def remove_pre_flush(self, hook: Callable[[], None]) -> None:
         if hook in self._pre_flush:
             self._pre_flush.remove(hook)
+
+    def merge_chunks(self, prefixes: tuple[bytes, ...], suffix: bytes) -> None:
+        """Frames ``prefix + JSON string + suffix`` (text chunks) may be merged
+        once taken by the writer, in a batch over `MERGE_ABOVE` (`ChunkMerger`)."""
+        self._merger.add(prefixes, suffix)
+
+    def unmerge_chunks(self, prefixes: tuple[bytes, ...]) -> None:
+        self._merger.remove(prefixes)
 
     @property
     def high_water(self) -> int:
@@ -273,6 +297,13 @@ class Outbox:
                         break
                     await self._wakeup.wait()
                     self._wakeup = anyio.Event()
+                    continue
+                if self._pipe.over_in_flight() and not self.stdout_broken.is_set():
+                    # Little in flight: the next batch waits until the editor
+                    # has read this much (the answer to a Stop does not wait:
+                    # `flush_now`); what queues meanwhile goes out together.
+                    with anyio.move_on_after(RECHECK):
+                        await anyio.wait_writable(self._pipe.fd)
                     continue
                 # Not while writing: a Stop read here answers with flush_now.
                 self.poll_input()
@@ -393,6 +424,8 @@ class Outbox:
                 j += 1
             logs.write(target, b"".join(chunks) if len(chunks) > 1 else first)
             i = j
+        if len(frames) > 1 and self._merger.active:
+            frames = self._merger.merge(frames)
         return self._write_stdout_frames(frames)
 
     def _write_stdout_frames(self, frames: list[bytes]) -> list[bytes]:

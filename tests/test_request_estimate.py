@@ -9,13 +9,17 @@ images, and a history read back from the log (a new records list).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_history_projection import surface_logs
 
+from acp_bridge.context.config import ContextConfig
 from acp_bridge.context.estimate import RequestEstimate, next_request_tokens
+from acp_bridge.context.session import SessionContext
 from acp_bridge.log.derive import HistoryProjection
 from acp_bridge.providers.base import ToolSpec
 
@@ -99,3 +103,16 @@ def test_an_older_view_is_estimated_with_its_own_messages() -> None:
     assert estimate.next_request_tokens(records, old, SYSTEM, TOOLS) == next_request_tokens(
         records, old, SYSTEM, TOOLS
     )
+
+
+@pytest.mark.anyio
+async def test_sessions_of_one_project_share_one_system_prompt(tmp_path: Path) -> None:
+    """An idle session keeps no copy of its own of a prompt other sessions have."""
+    first, second = (
+        SessionContext(ContextConfig(), str(tmp_path)),
+        SessionContext(ContextConfig(), str(tmp_path)),
+    )
+    one = await first.system_prompt(TOOLS)
+    two = await second.system_prompt(TOOLS)
+    assert one == two
+    assert one is two

@@ -39,6 +39,7 @@ CHARS_PER_TOKEN: Final = 4
 IMAGE_TOKENS: Final = 1_600
 
 Record = Mapping[str, Any]
+_NONE: Final[frozenset[int]] = frozenset()
 
 
 def estimate_text(text: str) -> int:
@@ -152,8 +153,10 @@ class RequestEstimate:
     def __init__(self) -> None:
         self._records: Sequence[Record] | None = None
         self._scanned = 0
-        self._excluded: set[int] = set()
-        self._replaced: set[int] = set()
+        # Empty until a turn is left out or replaced (most sessions never do):
+        # an idle session keeps no set of its own.
+        self._excluded: frozenset[int] | set[int] = _NONE
+        self._replaced: frozenset[int] | set[int] = _NONE
         # Positions of assistant messages with a usage, after the last compaction.
         self._candidates: list[int] = []
         self._stable: object = None
@@ -204,15 +207,17 @@ class RequestEstimate:
         if records is not self._records or len(records) < self._scanned:
             self._records = records
             self._scanned = 0
-            self._excluded, self._replaced, self._candidates = set(), set(), []
+            self._excluded, self._replaced, self._candidates = _NONE, _NONE, []
         first = self._scanned
         new = records[first:]
         if not new:
             return
         self._scanned = len(records)
-        self._excluded |= excluded_turns(new)
+        left_out = excluded_turns(new)
+        if left_out:
+            self._excluded = self._excluded | left_out
         if any(r.get("type") == "turn/start" and "regenerates" in r for r in new):
-            self._replaced = replaced_turns(records)
+            self._replaced = replaced_turns(records) or _NONE
         for position, record in enumerate(new, first):
             if completed_compaction(record):
                 self._candidates = []

@@ -20,7 +20,7 @@ from test_history_projection import surface_logs
 from acp_bridge.context.config import ContextConfig
 from acp_bridge.context.estimate import RequestEstimate, next_request_tokens
 from acp_bridge.context.session import SessionContext
-from acp_bridge.log.derive import HistoryProjection
+from acp_bridge.log.projection import HistoryProjection
 from acp_bridge.providers.base import ToolSpec
 
 Record = dict[str, Any]

@@ -39,10 +39,11 @@ __all__ = [
 # that reads at its own pace takes milliseconds to get through.  Two pages
 # cost no throughput to a client that reads as data comes (the benchmark's
 # client, which pauses after a small read, keeps the full rate as long as its
-# pause is sized to the pipe it reads).  The writer keeps less than that in
-# flight while the editor reads (`acp_bridge.transport.outbox.IN_FLIGHT`).
+# pause is sized to the pipe it reads).
 STDOUT_PIPE_SIZE: Final = 8 * 1024
-# While the editor reads, a new batch is written only once no more than
+# Not switched on yet (the writer does not call `StdoutPipe.over_in_flight`:
+# it changes which chunks a snapshot session sees before a Stop).  Meant:
+# while the editor reads, a new batch is written only once no more than
 # this is left in the stdout pipe (one page of `STDOUT_PIPE_SIZE`: the pipe
 # polls writable again exactly then): what it still has to read when it
 # presses Stop stays small, while what queued meanwhile goes out in one

@@ -18,7 +18,7 @@ import anyio.to_thread
 from .acp.agent import Agent
 from .errors import StartupFailed
 from .jsonrpc.connection import Connection
-from .log.logfile import save_unwritten
+from .log.writes import save_unwritten
 from .loop.turn import TurnConfig
 from .providers.base import Provider
 from .providers.choose import AuthRequired

@@ -283,12 +283,19 @@ class AgentProcess:
     def initialize(self) -> None:
         self.check_initialize(self.request("initialize", self.initialize_params()))
 
-    def new_session(self) -> str:
-        result = self.result("session/new", {"cwd": str(REPO_ROOT), "mcpServers": []})
-        sid = result.get("sessionId")
+    @staticmethod
+    def session_new_params() -> Message:
+        return {"cwd": str(REPO_ROOT), "mcpServers": []}
+
+    def check_session_new(self, resp: Message) -> str:
+        result = resp.get("result")
+        sid = result.get("sessionId") if isinstance(result, dict) else None
         if not isinstance(sid, str) or not sid:
-            raise self.error(f"session/new without sessionId: {result}")
+            raise self.error(f"session/new without sessionId: {str(resp)[:300]}")
         return sid
+
+    def new_session(self) -> str:
+        return self.check_session_new(self.request("session/new", self.session_new_params()))
 
     def start_prompt(self, session_id: str, text: str = "stream tokens until cancelled") -> int:
         prompt = [{"type": "text", "text": text}]

@@ -24,7 +24,7 @@ class Config:
     turns: int = 10_000  # prompts in one session (one-line answers)
     turn_window: int = 10  # round trips around a mark that make its median
     turn_block: int = 500  # turns per agent before the next agent's block
-    sessions: int = 200
+    sessions: int = 1000  # idle sessions, each after one short turn
     warm_sessions: int = 10
     memory_reps: int = 3
     settle_s: float = 0.2

@@ -88,6 +88,21 @@ def build_rows(cfg: Config) -> list[Row]:
         ),
         Row("startup_p90", "startup: p90 (ms)", "lower", _ms, _q(lambda r: r.startup_ms, 0.9)),
         Row(
+            "session_new_p50",
+            "startup: spawn → session/new response (sent once initialize is answered), "
+            "median (ms)",
+            "lower",
+            _ms,
+            _q(lambda r: r.session_new_ms, 0.5),
+        ),
+        Row(
+            "session_new_p90",
+            "startup: spawn → session/new response, p90 (ms)",
+            "lower",
+            _ms,
+            _q(lambda r: r.session_new_ms, 0.9),
+        ),
+        Row(
             "exit_p50",
             "shutdown: stdin EOF → exit, median (ms)",
             "lower",
@@ -107,6 +122,20 @@ def build_rows(cfg: Config) -> list[Row]:
             "higher",
             _int,
             _q(lambda r: r.throughput, 1.0),
+        ),
+        Row(
+            "token_rate_p50",
+            "throughput: streamed text tokens/s (several may share a chunk), median",
+            "higher",
+            _int,
+            _q(lambda r: r.token_rate, 0.5),
+        ),
+        Row(
+            "agent_us_per_token",
+            "agent CPU per streamed text token (µs)",
+            "lower",
+            _ms,
+            _q(lambda r: r.agent_us_per_token, 0.5),
         ),
         Row(
             "bytes_per_line",
@@ -290,10 +319,17 @@ def build_rows(cfg: Config) -> list[Row]:
         ),
         Row(
             "rss_per_session",
-            f"RSS per session, {cfg.sessions} sessions (KiB)",
+            f"RSS per idle session (one short turn each), {cfg.sessions:,} sessions (KiB)",
             "lower",
             _one,
             _q(lambda r: r.per_session_kib, 0.5),
+        ),
+        Row(
+            "rss_idle_sessions",
+            f"RSS growth for {cfg.sessions:,} idle sessions (MiB)",
+            "lower",
+            lambda v: f"{v:.2f}",
+            _q(lambda r: [k * cfg.sessions / 1024 for k in r.per_session_kib], 0.5),
         ),
         Row(
             "log_bytes",

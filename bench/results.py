@@ -17,7 +17,8 @@ T = TypeVar("T")
 class AgentResult:
     command: str
     has_state_dir: bool
-    startup_ms: list[float] = field(default_factory=list)
+    startup_ms: list[float] = field(default_factory=list)  # spawn -> initialize answered
+    session_new_ms: list[float] = field(default_factory=list)  # spawn -> session/new answered
     exit_ms: list[float] = field(default_factory=list)
     exit_killed: int = 0
     throughput: list[float] = field(default_factory=list)
@@ -25,6 +26,8 @@ class AgentResult:
     agent_cores: list[float] = field(default_factory=list)
     client_cores: list[float] = field(default_factory=list)
     agent_us_per_chunk: list[float] = field(default_factory=list)
+    token_rate: list[float] = field(default_factory=list)  # text tokens delivered per second
+    agent_us_per_token: list[float] = field(default_factory=list)
     full_pipe_pct: list[float] = field(default_factory=list)
     cancel_ms: list[float] = field(default_factory=list)
     stop_ms: list[float] = field(default_factory=list)  # slow reader: Stop -> response

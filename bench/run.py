@@ -102,7 +102,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--slow-read-ms", type=float, help="slow reader: pause before each read (default 1)"
     )
     p.add_argument("--turns", type=int, help="prompts in the turn-overhead session (default 10000)")
-    p.add_argument("--sessions", type=int, help="sessions in the memory test (default 200)")
+    p.add_argument("--sessions", type=int, help="idle sessions in the memory test (default 1000)")
     p.add_argument("--memory-reps", type=int, help="memory runs per agent (default 3)")
     p.add_argument(
         "--timeout", type=float, help="seconds to wait for any expected output (default 30)"

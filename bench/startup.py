@@ -1,4 +1,10 @@
-"""Startup (spawn -> initialize response) and shutdown (stdin EOF -> exit)."""
+"""Startup and shutdown, one fresh process per measurement.
+
+Startup is timed from the spawn to the read that holds the ``initialize``
+response, then, as an editor does before the user can type, ``session/new`` is
+sent once ``initialize`` is answered and timed from the same spawn to its
+response.  Shutdown: stdin EOF -> exit.
+"""
 
 from __future__ import annotations
 
@@ -22,5 +28,9 @@ def _startup_once(bench: Bench, proc: AgentProcess) -> None:
     stats = proc.idle
     proc.pump(stats, lambda s: rid in s.responses, now() + proc.timeout_s)
     proc.check_initialize(stats.responses[rid])
-    elapsed = stats.response_time[rid] - proc.t_spawn
-    bench.results[proc.spec.name].startup_ms.append(elapsed * 1000)
+    res = bench.results[proc.spec.name]
+    res.startup_ms.append((stats.response_time[rid] - proc.t_spawn) * 1000)
+    sid = proc.send_request("session/new", proc.session_new_params())
+    proc.pump(stats, lambda s: sid in s.responses, now() + proc.timeout_s)
+    proc.check_session_new(stats.responses[sid])
+    res.session_new_ms.append((stats.response_time[sid] - proc.t_spawn) * 1000)

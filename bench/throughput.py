@@ -31,7 +31,7 @@ def _throughput_once(bench: Bench, proc: AgentProcess) -> None:
 
     coalesce = cfg.coalesce_ms / 1000
     proc.pump(stats, warmed, deadline, coalesce_s=coalesce)
-    chunks0, t0 = stats.chunks, stats.t_last_read
+    chunks0, tokens0, t0 = stats.chunks, stats.tokens, stats.t_last_read
     reads0, full0 = stats.reads, stats.full_reads
     agent_cpu0, client_cpu0 = tree_cpu_s(proc.proc.pid), own_cpu_s()
     proc.pump(
@@ -47,6 +47,9 @@ def _throughput_once(bench: Bench, proc: AgentProcess) -> None:
     elapsed = stats.t_last_read - t0
     chunks = stats.chunks - chunks0
     rate = chunks / elapsed
+    tokens = stats.tokens - tokens0
+    res.token_rate.append(tokens / elapsed)
+    res.agent_us_per_token.append(agent_cpu / max(1, tokens) * 1e6)
     res.agent_cores.append(agent_cpu / elapsed)
     res.client_cores.append(client_cpu / elapsed)
     res.agent_us_per_chunk.append(agent_cpu / max(1, chunks) * 1e6)

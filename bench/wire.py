@@ -15,6 +15,7 @@ import orjson
 
 Message = dict[str, Any]
 MAX_PROBLEMS = 8
+TOKEN = b"tok "  # the text of every streamed chunk (examples/endless.json)
 _UNPARSABLE: Final = object()  # what `LineStats._parse` returns for a line that is not JSON
 
 
@@ -42,6 +43,9 @@ class LineStats:
         self.bytes = 0
         self.updates = 0
         self.chunks = 0
+        # Text tokens ("tok ", what every agent streams) in those chunks: an
+        # agent may send several in one chunk when the client reads slowly.
+        self.tokens = 0
         self.foreign = 0  # session/update for another session or outside any turn
         self.leaks = 0  # session/update for this session after the prompt response
         self.malformed = 0
@@ -81,6 +85,7 @@ class LineStats:
             self.updates += n
             self.chunks += chunks
             if chunks:
+                self.tokens += block.count(TOKEN)
                 self._chunk_read(t)
             first_end = block.index(b"\n")
             self._sample(block[:first_end])
@@ -149,6 +154,7 @@ class LineStats:
             update = params.get("update")
             if isinstance(update, dict) and update.get("sessionUpdate") == "agent_message_chunk":
                 self.chunks += 1
+                self.tokens += line.count(TOKEN)
                 self._chunk_read(t)
             self._check_update(msg)
         elif isinstance(method, str):

@@ -8,6 +8,11 @@ was added since (tool results, the new prompt) at one token per
 usage, or a compaction came after it) the whole request is estimated that
 way: history, system prompt and tool definitions.  An image counts as
 `IMAGE_TOKENS`.  The estimate errs on the large side for code and prose.
+
+`RequestEstimate` gives the same numbers for one session at a cost that does
+not grow with it (the estimate is asked for before every request): it
+remembers the size of each message of the history's stable part and where
+the last reported usage is in the log, and looks only at what is new.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from ..log.records import SURFACE_TYPES
 __all__ = [
     "CHARS_PER_TOKEN",
     "IMAGE_TOKENS",
+    "RequestEstimate",
     "estimate_json",
     "estimate_request",
     "estimate_text",
@@ -33,6 +39,7 @@ CHARS_PER_TOKEN: Final = 4
 IMAGE_TOKENS: Final = 1_600
 
 Record = Mapping[str, Any]
+_NONE: Final[frozenset[int]] = frozenset()
 
 
 def estimate_text(text: str) -> int:
@@ -41,6 +48,12 @@ def estimate_text(text: str) -> int:
 
 def estimate_json(value: Any) -> int:
     """Tokens of a JSON value (a message, a block, a record's content); images at a flat rate."""
+    size, images = _measure(value)
+    return -(-size // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
+
+
+def _measure(value: Any) -> tuple[int, int]:
+    """The bytes of ``value``'s JSON with its images left out, and how many images."""
     images = 0
 
     def strip(v: Any) -> Any:
@@ -55,15 +68,14 @@ def estimate_json(value: Any) -> int:
         return v
 
     data = orjson.dumps(strip(value), default=str)
-    return -(-len(data) // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
+    return len(data), images
 
 
 def estimate_request(messages: Sequence[Any], system: str | None, tools: Sequence[Any]) -> int:
     """The estimated input tokens of a whole request."""
-    specs = [
-        {"name": t.name, "description": t.description, "schema": t.input_schema} for t in tools
-    ]
-    return estimate_json(list(messages)) + estimate_text(system or "") + estimate_json(specs)
+    return (
+        estimate_json(list(messages)) + estimate_text(system or "") + estimate_json(_specs(tools))
+    )
 
 
 def next_request_tokens(
@@ -108,3 +120,144 @@ def _anchor(records: Sequence[Record]) -> tuple[int, list[Record]] | None:
 
 def _count(value: object) -> int:
     return value if type(value) is int and value > 0 else 0
+
+
+class RequestEstimate:
+    """`next_request_tokens` for one session's growing log and history, incrementally.
+
+    Equal to `next_request_tokens` of the same arguments (a test checks it
+    along logs with usage, compactions, regenerates and refusals).  Two things
+    are remembered between calls:
+
+    * the log's model records (an append-only list, until the session's log
+      is read again): how far they were scanned, the turns left out and
+      replaced, and the assistant messages that reported usage since the
+      last completed compaction;
+    * the history: the JSON size of each message of its stable part (a list
+      that only grows until the projection starts again, see
+      `acp_bridge.log.derive.HistoryView.parts`); the window is measured
+      each time.
+    """
+
+    __slots__ = (
+        "_candidates",
+        "_excluded",
+        "_records",
+        "_replaced",
+        "_scanned",
+        "_sizes",
+        "_stable",
+        "_totals",
+    )
+
+    def __init__(self) -> None:
+        self._records: Sequence[Record] | None = None
+        self._scanned = 0
+        # Empty until a turn is left out or replaced (most sessions never do):
+        # an idle session keeps no set of its own.
+        self._excluded: frozenset[int] | set[int] = _NONE
+        self._replaced: frozenset[int] | set[int] = _NONE
+        # Positions of assistant messages with a usage, after the last compaction.
+        self._candidates: list[int] = []
+        self._stable: object = None
+        # (bytes, images) of each stable message measured so far, and their sums.
+        self._sizes: list[tuple[int, int]] = []
+        self._totals = (0, 0)
+
+    def next_request_tokens(
+        self,
+        records: Sequence[Record],
+        messages: Sequence[Any],
+        system: str | None,
+        tools: Sequence[Any],
+    ) -> int:
+        anchored = self._anchor(records)
+        if anchored is None:
+            size, images = self._measure_history(messages)
+            return (
+                -(-size // CHARS_PER_TOKEN)
+                + images * IMAGE_TOKENS
+                + estimate_text(system or "")
+                + estimate_json(_specs(tools))
+            )
+        used, since = anchored
+        return used + sum(estimate_json(record.get("content")) for record in since)
+
+    def _anchor(self, records: Sequence[Record]) -> tuple[int, list[Record]] | None:
+        """`_anchor` of ``records``."""
+        self._scan(records)
+        excluded, replaced = self._excluded, self._replaced
+        for position in reversed(self._candidates):
+            record = records[position]
+            if record.get("turn") in excluded or record.get("turn") in replaced:
+                continue
+            usage = record["usage"]
+            used = _count(usage.get("input_tokens")) + _count(usage.get("output_tokens"))
+            since = [
+                later
+                for later in reversed(records[position + 1 :])
+                if later.get("type") in SURFACE_TYPES
+                and later.get("turn") not in excluded
+                and (later.get("type") == "user/message" or later.get("turn") not in replaced)
+            ]
+            return used, since
+        return None
+
+    def _scan(self, records: Sequence[Record]) -> None:
+        if records is not self._records or len(records) < self._scanned:
+            self._records = records
+            self._scanned = 0
+            self._excluded, self._replaced, self._candidates = _NONE, _NONE, []
+        first = self._scanned
+        new = records[first:]
+        if not new:
+            return
+        self._scanned = len(records)
+        left_out = excluded_turns(new)
+        if left_out:
+            self._excluded = self._excluded | left_out
+        if any(r.get("type") == "turn/start" and "regenerates" in r for r in new):
+            self._replaced = replaced_turns(records) or _NONE
+        for position, record in enumerate(new, first):
+            if completed_compaction(record):
+                self._candidates = []
+            elif record.get("type") == "assistant/message":
+                usage = record.get("usage")
+                if isinstance(usage, Mapping) and _count(usage.get("input_tokens")):
+                    self._candidates.append(position)
+
+    def _measure_history(self, messages: Sequence[Any]) -> tuple[int, int]:
+        """`_measure` of ``list(messages)``, from the sizes of its messages."""
+        parts = getattr(messages, "parts", None)
+        stable: Sequence[Any] = ()
+        count = 0
+        if parts is None:
+            window: Sequence[Any] = list(messages)
+        else:
+            stable, count, window = parts()
+            if stable is not self._stable:
+                self._stable, self._sizes, self._totals = stable, [], (0, 0)
+        sizes = self._sizes
+        if len(sizes) < count:
+            size, images = self._totals
+            for message in stable[len(sizes) : count]:
+                measured = _measure(message)
+                sizes.append(measured)
+                size += measured[0]
+                images += measured[1]
+            self._totals = (size, images)
+        if len(sizes) == count:
+            size, images = self._totals
+        else:  # an older view than the last one: fewer stable messages
+            size = sum(nbytes for nbytes, _ in sizes[:count])
+            images = sum(nimages for _, nimages in sizes[:count])
+        for message in window:
+            nbytes, nimages = _measure(message)
+            size += nbytes
+            images += nimages
+        # The brackets and the commas of the list.
+        return size + 2 + max(count + len(window) - 1, 0), images
+
+
+def _specs(tools: Sequence[Any]) -> list[dict[str, Any]]:
+    return [{"name": t.name, "description": t.description, "schema": t.input_schema} for t in tools]

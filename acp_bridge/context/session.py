@@ -14,12 +14,16 @@ from typing import Any
 import anyio.to_thread
 
 from .config import ContextConfig
+from .estimate import RequestEstimate
 from .instructions import read_instructions
 from .system_prompt import environment, system_prompt
 from .windows import ModelInfo
 
 __all__ = ["SessionContext", "cost_so_far"]
 
+# The system prompts built lately, each kept once (`SessionContext.system_prompt`).
+_SHARED: dict[str, str] = {}
+_SHARED_MAX = 64
 # Window sources a provider's own report (a scripted usage event) may override.
 _WEAK_SOURCES = frozenset({"known", "default"})
 
@@ -38,6 +42,8 @@ class SessionContext:
     # A window the provider reported in a stream (a scripted usage event).
     reported_window: int | None = None
     instruction_files: tuple[str, ...] = field(default=())
+    # The next request's size, kept up to date as the session grows.
+    estimate: RequestEstimate = field(default_factory=RequestEstimate, repr=False)
 
     async def system_prompt(self, tools: Iterable[Any]) -> str:
         """The session's system prompt (built once; see the module docstring).
@@ -46,7 +52,11 @@ class SessionContext:
         ``description``: tools or their specs)."""
         if self.system is None:
             listed = tuple((str(tool.name), str(tool.description)) for tool in tools)
-            self.system = await anyio.to_thread.run_sync(self._build, listed)
+            system = await anyio.to_thread.run_sync(self._build, listed)
+            # Sessions of one project have the same prompt: one copy for all.
+            self.system = _SHARED.setdefault(system, system)
+            if len(_SHARED) > _SHARED_MAX:
+                _SHARED.pop(next(iter(_SHARED)))
         return self.system
 
     def _build(self, tools: Sequence[tuple[str, str]]) -> str:

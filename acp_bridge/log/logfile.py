@@ -2,7 +2,8 @@
 open only while it is in use.
 
 `LogFile` is the file of one session, written only through the process's
-ordered writer (`acp_bridge.transport.outbox.Outbox`).  Three guarantees:
+ordered writer (`acp_bridge.transport.outbox.Outbox`, through
+`acp_bridge.log.writes.LogWrites`).  Three guarantees:
 
 * One writer.  The descriptor a log is written through holds the session's
   lock (`acp_bridge.log.lock.lock_log`, a ``flock`` on the log itself), taken
@@ -14,9 +15,10 @@ ordered writer (`acp_bridge.transport.outbox.Outbox`).  Three guarantees:
   exactly that size; on each open, the path must name that same file with
   that size.  A file deleted, replaced, cut short or written by someone else
   makes the log *lost* for good (`LogFileLost`): its records stay in memory
-  and are saved beside it at exit (`save_unwritten`), because appending would
-  make a log no reader accepts.  `LogFile.verify` (before a turn starts) also
-  looks the path up, so a file moved away is noticed before a prompt streams.
+  and are saved beside it at exit (`acp_bridge.log.writes.save_unwritten`),
+  because appending would make a log no reader accepts.  `LogFile.verify`
+  (before a turn starts) also looks the path up, so a file moved away is
+  noticed before a prompt streams.
 * Few descriptors.  `LogFiles` keeps the open logs in least-recently-used
   order and closes the oldest beyond a share of the descriptor limit
   (`open_logs_limit`), or all idle ones when an open fails with "too many
@@ -33,7 +35,6 @@ failed write loses nothing, and a torn record can only be the last line.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import resource
@@ -43,7 +44,6 @@ from functools import partial
 from typing import Final, NoReturn
 
 from .lock import SessionLocked, lock_log
-from .writer import LogTarget
 
 __all__ = [
     "LogFile",
@@ -51,7 +51,6 @@ __all__ = [
     "LogFiles",
     "SessionLocked",
     "open_logs_limit",
-    "save_unwritten",
 ]
 
 # The open logs a process keeps: a quarter of its descriptor limit, within
@@ -370,48 +369,3 @@ def _fsync_path(path: str, ident: tuple[int, int]) -> None:
 
 def _nothing() -> None:
     pass
-
-
-def save_unwritten(log: LogTarget) -> str:
-    """Keep a copy of what ``log`` could not write; return what to tell the user.
-
-    The copy goes to a private sibling file, ``<log>.unwritten-<pid>`` (not a
-    ``.jsonl``: it starts in the middle of the session, so no reader should
-    take it for a log), or, when that cannot be written either, to stderr
-    after the message.
-    """
-    data = bytes(log.pending)
-    records = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    session = os.path.basename(log.path).removesuffix(".jsonl")
-    reason = log.error or "the file did not accept them"
-    reason = reason.removeprefix(f"cannot write {log.path}: ")
-    head = (
-        f"acp-bridge: {records} record(s) ({len(data)} bytes) of session {session} could not "
-        f"be written to {log.path}: {reason}"
-    )
-    copy = f"{log.path}.unwritten-{os.getpid()}"
-    created = False
-    try:
-        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        created = True
-        try:
-            view = memoryview(data)
-            done = 0
-            while done < len(data):
-                done += os.write(fd, view[done:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        if created:
-            with contextlib.suppress(OSError):
-                os.unlink(copy)
-        return (
-            f"{head}; no copy could be saved beside it ({exc.strerror or exc}), so they follow "
-            f"on stderr between the markers:\n--- unwritten records of {session} ---\n"
-            + data.decode("utf-8", "replace")
-            + ("" if data.endswith(b"\n") else "\n")
-            + f"--- end of unwritten records of {session} ---"
-        )
-    log.pending.clear()
-    return f"{head}; a copy of them is in {copy}"

@@ -245,6 +245,12 @@ class HistoryView(Sequence[dict[str, Any]]):
     def __len__(self) -> int:
         return self._count + len(self._window)
 
+    def parts(self) -> tuple[list[Message], int, tuple[Message, ...]]:
+        """The stable list (its first ``count`` messages are this view's; the
+        list only grows, until the projection starts again with a new one),
+        ``count``, and the window: for callers that keep a per-message memo."""
+        return self._stable, self._count, self._window
+
     @overload
     def __getitem__(self, index: int) -> dict[str, Any]: ...
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..log.writer import SessionLog
 from ..providers.base import Provider
-from ..transport.outbox import Outbox
+from .output import TurnOutput
 from .updates import UpdateFrames
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ class SessionCore:
     cwd: str
     log: SessionLog
     provider: Provider
-    outbox: Outbox
+    outbox: TurnOutput
     frames: UpdateFrames
     # Tools, mode and permissions (None: tool calls are answered "unavailable").
     tools: ToolState | None = field(default=None, kw_only=True)

@@ -130,6 +130,7 @@ async def consume(
         ),
     }
     stream.chunk_prefixes = tuple(prefix for prefix, _ in prefixes.values())
+    outbox.merge_chunks(stream.chunk_prefixes, CHUNK_SUFFIX)
     feed, send, delta = stream.asm.feed, outbox.send, turn.rec.delta
     poll_input = outbox.poll_input
     dumps = orjson.dumps

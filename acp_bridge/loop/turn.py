@@ -298,8 +298,6 @@ class Turn:
         than that room is a setting to fix: then the threshold alone).  One
         failed attempt is enough for a turn: its requests then go as they are.
         """
-        from ..context.estimate import next_request_tokens
-
         info, session = self.info, self.session
         assert info is not None
         window = session.context.window(info)
@@ -308,7 +306,8 @@ class Turn:
             limit = min(limit, window - info.max_output_tokens)
         tools = () if session.tools is None else session.tools.registry.specs()
         records = session.log.records
-        tokens = next_request_tokens(records, session.history(), self.system, tools)
+        estimate = session.context.estimate
+        tokens = estimate.next_request_tokens(records, session.history(), self.system, tools)
         if tokens <= limit or self._compaction_failed:
             return
         log.info("turn %d: about %d tokens, over %d: compacting", self.number, tokens, limit)
@@ -384,6 +383,7 @@ class Turn:
         finally:
             self.events = None
             session.outbox.remove_pre_flush(stream.asm.compact)
+            session.outbox.unmerge_chunks(stream.chunk_prefixes)
             idle.stop()
         if idle.fired:
             raise StreamIdleTimeout(idle.limit or 0.0)

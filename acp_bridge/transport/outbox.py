@@ -19,68 +19,62 @@ one ``write``.  While the editor is slow the next batch accumulates, so the
 batch size adapts to the reader's speed.  Producers call `wait_writable` to
 respect a high-water mark; `drain` waits until everything queued so far is
 written; `flush_now` writes at once, behind whatever of the writer's batch
-stdout has not taken yet (for an answer someone waits on); fsyncs run in
-worker tasks beside the writer.  What waits
-ahead of the answer to a Stop is bounded by the high-water mark and by a
-small stdout pipe (`STDOUT_PIPE_SIZE`); stdin is not read while more than
+stdout has not taken yet (for an answer someone waits on).  What waits ahead
+of the answer to a Stop is bounded by the high-water mark and by a small
+stdout pipe (`acp_bridge.transport.pipe`); stdin is not read while more than
 `INPUT_PAUSE` bytes wait for the editor (`input_paused`).
 
 A broken stdout (the editor went away) marks the outbox ``broken``; further
 stdout frames are dropped, log writes go on, and `stdout_broken` is set so the
-server can treat it as a disconnect.  A failed log write is kept in memory and
-retried on later batches (the delivered text must not be lost because a disk
-was briefly full); the file's ``error`` says why while it lasts, and a turn
-writing to it waits once it holds `LOG_HOLD_LIMIT` bytes.  What is still
-unwritten at exit is saved by `acp_bridge.log.logfile.save_unwritten`.  The
-log files themselves (their lock, the checks before each write, how many stay
-open) are `acp_bridge.log.logfile`'s: the outbox opens them through its
-`LogFiles` (``logs``).
+server can treat it as a disconnect.  Writing the log files, keeping what a
+failing one refuses (a turn writing to it waits once failing files hold
+`LOG_HOLD_LIMIT` bytes) and the fsyncs are `acp_bridge.log.writes.LogWrites`'s;
+the files themselves (their lock, the checks before each write, how many stay
+open) are `acp_bridge.log.logfile`'s, opened through ``logs``.
+
+The module is a little over 400 lines because the queue, the writer task
+and `flush_now` share one invariant (the order of writes) and read best
+side by side; what is not the queue lives beside it (`acp_bridge.transport.pipe`,
+`acp_bridge.transport.merge`, `acp_bridge.log.writes`).
+
+The loop sees the outbox only through `acp_bridge.loop.output.TurnOutput`,
+the log through `acp_bridge.log.writer.RecordWriter`, the JSON-RPC connection
+through `acp_bridge.jsonrpc.connection.FrameWriter`.
 """
 
 from __future__ import annotations
 
-import fcntl
-import logging
-import os
-import stat
 from collections.abc import Callable
 from typing import Final
 
 import anyio
-import anyio.to_thread
-from anyio.abc import TaskGroup
 
-from ..log.logfile import LogFile, LogFileLost, LogFiles, SessionLocked
+from ..log.logfile import LogFile
 from ..log.writer import LogTarget
+from ..log.writes import LOG_HOLD_LIMIT, LogWrites
+from .merge import MERGE_ABOVE, ChunkMerger
+from .pipe import IN_FLIGHT, STDOUT_PIPE_SIZE, StdoutPipe
 
-_log = logging.getLogger("acp_bridge.outbox")
+__all__ = [
+    "HIGH_WATER",
+    "INPUT_PAUSE",
+    "IN_FLIGHT",
+    "LOG_HOLD_LIMIT",
+    "MERGE_ABOVE",
+    "STDOUT_PIPE_SIZE",
+    "Outbox",
+]
 
 # Stream frames queued beyond this wait for the editor to read.  Everything
 # queued is read by the editor before the answer to a Stop, so the mark is
 # kept small (about 35 chunk frames); the writer still batches whatever
 # accumulates while the pipe is busy.
 HIGH_WATER: Final = 8 * 1024
-# The size the stdout pipe is set to (Linux F_SETPIPE_SZ; rounded up to a
-# page).  What the pipe holds is read by the editor before the answer to a
-# Stop; a default 64 KiB pipe holds about 300 chunk frames, which a client
-# that reads at its own pace takes milliseconds to get through.  Two pages
-# cost no throughput to a client that reads as data comes (the benchmark's
-# client, which pauses after a small read, keeps the full rate as long as its
-# pause is sized to the pipe it reads).
-STDOUT_PIPE_SIZE: Final = 8 * 1024
-# Records a failing log may hold in memory before the turns writing to it
-# wait (`wait_writable`) for the file to accept them again.
-LOG_HOLD_LIMIT: Final = 1024 * 1024
 # stdin is not read while this much output waits for the editor: an editor
 # that writes without reading cannot make the answers pile up in memory.
 INPUT_PAUSE: Final = 1024 * 1024
-# How often a turn held by a failing log retries it.
-LOG_RETRY_INTERVAL: Final = 0.2
-
 
 _FSYNC: Final = b""
-# The shortest time between two fsyncs of one log (see Outbox._sync_task).
-SYNC_INTERVAL: Final = 0.25
 _Item = bytes | tuple[LogTarget, bytes]
 
 
@@ -94,15 +88,13 @@ class Outbox:
         input_pause: int = INPUT_PAUSE,
         pipe_size: int = STDOUT_PIPE_SIZE,
     ) -> None:
-        self._stdout_fd = stdout_fd
+        self._pipe = StdoutPipe(stdout_fd, pipe_size)
         self._high_water = high_water
-        self._log_hold_limit = log_hold_limit
         self._input_pause = input_pause
-        self._pipe_size = pipe_size
-        # The pipe's size before it was made small (0: never changed), and
-        # whether it is at that size again for a replay (`widen_stdout`).
-        self._wide_pipe = 0
-        self._widened = False
+        # The log files, what failing ones keep, and their fsyncs.
+        self._logs = LogWrites(hold_limit=log_hold_limit)
+        # The session log files, opened and locked on demand, few at a time.
+        self.logs = self._logs.files
         # The bytes of the batch being written that stdout has not taken yet,
         # while the writer waits for stdout to take them (`flush_now` may
         # write them meanwhile).
@@ -120,16 +112,11 @@ class Outbox:
         self._progress = anyio.Event()
         self._closed = False
         self._pre_flush: list[Callable[[], None]] = []
-        self._failed_logs: set[LogTarget] = set()
+        # Chunk frames that may be merged (`merge_chunks`).
+        self._merger = ChunkMerger()
         self.stdout_broken = anyio.Event()
         self._writing = False
-        self._tg: TaskGroup | None = None
-        self._closing = anyio.Event()
         self.finished = anyio.Event()
-        self._syncing: set[LogTarget] = set()
-        self._resync: set[LogTarget] = set()
-        # The session log files, opened and locked on demand, few at a time.
-        self.logs = LogFiles()
         # Reads stdin now (`acp_bridge.transport.stdio.InputPoll`): called
         # before each batch is taken, so a Stop that arrived while the last
         # batch was written is answered in the next one, and by a streaming
@@ -200,6 +187,14 @@ class Outbox:
         if hook in self._pre_flush:
             self._pre_flush.remove(hook)
 
+    def merge_chunks(self, prefixes: tuple[bytes, ...], suffix: bytes) -> None:
+        """Frames ``prefix + JSON string + suffix`` (text chunks) may be merged
+        once taken by the writer, in a batch over `MERGE_ABOVE` (`ChunkMerger`)."""
+        self._merger.add(prefixes, suffix)
+
+    def unmerge_chunks(self, prefixes: tuple[bytes, ...]) -> None:
+        self._merger.remove(prefixes)
+
     @property
     def high_water(self) -> int:
         return self._high_water
@@ -212,23 +207,18 @@ class Outbox:
         editor reads it (counting it halves the throughput to a busy pipe).
         """
         out = self._queued_bytes
-        if self._failed_logs:
-            held = self.held_log_bytes()
-            if held > self._log_hold_limit:
+        if self._logs.failing:
+            held = self._logs.held_bytes()
+            if held > self._logs.hold_limit:
                 return out + held
         return out
-
-    def held_log_bytes(self) -> int:
-        """Bytes of records that failing log files keep in memory."""
-        return sum(len(log.pending) for log in self._failed_logs)
 
     async def wait_writable(self) -> None:
         """Wait while the editor has more than the high-water mark to read, or
         while failing logs hold more than their limit (retrying them meanwhile)."""
         while True:
-            if self._failed_logs and self.held_log_bytes() > self._log_hold_limit:
-                await anyio.sleep(LOG_RETRY_INTERVAL)
-                self.retry_failed_logs()
+            if self._logs.over_limit():
+                await self._logs.wait_retry()
             elif self._queued_bytes > self._high_water and not self.stdout_broken.is_set():
                 await self._wait_progress()
             else:
@@ -245,10 +235,9 @@ class Outbox:
         while self.input_paused():
             await self._wait_progress()
 
-    def retry_failed_logs(self) -> None:
-        """Try again to write what failing logs hold (in order, ahead of anything newer)."""
-        for log in list(self._failed_logs):
-            self._write_log(log, b"")
+    def check_log(self, log: LogTarget) -> None:
+        """Check ``log`` before a turn starts (`LogWrites.check`); raises OSError."""
+        self._logs.check(log)
 
     def write_log_now(self, log: LogTarget) -> None:
         """Write the records queued for ``log`` at once, ahead of the queue.
@@ -267,12 +256,12 @@ class Outbox:
             else:
                 rest.append(item)
         self._queue = rest
-        if mine or log in self._failed_logs:
-            self._write_log(log, b"".join(mine))
+        if mine or self._logs.is_failing(log):
+            self._logs.write(log, b"".join(mine))
 
     def unwritten_logs(self) -> list[LogTarget]:
         """Logs that still hold records they could not write."""
-        return [log for log in self._failed_logs if log.pending]
+        return self._logs.unwritten()
 
     async def drain(self) -> None:
         """Wait until everything queued so far has been written (or dropped)."""
@@ -281,18 +270,12 @@ class Outbox:
             await self._wait_progress()
 
     def widen_stdout(self) -> None:
-        """Give stdout its full pipe back for a bulk write (a session/load
-        replay): no Stop waits behind it, and a small pipe would slow it down
-        (a 100,000-record load took half as long again).  The next turn makes
-        it small again (`narrow_stdout`)."""
-        if self._wide_pipe and not self._widened:
-            self._widened = _set_pipe_size(self._stdout_fd, self._wide_pipe)
+        """A bulk write follows (a session/load replay): see `StdoutPipe.widen`."""
+        self._pipe.widen()
 
     def narrow_stdout(self) -> None:
-        """Back to the small pipe before a turn streams, once the pipe holds no
-        more than that (else it stays wide, and the next turn tries again)."""
-        if self._widened and _set_pipe_size(self._stdout_fd, self._pipe_size):
-            self._widened = False
+        """A turn is about to stream: see `StdoutPipe.narrow`."""
+        self._pipe.narrow()
 
     async def _wait_progress(self) -> None:
         if self._progress.is_set():
@@ -303,10 +286,9 @@ class Outbox:
 
     async def run(self) -> None:
         """The writer task.  Returns after `close` once the queue is empty."""
-        _set_nonblocking(self._stdout_fd)
-        self._wide_pipe = _shrink_pipe(self._stdout_fd, self._pipe_size)
+        self._pipe.prepare()
         async with anyio.create_task_group() as tg:
-            self._tg = tg
+            self._logs.bind(tg)
             while True:
                 if not self._queue:
                     if self._written_gen < self._queued_gen:
@@ -326,13 +308,13 @@ class Outbox:
                 finally:
                     self._writing = False
                 self._written(self._batch_gen)
-        self._tg = None
+        self._logs.bind(None)
         self.finished.set()
 
     def close(self) -> None:
         """Finish: write what is queued, run the pending fsyncs now, then `run` returns."""
         self._closed = True
-        self._closing.set()
+        self._logs.close()
         self._wakeup.set()
 
     def give_up_stdout(self) -> None:
@@ -390,12 +372,12 @@ class Outbox:
         self._rest = self._write_ready(batch)
         while self._rest:  # stdout would block: wait for the editor to read
             with anyio.move_on_after(0.1):  # ...but notice give_up_stdout()
-                await anyio.wait_writable(self._stdout_fd)
+                await anyio.wait_writable(self._pipe.fd)
             # flush_now may have written the rest (and joined the queue to
             # this batch) meanwhile.
             if self._rest:
                 self._rest = self._write_stdout_frames(self._rest)
-        self.retry_failed_logs()
+        self._logs.retry()
 
     def _write_ready(self, batch: list[_Item]) -> list[bytes]:
         """Write a batch, log records first; return the stdout bytes left over.
@@ -409,6 +391,7 @@ class Outbox:
         Then the frames are written, in order, until stdout would block.
         """
         frames: list[bytes] = []
+        logs = self._logs
         i, n = 0, len(batch)
         while i < n:
             item = batch[i]
@@ -419,7 +402,7 @@ class Outbox:
                 continue
             target, first = item
             if first is _FSYNC:
-                self._request_sync(target)
+                logs.request_sync(target)
                 i = j
                 continue
             chunks = [first]
@@ -432,8 +415,10 @@ class Outbox:
                 else:
                     break
                 j += 1
-            self._write_log(target, b"".join(chunks) if len(chunks) > 1 else first)
+            logs.write(target, b"".join(chunks) if len(chunks) > 1 else first)
             i = j
+        if len(frames) > 1 and self._merger.active:
+            frames = self._merger.merge(frames)
         return self._write_stdout_frames(frames)
 
     def _write_stdout_frames(self, frames: list[bytes]) -> list[bytes]:
@@ -443,172 +428,16 @@ class Outbox:
         written = self._write_stdout(data)
         return [data[written:]] if written < len(data) else []
 
-    def check_log(self, log: LogTarget) -> None:
-        """`LogTarget.verify` ``log`` before a turn starts.
-
-        A failure is reported (once, on stderr) and kept like a failed write,
-        then raised for the caller to refuse the turn.
-        """
-        try:
-            log.verify()
-        except OSError as exc:
-            self._log_failed(log, exc)
-            raise
-        self._log_written(log)
-
-    def _write_log(self, target: LogTarget, data: bytes) -> None:
-        try:
-            target.write(data)
-        except OSError as exc:
-            self._log_failed(target, exc)
-        else:
-            self._log_written(target)
-
-    def _log_failed(self, target: LogTarget, exc: OSError) -> None:
-        error = f"cannot write {target.path}: {exc.strerror or exc}"
-        if target.error is None:
-            if isinstance(exc, SessionLocked):
-                _log.error(
-                    "%s; its records are kept in memory and written once the other "
-                    "process has closed the session",
-                    error,
-                )
-            elif isinstance(exc, LogFileLost):
-                _log.error(
-                    "%s; nothing more is written to it (the log would no longer read "
-                    "back), so its records are kept in memory and saved elsewhere at exit",
-                    error,
-                )
-            else:
-                _log.error(
-                    "%s; keeping %d bytes in memory, they will be written when the file "
-                    "accepts them",
-                    error,
-                    len(target.pending),
-                )
-        target.error = error
-        self._failed_logs.add(target)
-
-    def _log_written(self, target: LogTarget) -> None:
-        if target in self._failed_logs:
-            self._failed_logs.discard(target)
-            _log.warning("%s is writable again; the kept records are written", target.path)
-            target.error = None
-
     def _write_stdout(self, data: bytes) -> int:
         """Write what the pipe takes now; return the bytes written (all, once broken)."""
         if self.stdout_broken.is_set():
             return len(data)
-        view = memoryview(data)
-        written = 0
         try:
-            while written < len(data):
-                written += os.write(self._stdout_fd, view[written:])
-        except BlockingIOError:
-            pass
+            return self._pipe.write(data)
         except OSError:  # EPIPE and friends: the editor is gone
             self.stdout_broken.set()
             return len(data)
-        finally:
-            view.release()
-        return written
-
-    def _request_sync(self, log: LogTarget) -> None:
-        """fsync ``log`` in a worker thread while the writer goes on writing.
-
-        An fsync can take milliseconds; the stream (and the answer to a Stop)
-        must not wait for it.  One sync per file at a time: a request that
-        arrives during a sync runs again after it.
-        """
-        if log in self._syncing:
-            self._resync.add(log)
-        elif self._tg is None:
-            self._fsync(log)
-            log.close()
-        else:
-            self._syncing.add(log)
-            self._tg.start_soon(self._sync_task, log)
-
-    async def _sync_task(self, log: LogTarget) -> None:
-        while True:
-            # Group commit: turns that end in quick succession share one
-            # fsync.  Records reach the OS at once (a crash of the process
-            # loses nothing); only a power loss could take the last
-            # SYNC_INTERVAL of them.
-            wait = log.synced_at + SYNC_INTERVAL - anyio.current_time()
-            if wait > 0:
-                with anyio.move_on_after(wait):
-                    await self._closing.wait()
-            self._resync.discard(log)
-            job = log.begin_sync()
-            try:
-                await anyio.to_thread.run_sync(self._fsync, log, job)
-            finally:
-                log.end_sync()
-            log.synced_at = anyio.current_time()
-            if log not in self._resync:
-                break
-        self._syncing.discard(log)
-
-    def _fsync(self, log: LogTarget, job: Callable[[], None] | None = None) -> None:
-        try:
-            if job is None:
-                log.fsync()
-            else:
-                job()
-        except OSError as exc:
-            _log.error("cannot fsync %s: %s", log.path, exc.strerror or exc)
 
 
 def _nothing() -> None:
     pass
-
-
-def _shrink_pipe(fd: int, size: int) -> int:
-    """Bound what a stdout pipe holds (see STDOUT_PIPE_SIZE); 0 leaves it alone.
-
-    Only ever made smaller, and only where the system allows it (Linux);
-    elsewhere, or when the pipe holds more than that already, it stays as is.
-    Returns the size it had when it was made smaller, else 0.
-    """
-    get_size = getattr(fcntl, "F_GETPIPE_SZ", None)
-    if not size or get_size is None:
-        return 0
-    try:
-        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
-            return 0
-        before = int(fcntl.fcntl(fd, get_size))
-    except OSError:
-        return 0
-    return before if before > size and _set_pipe_size(fd, size) else 0
-
-
-def _set_pipe_size(fd: int, size: int) -> bool:
-    """Set a pipe's size; False where the system refuses (EBUSY: it holds more)."""
-    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if set_size is None:
-        return False
-    try:
-        fcntl.fcntl(fd, set_size, size)
-    except OSError:
-        return False
-    return True
-
-
-def _set_nonblocking(fd: int) -> None:
-    """Pipes and sockets are written without blocking the loop; files block briefly.
-
-    O_NONBLOCK belongs to the open file description, which stderr shares when
-    the editor redirects it into the same pipe (``2>&1``); logging would then
-    fail with EAGAIN, so such a stdout stays blocking.
-    """
-    st = os.fstat(fd)
-    if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)):
-        return
-    try:
-        err = os.fstat(2)
-    except OSError:
-        err = None
-    if err is not None and (err.st_dev, err.st_ino) == (st.st_dev, st.st_ino):
-        return
-    os.set_blocking(fd, False)

@@ -1,0 +1,118 @@
+"""The incremental estimate of the next request equals the one computed from scratch.
+
+`RequestEstimate` (kept per session, asked before every model request) must
+give exactly what `next_request_tokens` gives for the same log and history,
+after every record of random logs: usage reported or not, refusals,
+regenerates, completed compactions (which start the projection again),
+images, and a history read back from the log (a new records list).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_history_projection import surface_logs
+
+from acp_bridge.context.config import ContextConfig
+from acp_bridge.context.estimate import RequestEstimate, next_request_tokens
+from acp_bridge.context.session import SessionContext
+from acp_bridge.log.projection import HistoryProjection
+from acp_bridge.providers.base import ToolSpec
+
+Record = dict[str, Any]
+SYSTEM = "You are a test."
+TOOLS = (ToolSpec("read_file", "Read a file", {"type": "object"}),)
+
+
+@st.composite
+def logs_with_usage(draw: st.DrawFn) -> list[Record]:
+    """`surface_logs`, with usage on some replies, images, and completed compactions."""
+    records: list[Record] = []
+    for record in draw(surface_logs()):
+        if record["type"] == "assistant/message" and draw(st.booleans()):
+            record["usage"] = {
+                "input_tokens": draw(st.integers(0, 500)),
+                "output_tokens": draw(st.integers(0, 50)),
+            }
+        if record["type"] == "user/message" and draw(st.integers(0, 6)) == 0:
+            record["content"] = [*record["content"], {"type": "image", "data": "AAAA"}]
+        if records and draw(st.integers(0, 15)) == 0:
+            kept = draw(st.integers(0, len(records) - 1))
+            records.append(
+                {
+                    "type": "compaction",
+                    "turn": record["turn"],
+                    "step": 0,
+                    "status": "completed",
+                    "summary": "what happened so far",
+                    "kept_from": kept,
+                }
+            )
+        records.append(record)
+    for seq, record in enumerate(records):
+        record["seq"] = seq
+    return records
+
+
+def assert_equal_along(records: list[Record], estimate: RequestEstimate) -> None:
+    projection = HistoryProjection()
+    for i, record in enumerate(records):
+        projection.append(record)
+        messages = projection.messages()
+        expected = next_request_tokens(projection.records, messages, SYSTEM, TOOLS)
+        got = estimate.next_request_tokens(projection.records, messages, SYSTEM, TOOLS)
+        assert got == expected, f"after record {i}: {record}"
+
+
+@settings(max_examples=120, deadline=None)
+@given(logs_with_usage())
+def test_the_incremental_estimate_equals_the_full_one(records: list[Record]) -> None:
+    assert_equal_along(records, RequestEstimate())
+
+
+@settings(max_examples=20, deadline=None)
+@given(logs_with_usage(), logs_with_usage())
+def test_a_log_read_again_is_estimated_anew(first: list[Record], second: list[Record]) -> None:
+    """The same estimate, given another session's records list, forgets the first."""
+    estimate = RequestEstimate()
+    assert_equal_along(first, estimate)
+    assert_equal_along(second, estimate)
+
+
+def test_an_older_view_is_estimated_with_its_own_messages() -> None:
+    """A view taken before more messages joined the stable part counts only its own."""
+    projection = HistoryProjection()
+    estimate = RequestEstimate()
+    for turn in range(1, 6):
+        text = [{"type": "text", "text": f"question {turn}"}]
+        projection.append({"type": "user/message", "turn": turn, "step": 0, "content": text})
+        if turn == 3:
+            old = projection.messages()
+        answer = [{"type": "text", "text": f"answer {turn}"}]
+        projection.append({"type": "assistant/message", "turn": turn, "step": 1, "content": answer})
+    records = projection.records
+    latest = projection.messages()
+    assert estimate.next_request_tokens(records, latest, SYSTEM, TOOLS) == next_request_tokens(
+        records, latest, SYSTEM, TOOLS
+    )
+    assert len(old) < len(latest)
+    assert estimate.next_request_tokens(records, old, SYSTEM, TOOLS) == next_request_tokens(
+        records, old, SYSTEM, TOOLS
+    )
+
+
+@pytest.mark.anyio
+async def test_sessions_of_one_project_share_one_system_prompt(tmp_path: Path) -> None:
+    """An idle session keeps no copy of its own of a prompt other sessions have."""
+    first, second = (
+        SessionContext(ContextConfig(), str(tmp_path)),
+        SessionContext(ContextConfig(), str(tmp_path)),
+    )
+    one = await first.system_prompt(TOOLS)
+    two = await second.system_prompt(TOOLS)
+    assert one == two
+    assert one is two

@@ -20,6 +20,8 @@ from ..log.writer import SessionLog
 from ..loop.session import Session
 from ..loop.turn import Turn, TurnConfig
 from ..loop.updates import UpdateFrames
+from ..mcp.hub import CAPABILITIES as MCP_CAPABILITIES
+from ..mcp.hub import McpHub
 from ..paths import create_private_file, make_private_dirs
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
@@ -29,7 +31,6 @@ from .auth import AuthMethods
 from .sessions import (
     SESSION_CAPABILITIES,
     SessionMethods,
-    ignore_mcp_servers,
     locked_error,
     require_directory,
 )
@@ -66,6 +67,8 @@ class Agent:
         # From initialize, for the session/start records.
         self.client_info: dict[str, Any] | None = None
         self.client_capabilities: dict[str, Any] | None = None
+        # The MCP servers of the sessions (acp_bridge.mcp).
+        self.mcp = McpHub(spawn)
         conn.requests.update(
             {
                 "initialize": self.initialize,
@@ -118,7 +121,7 @@ class Agent:
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                "mcpCapabilities": dict(MCP_CAPABILITIES),
                 "sessionCapabilities": SESSION_CAPABILITIES,
                 **self.auth.capabilities(),
             },
@@ -167,7 +170,7 @@ class Agent:
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = P.absolute_path(params, "cwd")
         extra_dirs = P.additional_directories(params)
-        ignore_mcp_servers(params)
+        self.mcp.editor_specs(params)  # checked before anything is created
         await require_directory(cwd, "cwd")
         # The provider first: if it cannot start, the editor is told why and
         # no session file is left behind.
@@ -203,11 +206,14 @@ class Agent:
             title=None,
             **meta,
         )
+        await self.mcp.attach(session, params)
         self.sessions[session_id] = session
         slog.sync()
+        await self.mcp.ready(session)
         from . import tool_session
 
-        return {"sessionId": session_id, **tool_session.new_session_fields(session)}
+        result = {"sessionId": session_id, **tool_session.new_session_fields(session)}
+        return self.mcp.answer(session, result)
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         from . import tool_session  # the tools load off the start-up path
@@ -278,7 +284,10 @@ class Agent:
                 # The editor is gone or we were told to stop: start nothing.
                 return False
             self._check_log_writable(session)
-            return self.stored.before_turn(session, blocks)
+            if not self.stored.before_turn(session, blocks):
+                return False
+            self.mcp.before_turn(session, blocks)
+            return True
 
         try:
             turn = await session.prompts.run(
@@ -380,6 +389,7 @@ class Agent:
             session.prompts.cancel(self.spawn, cause)
         for turn in turns:
             await turn.settled.wait()
+        await self.mcp.close_all()
 
 
 async def _cancel_is_a_notification(params: dict[str, Any]) -> None:

@@ -123,7 +123,7 @@ class SessionMethods:
         agent = self.agent
         session_id = P.session_id(params)
         cwd = P.absolute_path(params, "cwd")
-        ignore_mcp_servers(params)
+        agent.mcp.editor_specs(params)  # checked before the session is opened
         session = agent.sessions.get(session_id)
         if session is not None:
             if session.prompts.active is not None or session.prompts.waiting:
@@ -188,6 +188,7 @@ class SessionMethods:
 
     async def load(self, params: dict[str, Any]) -> dict[str, Any]:
         session, records, opened = await self._open(params)
+        await self.agent.mcp.attach(session, params)
         if not opened:
             session.context.reload()  # the instruction files are read again
             await self.agent.prepare_context(session)
@@ -205,10 +206,13 @@ class SessionMethods:
         if not replayed:
             send(session.frames.update(commands_update()))
         self.announced.add(session.id)
-        return {**self._options(session), "_meta": {"acpBridge": {"turns": _endings(records)}}}
+        await self.agent.mcp.ready(session)
+        result = {**self._options(session), "_meta": {"acpBridge": {"turns": _endings(records)}}}
+        return self.agent.mcp.answer(session, result)
 
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
         session, records, _ = await self._open(params)
+        await self.agent.mcp.attach(session, params)
         # No replay: only what the editor needs to use the session again.
         send = self.agent.outbox.send
         send(session.frames.update(commands_update()))
@@ -216,7 +220,9 @@ class SessionMethods:
         if title is not None:
             send(session.frames.update(title_update(title)))
         self.announced.add(session.id)
-        return {**self._options(session), "_meta": {"acpBridge": {"turns": _endings(records)}}}
+        await self.agent.mcp.ready(session)
+        result = {**self._options(session), "_meta": {"acpBridge": {"turns": _endings(records)}}}
+        return self.agent.mcp.answer(session, result)
 
     def before_turn(self, session: Session, blocks: list[dict[str, Any]]) -> bool:
         """Called just before a turn of ``session`` starts; False: start nothing.
@@ -270,6 +276,7 @@ class SessionMethods:
         active = session.prompts.active
         if active is not None:
             await active.settled.wait()
+        await agent.mcp.close(session.id)
         session.log.sync()
         await agent.outbox.drain()
         session.log.file.close()
@@ -413,10 +420,10 @@ class SessionMethods:
 
 
 def ignore_mcp_servers(params: dict[str, Any]) -> None:
-    """Validate ``mcpServers`` and say on stderr that they are not used."""
+    """Validate ``mcpServers`` and say on stderr that they are not used (session/fork)."""
     servers = P.mcp_servers(params)
     if servers:
-        log.warning("MCP servers are not supported yet; ignoring %d server(s)", len(servers))
+        log.warning("MCP servers are not connected for a fork; ignoring %d server(s)", len(servers))
 
 
 def locked_error(session_id: str, exc: SessionLocked) -> RpcError:

@@ -220,6 +220,17 @@ class PermissionRule(Record):
     decision: NonEmpty
 
 
+class McpServer(Record):
+    """``mcp/server``: an MCP server of the session started, connected, changed or failed."""
+
+    name: NonEmpty
+    status: NonEmpty
+    transport: StrictStr | None = None
+    origin: StrictStr | None = None
+    tools: list[dict[str, StrictStr]] | None = None
+    error: StrictStr | None = None
+
+
 RECORD_MODELS: Final[dict[str, type[Record]]] = {
     "session/start": SessionStart,
     "turn/start": TurnStart,
@@ -244,6 +255,7 @@ RECORD_MODELS: Final[dict[str, type[Record]]] = {
     "session/mode": SessionMode,
     "permission/rule": PermissionRule,
     "compaction": Compaction,
+    "mcp/server": McpServer,
 }
 """The model of each known record type (every type of `records.RECORD_TYPES` has one)."""
 

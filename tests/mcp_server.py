@@ -2,6 +2,7 @@
 
     python tests/mcp_server.py [--record FILE] [--tools N] [--http PORT] [--name NAME]
     python tests/mcp_server.py --mute      # reads its stdin, never answers anything
+    python tests/mcp_server.py --stubborn  # a server that ignores EOF and SIGTERM, with a child
 
 Tools: ``echo`` (read-only), ``note`` (destructive: it changes things),
 ``picture`` (an image and a resource link), ``wait`` (runs until cancelled,
@@ -37,6 +38,17 @@ def mute() -> None:
         pass
 
 
+def _be_stubborn(record: str | None) -> None:
+    """Ignore SIGTERM and have a child of its own; `main` then outlives its
+    stdin's EOF: only SIGKILL to the process group ends them."""
+    import signal
+    import subprocess
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = subprocess.Popen(["sleep", "600"])
+    _record(record, event="started-stubborn", child=child.pid)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--record")
@@ -44,16 +56,18 @@ def main() -> None:
     parser.add_argument("--http", type=int)
     parser.add_argument("--name", default="test-server")
     parser.add_argument("--mute", action="store_true")
-    parser.add_argument("--ignore-term", action="store_true")
+    parser.add_argument("--stubborn", action="store_true")
     opts = parser.parse_args()
-    if opts.ignore_term:
-        import signal
-
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if opts.stubborn:
+        _be_stubborn(opts.record)
     if opts.mute:
         _record(opts.record, event="started-mute")
         mute()
         return
+    serve(opts)
+
+
+def serve(opts: argparse.Namespace) -> None:
     record = opts.record
 
     import anyio
@@ -132,6 +146,8 @@ def main() -> None:
         server.run("streamable-http", host="127.0.0.1", port=opts.http)
     else:
         server.run()
+    if opts.stubborn:
+        time.sleep(600)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,11 @@ the server itself recorded (a cancellation it received, its exit).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import socket
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -383,6 +386,10 @@ async def test_a_server_that_never_answers_initialize(
     check(played, acp_schema)
 
 
+def _dead(pid: int) -> bool:
+    return not _alive(pid)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -586,3 +593,163 @@ async def test_the_environment_is_the_editors_not_the_bridges(
     texts = [r["text"] for r in report(played.results[0])["tool_results"]]
     assert texts == ["by the editor", "<unset>"]
     check(played, acp_schema)
+
+
+# -- lifecycle -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["stdin closed", "SIGTERM"])
+async def test_no_server_process_outlives_the_bridge(tmp_path: Path, how: str) -> None:
+    """A server that ignores EOF and SIGTERM, and its own child, are killed
+    (SIGKILL to its process group) when the bridge exits; session/close stops
+    a well-behaved server at once (EOF)."""
+    stubborn, polite = tmp_path / "stubborn.jsonl", tmp_path / "polite.jsonl"
+    servers = [
+        stdio_server("stubborn", "--stubborn", record=stubborn),
+        stdio_server("polite", record=polite),
+    ]
+    script = {"responses": [{"events": [{"text": "ok"}]}]}
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+
+    async def go(client: AcpClient) -> None:
+        await client.initialize(FULL_CAPABILITIES)
+        params = {"cwd": str(workspace), "mcpServers": servers}
+        opened = await client.request("session/new", {**params, "mcpServers": servers[1:]})
+        sid = opened["result"]["sessionId"]
+        await client.request("session/new", params)
+        closed = await client.request("session/close", {"sessionId": sid})
+        assert closed == {"jsonrpc": "2.0", "id": closed["id"], "result": {}}
+        # EOF ended it: it left through its own exit path.
+        await wait_until(lambda: [e["event"] for e in events(polite)].count("exit") == 1)
+        if how == "SIGTERM":
+            process: Any = client.process
+            process.terminate()
+
+    run = await run_bridge(
+        write_script(tmp_path, script),
+        tmp_path / "state",
+        go,
+        extra=("--mcp-start-timeout", "20"),
+        close_stdin=how == "stdin closed",
+    )
+    assert run.returncode == 0
+    (started, up) = events(stubborn)
+    assert up["event"] == "up"  # it was serving
+    for pid in (started["pid"], started["child"]):
+        await wait_until(functools.partial(_dead, pid))
+
+
+async def test_http_server(tmp_path: Path, acp_schema: AcpSchema) -> None:
+    """A streamable HTTP server on loopback: its tools are offered and called."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = await anyio.open_process(
+        [sys.executable, SERVER, "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await wait_until(lambda: _accepts(port))
+        script = {
+            "responses": [
+                {"events": [tool_call("call_1", "mcp__web__echo", text="over http")]},
+                REPORT,
+            ]
+        }
+
+        async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+            return [await client.prompt(sid, "HTTP")]
+
+        entry = {
+            "type": "http",
+            "name": "web",
+            "url": f"http://127.0.0.1:{port}/mcp",
+            "headers": [],
+        }
+        played = await play(tmp_path, script, [entry], turns)
+    finally:
+        server.kill()
+        await server.wait()
+    assert report(played.results[0])["tool_results"] == [
+        {"tool_call_id": "call_1", "is_error": False, "text": "echo: over http"}
+    ]
+    assert played.of_type("mcp/server")[0]["transport"] == "http"
+    check(played, acp_schema)
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+async def test_load_of_a_session_that_used_mcp_tools(tmp_path: Path, acp_schema: AcpSchema) -> None:
+    """A session that called an MCP tool is loaded in a new process: the replay
+    shows the call and its final status, the servers passed to session/load are
+    connected again, and the next request has a valid history and their tools."""
+    script = {
+        "responses": [
+            {"events": [tool_call("call_1", "mcp__files__echo", text="before")]},
+            {"events": [{"text": "Done."}]},
+            {
+                "events": [
+                    {"report": ["message_count", "tool_names"]},
+                    tool_call("call_2", "mcp__files__echo", text="after"),
+                ]
+            },
+            {"events": [{"report": ["tool_results"]}]},
+        ]
+    }
+    played = await play(
+        tmp_path,
+        script,
+        [stdio_server("files")],
+        lambda client, sid, editor: _one_prompt(client, sid, "Echo"),
+    )
+    sid = played.session_id
+    results: list[PromptResult] = []
+    loaded: dict[str, Any] = {}
+
+    async def go(client: AcpClient) -> None:
+        await client.initialize(FULL_CAPABILITIES)
+        params = {
+            "sessionId": sid,
+            "cwd": str(played.workspace),
+            "mcpServers": [stdio_server("files")],
+        }
+        loaded.update(await client.request("session/load", params))
+        results.append(await client.prompt(sid, "Again"))
+
+    second = {"when_exhausted": "error", "responses": script["responses"][2:]}
+    run = await run_bridge(
+        write_script(tmp_path / "ws", second),
+        tmp_path / "state",
+        go,
+        extra=("--mcp-start-timeout", "20"),
+    )
+    assert run.returncode == 0
+    assert "result" in loaded
+    replayed = [
+        m["params"]["update"]
+        for d, m in run.client.transcript
+        if d == "recv" and m.get("method") == "session/update"
+    ]
+    finals = [u for u in replayed if u.get("toolCallId") == "call_1" and u.get("status")]
+    assert finals[-1]["status"] == "completed"
+    (again,) = results
+    text = "".join(
+        u["content"]["text"] for u in again.updates if u["sessionUpdate"] == "agent_message_chunk"
+    )
+    assert "mcp__files__echo" in text
+    records = run.logs()[sid]
+    check_history(derive_messages(records))
+    run.check_logs()
+    schema_check = acp_schema.check_transcript
+    schema_check(run.client.transcript)
+    statuses = [r["status"] for r in records if r["type"] == "mcp/server"]
+    assert statuses == ["starting", "connected", "starting", "connected"]
+
+
+async def _one_prompt(client: AcpClient, sid: str, text: str) -> list[PromptResult]:
+    return [await client.prompt(sid, text)]

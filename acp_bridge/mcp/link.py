@@ -114,6 +114,10 @@ class ServerLink:
         try:
             result = await session.call_tool(name, arguments, progress_callback=on_progress)
         except MCPError as exc:
+            if self._gone.is_set():
+                # The server died: its failure is known (and told) before this call ends.
+                with anyio.move_on_after(1.0):
+                    await self.done.wait()
             if self._gone.is_set() or self.state != "ready":
                 raise CallFailed(
                     f"the MCP server {self.spec.name!r} stopped during the call"

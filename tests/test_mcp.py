@@ -753,3 +753,48 @@ async def test_load_of_a_session_that_used_mcp_tools(tmp_path: Path, acp_schema:
 
 async def _one_prompt(client: AcpClient, sid: str, text: str) -> list[PromptResult]:
     return [await client.prompt(sid, text)]
+
+
+# -- start-up ------------------------------------------------------------------------------
+
+
+def _imported(stderr: str) -> set[str]:
+    """The modules a ``python -X importtime`` run imported."""
+    out = set()
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            out.add(line.rsplit("|", 1)[1].strip())
+    return out
+
+
+@pytest.mark.parametrize("with_server", [False, True])
+async def test_the_mcp_package_loads_only_for_a_session_with_servers(
+    tmp_path: Path, with_server: bool
+) -> None:
+    """Start-up, session/new and a turn without MCP servers import nothing of
+    the mcp package; a session with one does."""
+    script = {"responses": [{"events": [{"text": "ok"}]}]}
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    servers = [stdio_server("files")] if with_server else []
+
+    async def go(client: AcpClient) -> None:
+        await client.initialize(FULL_CAPABILITIES)
+        params = {"cwd": str(workspace), "mcpServers": servers}
+        sid = (await client.request("session/new", params))["result"]["sessionId"]
+        assert (await client.prompt(sid, "hi")).stop_reason == "end_turn"
+
+    stderr = tmp_path / "stderr.txt"
+    run = await run_bridge(
+        write_script(tmp_path, script),
+        tmp_path / "state",
+        go,
+        command=[sys.executable, "-X", "importtime", "-m", "acp_bridge"],
+        stderr=stderr,
+        extra=("--mcp-start-timeout", "20"),
+    )
+    assert run.returncode == 0
+    modules = _imported(run.stderr)
+    assert "acp_bridge.mcp.hub" in modules
+    loaded = {m for m in modules if m.split(".")[0] in ("mcp", "mcp_types")}
+    assert bool(loaded) is with_server, sorted(loaded)[:5]

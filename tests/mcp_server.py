@@ -8,7 +8,8 @@ Tools: ``echo`` (read-only), ``note`` (destructive: it changes things),
 ``picture`` (an image and a resource link), ``wait`` (runs until cancelled,
 reporting progress first), ``crash`` (the process dies), ``grow`` (adds a
 tool and sends ``notifications/tools/list_changed``), ``env`` (one
-variable of its environment); with ``--tools N`` also ``t0`` .. ``tN-1``.
+variable of its environment), ``shout`` (lines on its stderr); with
+``--tools N`` also ``t0`` .. ``tN-1``.
 
 ``--record FILE`` appends one JSON line per event the tests look for:
 ``{"event": "started", "tool": ...}`` and ``{"event": "cancelled", ...}``
@@ -36,6 +37,14 @@ def mute() -> None:
     """Never answers initialize (nor anything): reads until EOF."""
     for _ in sys.stdin.buffer:
         pass
+
+
+def shout(lines: int) -> str:
+    """Write numbered lines to stderr."""
+    for i in range(lines):
+        sys.stderr.write(f"shout line {i} " + "x" * 80 + "\n")
+    sys.stderr.flush()
+    return "shouted"
 
 
 def _be_stubborn(record: str | None) -> None:
@@ -134,6 +143,7 @@ def serve(opts: argparse.Namespace) -> None:
         """One variable of the environment."""
         return os.environ.get(var, "<unset>")
 
+    server.add_tool(shout)
     for i in range(opts.tools):
 
         def numbered(x: int = 0, i: int = i) -> str:

@@ -798,3 +798,25 @@ async def test_the_mcp_package_loads_only_for_a_session_with_servers(
     assert "acp_bridge.mcp.hub" in modules
     loaded = {m for m in modules if m.split(".")[0] in ("mcp", "mcp_types")}
     assert bool(loaded) is with_server, sorted(loaded)[:5]
+
+
+async def test_a_servers_stderr_reaches_the_bridges_bounded(tmp_path: Path) -> None:
+    script = {
+        "responses": [
+            {"events": [tool_call("call_1", "mcp__loud__shout", lines=5000)]},
+            REPORT,
+        ]
+    }
+
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        editor.permission_answers = ["allow_once"]
+        return [await client.prompt(sid, "Shout")]
+
+    stderr = tmp_path / "stderr.txt"
+    played = await play(tmp_path, script, [stdio_server("loud")], turns, stderr=stderr)
+    assert report(played.results[0])["tool_results"][0]["text"] == "shouted"
+    text = played.run.stderr
+    assert "loud: shout line 0 " in text
+    assert "MCP server loud: more stderr output is dropped" in text
+    shown = [line for line in text.splitlines() if "loud: shout line" in line]
+    assert 100 < len(shown) < 5000

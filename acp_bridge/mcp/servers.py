@@ -139,7 +139,6 @@ class SessionServers:
             self._log(link, "failed", error=why)
             if self.closed:
                 return
-            log.warning("MCP server %s failed: %s", name, why)
             self._report("error", f"MCP server {name!r} is not available: {why}.")
             self._notes.append(
                 f"MCP server {name!r} is not available ({why}): "

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["BASE_ENV", "environment", "kill_all", "spawn", "stop", "streams"]
 
 log = logging.getLogger("acp_bridge.mcp")
+# What the servers write on their stderr (shown at the default level).
+stderr_log = logging.getLogger("acp_bridge.mcp.stderr")
 
 BASE_ENV: Final = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "TMPDIR")
 STDERR_BUDGET: Final = 64 * 1024
@@ -127,7 +129,9 @@ async def drain_stderr(process: Process, name: str) -> None:
                 budget -= len(line) + 1
                 text = line.decode(errors="replace").rstrip()[:LINE_LIMIT]
                 if text:
-                    log.info("MCP server %s: %s", name, text)
+                    # Each line is its own message: the repeat filter keys on
+                    # the message, and these lines differ (the budget bounds them).
+                    stderr_log.warning(f"{name}: {text}")
                 if budget <= 0:
                     log.warning("MCP server %s: more stderr output is dropped", name)
                     break

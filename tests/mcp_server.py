@@ -25,6 +25,10 @@ import json
 import os
 import sys
 import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 
 def _record(path: str | None, **event: object) -> None:
@@ -74,6 +78,36 @@ def main() -> None:
         mute()
         return
     serve(opts)
+
+
+def _add_grow(server: "MCPServer") -> None:
+    """The tool ``grow``, which adds ``later`` and says the list changed; the
+    list is then slow to come, so a client must wait for it."""
+    import anyio
+    from mcp.server.mcpserver import Context
+
+    grown: list[bool] = []
+    listed = server.list_tools
+
+    async def list_tools() -> Any:
+        if grown:  # slow to list once grown: the client must wait for the new list
+            await anyio.sleep(0.5)
+        return await listed()
+
+    server.list_tools = list_tools  # type: ignore[method-assign]
+
+    @server.tool()
+    async def grow(ctx: Context) -> str:
+        """Add the tool ``later``."""
+
+        def later() -> str:
+            """Added later."""
+            return "later"
+
+        server.add_tool(later, name="later")
+        grown.append(True)
+        await ctx.session.send_tool_list_changed()
+        return "grown"
 
 
 def serve(opts: argparse.Namespace) -> None:
@@ -126,17 +160,7 @@ def serve(opts: argparse.Namespace) -> None:
         _record(record, event="crash")
         os._exit(3)
 
-    @server.tool()
-    async def grow(ctx: Context) -> str:
-        """Add the tool ``later``."""
-
-        def later() -> str:
-            """Added later."""
-            return "later"
-
-        server.add_tool(later, name="later")
-        await ctx.session.send_tool_list_changed()
-        return "grown"
+    _add_grow(server)
 
     @server.tool()
     def env(var: str) -> str:

@@ -23,7 +23,8 @@ from test_log_check import LogBuilder, random_turn
 
 from acp_bridge.client import AcpClient
 from acp_bridge.log.check import check_log
-from acp_bridge.log.derive import HistoryProjection, HistoryView, derive_messages
+from acp_bridge.log.derive import derive_messages
+from acp_bridge.log.projection import HistoryProjection, HistoryView
 from acp_bridge.log.writer import MODEL_TYPES
 from acp_bridge.providers.base import ModelRequest
 from acp_bridge.providers.scripted import report_lines

@@ -99,6 +99,22 @@ def test_an_upcaster_raises_an_older_log_to_the_current_version(
         load_log(FIXTURE, current=2)
 
 
+def test_read_records_upcasts_like_load_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The public reader sits on the one that upcasts: the day format 2 exists,
+    ``read_records`` still reads every v1 log (raised to v2), records of
+    unknown types included."""
+
+    def v1_to_v2(record: Json) -> Json:
+        return {**record, "v": 2}
+
+    v1 = read_records(FIXTURE)
+    monkeypatch.setitem(upcast_module.UPCASTERS, 1, v1_to_v2)
+    monkeypatch.setattr(upcast_module, "FORMAT_VERSION", 2)
+    records = read_records(FIXTURE)
+    assert {r["v"] for r in records} == {2}
+    assert records == [{**r, "v": 2} for r in v1]
+
+
 def test_unknown_record_types_are_skipped_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

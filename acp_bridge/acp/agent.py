@@ -279,28 +279,9 @@ class Agent:
         """Queue a turn for ``session``, run it, and answer ``reply`` when it ends
         (``prepare`` adjusts the turn before it starts: a regenerate's recorder)."""
 
-        def before_start() -> bool:
-            if self.closing:
-                # The editor is gone or we were told to stop: start nothing.
-                return False
-            self._check_log_writable(session)
-            if not self.stored.before_turn(session, blocks):
-                return False
-            self.mcp.before_turn(session, blocks)
-            return True
-
         try:
-            turn = await session.prompts.run(
-                reply.id,
-                blocks,
-                raw,
-                config=self.config,
-                spawn=self.spawn,
-                answer=lambda turn: self._answer(reply, session, turn),
-                before_start=before_start,
-                run_turn=self._run_turn,
-                prepare=prepare,
-            )
+            host = _PromptHost(self, reply, session, blocks, prepare)
+            turn = await session.prompts.run(reply.id, blocks, raw, host)
         except RpcError:
             raise  # refused before it started: the error is the answer
         except BaseException:
@@ -390,6 +371,43 @@ class Agent:
         for turn in turns:
             await turn.settled.wait()
         await self.mcp.close_all()
+
+
+class _PromptHost:
+    """What the queue needs for one prompt's turn (`acp_bridge.loop.prompts.PromptHost`)."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        reply: Reply,
+        session: Session,
+        blocks: list[dict[str, Any]],
+        prepare: Callable[[Turn], None] | None,
+    ) -> None:
+        self.config, self.spawn = agent.config, agent.spawn
+        self._agent, self._reply, self._session = agent, reply, session
+        self._blocks, self._prepare = blocks, prepare
+
+    def before_start(self) -> bool:
+        agent = self._agent
+        if agent.closing:
+            # The editor is gone or we were told to stop: start nothing.
+            return False
+        agent._check_log_writable(self._session)
+        if not agent.stored.before_turn(self._session, self._blocks):
+            return False
+        agent.mcp.before_turn(self._session, self._blocks)
+        return True
+
+    def prepare(self, turn: Turn) -> None:
+        if self._prepare is not None:
+            self._prepare(turn)  # e.g. a regenerate turn's own recorder
+
+    def run_turn(self, turn: Turn) -> Callable[[], Coroutine[Any, Any, None]]:
+        return self._agent._run_turn(turn)
+
+    def answer(self, turn: Turn) -> None:
+        self._agent._answer(self._reply, self._session, turn)
 
 
 async def _cancel_is_a_notification(params: dict[str, Any]) -> None:

@@ -1,15 +1,22 @@
 """Checkers for the model history and for the log's structure (invariant I3).
 
-`check_history` states the rules every provider enforces on a conversation,
-independently of how the history was made.  `check_log` states the rules the
-agent loop follows when it writes a log, and then checks the history derived
-from it.  Tests call both after every turn; neither is used on the hot path.
+`check_history` (`acp_bridge.log.history_rules`) states the rules every
+provider enforces on a conversation, independently of how the history was
+made.  `check_log` states the rules the agent loop follows when it writes a
+log, and then checks the history derived from it.  Tests call both after
+every turn; neither is used on the hot path.
 
 Both accept every *prefix* of a valid log: a rule that needs a later record
 (a ``tool/result`` for a ``tool/call``, a ``stream/end`` for a
 ``stream/start``) is enforced only when the step or turn that must contain it
 ends.  A turn ended with ``forced: true`` was abandoned at the cancel
 deadline, so its open steps, streams and tool calls are not required to close.
+
+Why this module is over 400 lines: `_LogChecker` is one state machine, one
+handler per record type, and every structural rule of the log lives in it so
+that a rule and its exceptions are read in one place; what is open in a turn
+is asked of `acp_bridge.log.open_turn.OpenTurn`, the history's own rules are
+in `acp_bridge.log.history_rules`.
 """
 
 from __future__ import annotations
@@ -18,39 +25,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .derive import (
-    ASSISTANT_BLOCK_TYPES,
-    USER_BLOCK_TYPES,
-    derive_messages,
-    is_visible_text,
-    join_parts,
-    visible_blocks,
-)
+from .derive import derive_messages, is_visible_text, join_parts, visible_blocks
+from .history_rules import TEXT_TYPES, HistoryInvalid, check_history
+from .open_turn import OpenStream, OpenTurn
 from .records import (
     COMPACTION_STATUSES,
-    FINAL_TOOL_STATUSES,
     RECORD_TYPES,
     SESSION_SETTING_TYPES,
+    STREAM_OUTCOMES,
 )
 
 __all__ = ["HistoryInvalid", "LogInvalid", "check_history", "check_log"]
 
 Record = Mapping[str, Any]
 
-_ROLE_BLOCK_TYPES: Final = {"user": USER_BLOCK_TYPES, "assistant": ASSISTANT_BLOCK_TYPES}
-_TEXT_TYPES: Final = frozenset({"text", "reasoning"})
 # How a turn with an interrupted message ends: a user stop, or a crash whose
 # delivered prefix was recovered (acp_bridge.log.reopen).
 _STOP_REASONS: Final = frozenset({"cancelled", "crashed"})
-
-
-class HistoryInvalid(Exception):
-    """A model history breaks a provider rule; ``index`` is the message at fault."""
-
-    def __init__(self, reason: str, index: int | None) -> None:
-        super().__init__(reason if index is None else f"message {index}: {reason}")
-        self.reason = reason
-        self.index = index
 
 
 class LogInvalid(Exception):
@@ -60,135 +51,6 @@ class LogInvalid(Exception):
         super().__init__(reason if seq is None else f"record {seq}: {reason}")
         self.reason = reason
         self.seq = seq
-
-
-# -- the model history --------------------------------------------------------
-
-
-def check_history(messages: Sequence[Mapping[str, Any]]) -> None:
-    """Raise `HistoryInvalid` unless ``messages`` is a history a provider accepts.
-
-    The rules: the history is empty or starts with a user message; roles
-    alternate; no message is empty; text and reasoning blocks are not blank;
-    each role holds only its block types; tool call ids are unique and inputs
-    are objects; every tool call has exactly one result in the next message,
-    which must exist; every tool result answers a call of the message just
-    before it, and tool results come before the other blocks of their message.
-    """
-    used_ids: set[str] = set()
-    for index, message in enumerate(messages):
-        _check_message_shape(message, index)
-        _check_role_order(messages, index)
-        if message["role"] == "assistant":
-            _check_tool_calls(messages, index, used_ids)
-        else:
-            _check_tool_results(messages, index)
-
-
-def _check_message_shape(message: Mapping[str, Any], index: int) -> None:
-    if not isinstance(message, Mapping):
-        raise HistoryInvalid("a message must be an object", index)
-    role = message.get("role")
-    if role not in _ROLE_BLOCK_TYPES:
-        raise HistoryInvalid(f"role must be 'user' or 'assistant', not {role!r}", index)
-    interrupted = message.get("interrupted")
-    if not isinstance(interrupted, bool):
-        raise HistoryInvalid("'interrupted' must be a boolean", index)
-    if interrupted and role == "user":
-        raise HistoryInvalid("a user message cannot be interrupted", index)
-    crashed = message.get("crashed", False)
-    if crashed is not False and (crashed is not True or not interrupted):
-        raise HistoryInvalid("'crashed' may only be true, on an interrupted message", index)
-    content = message.get("content")
-    if not isinstance(content, list) or not content:
-        raise HistoryInvalid("empty message: content must be a non-empty list", index)
-    for position, block in enumerate(content):
-        _check_block(block, _ROLE_BLOCK_TYPES[role], f"{role} block {position}", index)
-
-
-def _check_block(block: object, allowed: frozenset[str], where: str, index: int) -> None:
-    if not isinstance(block, Mapping) or block.get("type") not in allowed:
-        kind = block.get("type") if isinstance(block, Mapping) else type(block).__name__
-        raise HistoryInvalid(f"{where}: a block of type {kind!r} is not allowed here", index)
-    if block["type"] in _TEXT_TYPES and not is_visible_text(block.get("text")):
-        raise HistoryInvalid(f"{where}: empty or whitespace-only {block['type']} block", index)
-
-
-def _check_role_order(messages: Sequence[Mapping[str, Any]], index: int) -> None:
-    role = messages[index]["role"]
-    if index == 0 and role != "user":
-        raise HistoryInvalid("the history must start with a user message", index)
-    if index > 0 and messages[index - 1]["role"] == role:
-        raise HistoryInvalid(f"two {role} messages in a row", index)
-
-
-def _check_tool_calls(messages: Sequence[Mapping[str, Any]], index: int, used: set[str]) -> None:
-    calls = [block for block in messages[index]["content"] if block["type"] == "tool_call"]
-    for call in calls:
-        call_id = call.get("id")
-        if not isinstance(call_id, str) or not call_id:
-            raise HistoryInvalid("a tool call needs a non-empty string id", index)
-        if not isinstance(call.get("name"), str) or not call["name"]:
-            raise HistoryInvalid(f"tool call {call_id!r} needs a non-empty name", index)
-        if not isinstance(call.get("input"), Mapping):
-            raise HistoryInvalid(f"tool call {call_id!r}: input must be an object", index)
-        if call_id in used:
-            raise HistoryInvalid(f"tool call id {call_id!r} is used twice", index)
-        used.add(call_id)
-    if not calls:
-        return
-    if index + 1 == len(messages):
-        raise HistoryInvalid("the history ends with tool calls that have no results", index)
-    following = messages[index + 1]
-    content = following.get("content") if isinstance(following, Mapping) else None
-    answers = [
-        block.get("tool_call_id")
-        for block in (content if isinstance(content, list) else [])
-        if isinstance(block, Mapping) and block.get("type") == "tool_result"
-    ]
-    for call in calls:
-        count = answers.count(call["id"])
-        if count != 1:
-            raise HistoryInvalid(
-                f"tool call {call['id']!r} has {count} results in the next message, "
-                "expected exactly one",
-                index,
-            )
-
-
-def _check_tool_results(messages: Sequence[Mapping[str, Any]], index: int) -> None:
-    previous = messages[index - 1] if index > 0 else None
-    called = set()
-    if previous is not None and previous["role"] == "assistant":
-        called = {block["id"] for block in previous["content"] if block["type"] == "tool_call"}
-    seen_other = False
-    for block in messages[index]["content"]:
-        if block["type"] != "tool_result":
-            seen_other = True
-            continue
-        if seen_other:
-            raise HistoryInvalid("tool results must come before the other blocks", index)
-        _check_tool_result_shape(block, index)
-        if block["tool_call_id"] not in called:
-            raise HistoryInvalid(
-                f"tool result for {block['tool_call_id']!r} answers no tool call "
-                "of the assistant message just before it",
-                index,
-            )
-
-
-def _check_tool_result_shape(block: Mapping[str, Any], index: int) -> None:
-    call_id = block.get("tool_call_id")
-    if not isinstance(call_id, str) or not call_id:
-        raise HistoryInvalid("a tool result needs a non-empty string tool_call_id", index)
-    if not isinstance(block.get("is_error"), bool):
-        raise HistoryInvalid(f"tool result for {call_id!r}: is_error must be a boolean", index)
-    content = block.get("content")
-    if not isinstance(content, list):
-        raise HistoryInvalid(f"tool result for {call_id!r}: content must be a list", index)
-    allowed = USER_BLOCK_TYPES - {"tool_result"}
-    for position, inner in enumerate(content):
-        _check_block(inner, allowed, f"tool result {call_id!r} block {position}", index)
 
 
 # -- the log ------------------------------------------------------------------
@@ -241,36 +103,35 @@ def check_log(records: Sequence[Mapping[str, Any]]) -> None:
 @dataclass
 class _Turn:
     number: int
-    ended: bool = False
-    open_step: int = 0  # 0 when no step is open
-    last_step: int = 0
+    # What of the turn is open: the fold the recorder and reopen share, fed
+    # each record once the record's rules have passed.
+    shape: OpenTurn
     user_messages: int = 0
-    # The open step's streams, tool calls, and tool call ids announced by
-    # its assistant messages.
-    streams: dict[str, _Stream] = field(default_factory=dict)
-    calls: dict[str, _Call] = field(default_factory=dict)
+    # The open step's tool/call ids (answered once not in shape.unanswered)
+    # and tool call ids announced by its assistant messages.
+    calls: set[str] = field(default_factory=set)
     announced: set[str] = field(default_factory=set)
-    # Tool calls shown to the editor (tool/announce) in this turn, and
-    # whether each has had its final status (completed or failed).
-    shown: dict[str, bool] = field(default_factory=dict)
+    # Tool calls shown to the editor (tool/announce) in this turn; those
+    # still without a final status are in shape.open_tools.
+    shown: set[str] = field(default_factory=set)
     # After an interrupted message: the records the turn must end with.
     expect: list[tuple[str, object]] = field(default_factory=list)
     expect_since: int = 0
     # The compaction in progress (its id), if any.
     compaction: str | None = None
 
+    @property
+    def ended(self) -> bool:
+        return self.shape.ended
 
-@dataclass
-class _Stream:
-    open: bool = True
-    outcome: str | None = None
-    surface: str | None = None  # the assistant/* record type written for it
-    delivered: dict[tuple[int, str], str] = field(default_factory=dict)
+    @property
+    def open_step(self) -> int:
+        """The open step's number, 0 when no step is open."""
+        return self.shape.step if self.shape.step_open else 0
 
-
-@dataclass
-class _Call:
-    answered: bool = False
+    @property
+    def last_step(self) -> int:
+        return self.shape.step
 
 
 class _LogChecker:
@@ -321,6 +182,8 @@ class _LogChecker:
         if kind != "turn/start":
             self._check_current_turn(record)
         self.handlers[kind](record)
+        assert self.turn is not None  # every handler checked it
+        self.turn.shape.feed(record)
 
     def _check_envelope(self, record: Record, index: int) -> None:
         if not isinstance(record, Mapping):
@@ -371,7 +234,7 @@ class _LogChecker:
                 f"turn/start for turn {record['turn']} step {record['step']}, "
                 f"expected turn {expected} step 0"
             )
-        self.turn = _Turn(expected)
+        self.turn = _Turn(expected, OpenTurn(turn=expected))
 
     def _user_message(self, record: Record) -> None:
         turn = self._turn_level(record)
@@ -387,10 +250,8 @@ class _LogChecker:
                 raise self.fail(f"turn/end while step {turn.open_step} is open")
             if turn.compaction is not None:
                 raise self.fail(f"turn/end while compaction {turn.compaction!r} is in progress")
-            for call_id, final in turn.shown.items():
-                if not final:
-                    raise self.fail(f"turn/end before the final tool/update of {call_id!r}")
-        turn.ended = True
+            for call_id in turn.shape.open_tools:
+                raise self.fail(f"turn/end before the final tool/update of {call_id!r}")
 
     def _turn_level(self, record: Record) -> _Turn:
         if record["step"] != 0:
@@ -405,20 +266,17 @@ class _LogChecker:
             raise self.fail(f"step/start while compaction {turn.compaction!r} is in progress")
         if record["step"] != turn.last_step + 1:
             raise self.fail(f"step/start for step {record['step']}, expected {turn.last_step + 1}")
-        turn.open_step = turn.last_step = record["step"]
-        turn.streams, turn.calls, turn.announced = {}, {}, set()
+        turn.calls, turn.announced = set(), set()
 
     def _step_end(self, record: Record) -> None:
         turn = self._in_step(record)
-        for attempt, stream in turn.streams.items():
-            if stream.open:
+        for attempt, stream in turn.shape.streams.items():
+            if not stream.ended:
                 raise self.fail(f"step/end before the stream/end of attempt {attempt!r}")
             if stream.outcome == "committed" and stream.surface != "assistant/message":
                 raise self.fail(f"attempt {attempt!r} is committed but has no assistant/message")
-        for call_id, call in turn.calls.items():
-            if not call.answered:
-                raise self.fail(f"step/end before the tool/result of tool call {call_id!r}")
-        turn.open_step = 0
+        for call_id in turn.shape.unanswered:
+            raise self.fail(f"step/end before the tool/result of tool call {call_id!r}")
 
     def _in_step(self, record: Record) -> _Turn:
         turn = self._current()
@@ -433,18 +291,18 @@ class _LogChecker:
     # -- streams ----------------------------------------------------------------
 
     def _stream_start(self, record: Record) -> None:
-        turn = self._in_step(record)
+        self._in_step(record)
         attempt = record.get("attempt")
         if not isinstance(attempt, str) or not attempt:
             raise self.fail("stream/start needs a non-empty attempt id")
         if attempt in self.attempt_ids:
             raise self.fail(f"attempt id {attempt!r} is used twice")
         self.attempt_ids.add(attempt)
-        turn.streams[attempt] = _Stream()
 
-    def _stream_of(self, record: Record) -> _Stream:
+    def _stream_of(self, record: Record) -> OpenStream:
         """The stream of a step-level record's attempt, started in this step."""
-        stream = self._in_step(record).streams.get(record.get("attempt"))  # type: ignore[arg-type]
+        streams = self._in_step(record).shape.streams
+        stream = streams.get(record.get("attempt"))  # type: ignore[arg-type]
         if stream is None:
             raise self.fail(
                 f"{record['type']} for attempt {record.get('attempt')!r}, "
@@ -453,29 +311,23 @@ class _LogChecker:
         return stream
 
     def _stream_delta(self, record: Record) -> None:
-        stream = self._stream_of(record)
-        if not stream.open:
+        if self._stream_of(record).ended:
             raise self.fail("stream/delta after its stream/end")
-        for index, kind, text in record.get("parts", ()):
-            key = (index, kind)
-            stream.delivered[key] = stream.delivered.get(key, "") + text
 
     def _stream_end(self, record: Record) -> None:
         stream = self._stream_of(record)
-        if not stream.open:
+        if stream.ended:
             raise self.fail(f"a second stream/end for attempt {record['attempt']!r}")
         outcome = record.get("outcome")
-        if outcome not in ("committed", "abandoned"):
+        if outcome not in STREAM_OUTCOMES:
             raise self.fail(f"unknown stream outcome {outcome!r}")
         if outcome == "abandoned" and stream.surface == "assistant/message":
             raise self.fail("an attempt with an assistant/message cannot be abandoned")
-        stream.open, stream.outcome = False, outcome
 
-    def _claim_stream(self, record: Record) -> _Stream:
+    def _claim_stream(self, record: Record) -> OpenStream:
         stream = self._stream_of(record)
         if stream.surface is not None:
             raise self.fail(f"attempt {record['attempt']!r} already has a {stream.surface}")
-        stream.surface = record["type"]
         return stream
 
     def _assistant_message(self, record: Record) -> None:
@@ -581,21 +433,19 @@ class _LogChecker:
 
     def _tool_announce(self, record: Record) -> None:
         turn = self._in_step(record)
-        call_id, update = self._tool_update_fields(record)
+        call_id, _ = self._tool_update_fields(record)
         if call_id in self.shown_ids:
             raise self.fail(f"tool call {call_id!r} is announced twice")
         self.shown_ids.add(call_id)
-        turn.shown[call_id] = update.get("status") in FINAL_TOOL_STATUSES
+        turn.shown.add(call_id)
 
     def _tool_update(self, record: Record) -> None:
         turn = self._in_step(record)
-        call_id, update = self._tool_update_fields(record)
-        final = turn.shown.get(call_id)
-        if final is None:
+        call_id, _ = self._tool_update_fields(record)
+        if call_id not in turn.shown:
             raise self.fail(f"tool/update for {call_id!r}, not announced in this turn")
-        if final:
+        if call_id not in turn.shape.open_tools:
             raise self.fail(f"tool/update for {call_id!r} after its final status")
-        turn.shown[call_id] = update.get("status") in FINAL_TOOL_STATUSES
 
     def _tool_update_fields(self, record: Record) -> tuple[str, Mapping[str, Any]]:
         call_id = record.get("tool_call_id")
@@ -608,8 +458,8 @@ class _LogChecker:
 
     # -- an interrupted message (invariant I2) -------------------------------------
 
-    def _interrupted(self, turn: _Turn, stream: _Stream, record: Record) -> None:
-        if not stream.open:
+    def _interrupted(self, turn: _Turn, stream: OpenStream, record: Record) -> None:
+        if stream.ended:
             raise self.fail("an interrupted assistant/message after its stream/end")
         delivered = _timed_stream_text(record.get("stream"))
         if delivered is None:
@@ -619,8 +469,8 @@ class _LogChecker:
                 "an interrupted message must hold exactly the non-blank text "
                 "and reasoning of its stream, in stream order"
             )
-        for key, text in stream.delivered.items():
-            if key[1] in _TEXT_TYPES and not delivered.get(key, "").startswith(text):
+        for key, text in join_parts(stream.parts).items():
+            if key[1] in TEXT_TYPES and not delivered.get(key, "").startswith(text):
                 raise self.fail(f"stream/delta text of block {key} is not in the message's stream")
         turn.expect = [
             ("stream/end", record["attempt"]),
@@ -654,18 +504,15 @@ class _LogChecker:
                 f"tool/call {call_id!r} was not called by an assistant message of this step"
             )
         self.call_ids.add(call_id)
-        turn.calls[call_id] = _Call()
+        turn.calls.add(call_id)
 
     def _tool_result(self, record: Record) -> None:
-        call = self._in_step(record).calls.get(record.get("tool_call_id"))  # type: ignore[arg-type]
-        if call is None:
-            raise self.fail(
-                f"tool/result for {record.get('tool_call_id')!r}, which has no "
-                "tool/call in this step"
-            )
-        if call.answered:
-            raise self.fail(f"a second tool/result for {record['tool_call_id']!r}")
-        call.answered = True
+        turn = self._in_step(record)
+        call_id = record.get("tool_call_id")
+        if call_id not in turn.calls:
+            raise self.fail(f"tool/result for {call_id!r}, which has no tool/call in this step")
+        if call_id not in turn.shape.unanswered:
+            raise self.fail(f"a second tool/result for {call_id!r}")
 
 
 def _matches_expected(record: Record, key: object) -> bool:

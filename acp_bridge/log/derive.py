@@ -45,34 +45,42 @@ a missing ``turn/end``), and `acp_bridge.log.check.check_history` accepts it:
   open the history.
 
 The function never mutates its input and shares no objects with it.
-`HistoryProjection` keeps the same history up to date as records are
-appended, at a cost per record that does not grow with the log; a running
-session uses it (`acp_bridge.log.writer.SessionLog.history`).
+`acp_bridge.log.projection.HistoryProjection` keeps the same history up to
+date as records are appended, at a cost per record that does not grow with
+the log; a running session uses it (`acp_bridge.log.writer.SessionLog.history`).
+
+This module is a little over 400 lines because the rules above are one
+function's: split, a reader would have to look in two places to know what the
+model sees.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import groupby
-from typing import Any, Final, cast, overload
+from typing import Any, Final
 
-from .records import SURFACE_TYPES
+from .records import RECOVERED_CRASHED, SURFACE_TYPES
 
 __all__ = [
     "ASSISTANT_BLOCK_TYPES",
     "RECOVERED_CRASHED",
     "SUMMARY_HEADER",
     "USER_BLOCK_TYPES",
-    "HistoryProjection",
-    "HistoryView",
     "compacted_records",
     "completed_compaction",
     "delivered_prefix",
     "derive_messages",
     "excluded_turns",
     "is_visible_text",
+    "join_parts",
+    "leaves_out",
+    "note_regenerate",
     "replaced_turns",
+    "settle",
     "summary_text",
+    "surface_message",
+    "visible_blocks",
 ]
 
 Message = dict[str, Any]
@@ -84,8 +92,6 @@ ASSISTANT_BLOCK_TYPES: Final = frozenset({"text", "reasoning", "tool_call"})
 USER_BLOCK_TYPES: Final = frozenset({"text", "resource_link", "resource", "image", "tool_result"})
 _PROMPT_BLOCK_TYPES: Final = USER_BLOCK_TYPES - {"tool_result"}
 _TEXT_TYPES: Final = frozenset({"text", "reasoning"})
-# ``assistant/message.recovered`` of a message that crash recovery rebuilt.
-RECOVERED_CRASHED: Final = "crashed"
 
 # How the summary of a compaction opens the history's first user message.
 SUMMARY_HEADER: Final = (
@@ -105,8 +111,8 @@ def derive_messages(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]
         if kind in SURFACE_TYPES and record.get("turn") not in refused:
             if kind != "user/message" and record.get("turn") in replaced:
                 continue  # a reply a later regenerate replaced
-            messages.append(_surface_message(record))
-    return _settle(messages)[0]
+            messages.append(surface_message(record))
+    return settle(messages)[0]
 
 
 def completed_compaction(record: Mapping[str, Any]) -> bool:
@@ -180,11 +186,11 @@ def replaced_turns(records: Iterable[Mapping[str, Any]]) -> set[int]:
         target = record.get("regenerates")
         turn = record.get("turn")
         if type(target) is int and type(turn) is int:
-            _note_regenerate(attempts, replaced, target, turn)
+            note_regenerate(attempts, replaced, target, turn)
     return replaced
 
 
-def _note_regenerate(
+def note_regenerate(
     attempts: dict[int, list[int]], replaced: set[Any], target: int, turn: int
 ) -> None:
     """Record that ``turn`` regenerates ``target``: every earlier attempt is replaced."""
@@ -234,17 +240,17 @@ def visible_blocks(texts: Mapping[tuple[int, str], str]) -> list[dict[str, Any]]
 
 def excluded_turns(records: Iterable[Mapping[str, Any]]) -> set[int]:
     """The turns left out of the history: refused, or left out by the agent."""
-    return {record["turn"] for record in records if _leaves_out(record)}
+    return {record["turn"] for record in records if leaves_out(record)}
 
 
-def _leaves_out(record: Mapping[str, Any]) -> bool:
+def leaves_out(record: Mapping[str, Any]) -> bool:
     """A ``turn/end`` that takes its turn out of the history (refusal, ``left_out``)."""
     return record.get("type") == "turn/end" and (
         record.get("reason") == "refusal" or record.get("left_out") is True
     )
 
 
-def _surface_message(record: Mapping[str, Any]) -> Message:
+def surface_message(record: Mapping[str, Any]) -> Message:
     kind = record["type"]
     if kind == "user/message":
         return _message("user", _clean_blocks(record.get("content"), _PROMPT_BLOCK_TYPES))
@@ -326,7 +332,7 @@ def _is_nonempty_str(value: object) -> bool:
 # -- from raw messages to a valid history -------------------------------------
 
 
-def _settle(
+def settle(
     messages: list[Message], used: frozenset[str] = frozenset(), keep_leading: bool = False
 ) -> tuple[list[Message], set[str]]:
     """Apply the repairs until nothing changes; also return the call ids of the first pass.
@@ -443,251 +449,3 @@ def _drop_leading_assistant(messages: list[Message]) -> list[Message]:
         if message["role"] == "user":
             return messages[i:]
     return []
-
-
-# -- the same history, kept up to date as records are appended ------------------
-
-
-class HistoryProjection:
-    """``derive_messages(records)`` for a growing log, at a cost that does not grow with it.
-
-    The log stays the source of truth: `records` is the list of the records
-    fed so far, and `messages()` always equals ``derive_messages(records)``
-    (a property test checks this after every record of random logs).
-
-    The history is split in two.  The *stable* part is a prefix of the
-    history that no record appended later can change; the *window* is
-    derived again from its records when asked.  A window is closed (its
-    messages join the stable part) just before a record that insulates
-    everything before it from what comes after:
-
-    * a ``user/message`` with content, when the history ends with an
-      assistant message: the user message can never be emptied, so nothing
-      merges across it, and tool results after it pair only with later
-      calls;
-    * an ``assistant/message`` with visible text, when the history ends with
-      a user message: likewise, for results and merges before it.
-
-    So the window is at most one turn, or the steps since the last one that
-    said something.  The few records that can reach across the boundary
-    (a ``refusal`` turn end for a turn in the stable part, a late result
-    for a call the stable part dropped, a stable boundary undone by a
-    refusal) make the projection start again from the whole log: correct,
-    and never seen in a log that `check_log` accepts.
-
-    A completed compaction starts the projection again too, from the
-    records it leaves (`compacted_records`): from then on the projection
-    works on that shorter list (``_src``), extended by every later record.
-    """
-
-    __slots__ = (
-        "_attempts",
-        "_cache",
-        "_dropped",
-        "_refused",
-        "_replaced",
-        "_seen",
-        "_src",
-        "_stable",
-        "_stable_raw_role",
-        "_stable_turns",
-        "_start",
-        "_used",
-        "records",
-    )
-
-    def __init__(self, records: list[dict[str, Any]] | None = None) -> None:
-        self.records: list[dict[str, Any]] = [] if records is None else records
-        # The records the history is projected from: ``records`` itself until
-        # a compaction, then what the last compaction left plus what followed.
-        self._src = cast(list[Mapping[str, Any]], self.records)
-        self._refused: set[Any] = set()
-        # Regenerates: the attempts at each user turn, and the turns whose
-        # replies a later attempt replaced (as `replaced_turns` computes them).
-        self._attempts: dict[int, list[int]] = {}
-        self._replaced: set[Any] = set()
-        self._seen = 0
-        self._reset()
-        # Records given here are projected on first use (`append`, `messages`):
-        # loading a long session does not pay for a history it may never need.
-
-    def append(self, record: dict[str, Any]) -> None:
-        """Add a record to the log (any type; only surface records and turn ends matter)."""
-        self.records.append(record)
-        self._catch_up()
-
-    def messages(self) -> HistoryView:
-        """The current history, as an immutable view (share it; do not mutate its messages)."""
-        self._catch_up()
-        window = self._window()[0]
-        return HistoryView(self._stable, len(self._stable), tuple(window))
-
-    # -- internals ------------------------------------------------------------
-
-    def _reset(self) -> None:
-        self._stable: list[Message] = []  # append-only until the next reset
-        self._start = 0  # index of the window's first record
-        # Tool call ids kept by the first repair pass over the stable part:
-        # the window's calls with these ids are repeats.
-        self._used: frozenset[str] = frozenset()
-        self._stable_turns: set[Any] = set()
-        self._stable_raw_role: str | None = None  # of the stable part's last raw message
-        # Ids of calls in stable records that the stable part left out.
-        self._dropped: set[str] = set()
-        self._cache: tuple[int, list[Message], set[str], list[Message]] | None = None
-
-    def _catch_up(self) -> None:
-        records = self.records
-        while self._seen < len(records):
-            record = records[self._seen]
-            self._seen += 1
-            if completed_compaction(record):
-                self._compact()
-            elif self._src is not records:
-                self._src.append(record)
-                self._see(len(self._src) - 1, record)
-            else:
-                self._see(self._seen - 1, record)
-
-    def _compact(self) -> None:
-        """A compaction: project from the records it leaves, from scratch."""
-        self._src = list(compacted_records(self.records[: self._seen]))
-        self._reset()
-        for index, record in enumerate(self._src):
-            if record.get("type") in SURFACE_TYPES:
-                self._see(index, record)
-
-    def _see(self, index: int, record: Mapping[str, Any]) -> None:
-        kind = record.get("type")
-        if kind == "turn/start":
-            target, turn = record.get("regenerates"), record.get("turn")
-            if type(target) is int and type(turn) is int:
-                # A regenerate: earlier replies to that turn, usually in the
-                # stable part, leave the history.  Rare (a user's request):
-                # start again from the whole log.
-                _note_regenerate(self._attempts, self._replaced, target, turn)
-                self._reset()
-            return
-        if kind == "turn/end":
-            if _leaves_out(record):
-                self._refused.add(record.get("turn"))
-                self._cache = None
-                if record.get("turn") in self._stable_turns:
-                    self._reset()
-            return
-        if kind not in SURFACE_TYPES:
-            return
-        if kind != "user/message" and record.get("turn") in self._replaced:
-            return
-        if kind == "tool/result" and record.get("tool_call_id") in self._dropped:
-            self._reset()
-        elif kind != "tool/result" and record.get("turn") not in self._refused:
-            self._maybe_close_window(index, _surface_message(record))
-        self._cache = None
-
-    def _maybe_close_window(self, index: int, message: Message) -> None:
-        """Close the window before ``records[index]`` if that record insulates it."""
-        window, first_used, raw = self._window(index)
-        last = window[-1] if window else self._stable[-1] if self._stable else None
-        # The raw message before it must not merge with it either (an empty
-        # interrupted assistant message still passes its flag on).
-        last_raw_role = raw[-1]["role"] if raw else self._stable_raw_role
-        if last is None or last_raw_role == message["role"]:
-            return
-        if not _insulates(message, last["role"]):
-            return
-        self._stable_raw_role = last_raw_role
-        self._stable.extend(window)
-        self._used = frozenset(first_used)
-        self._stable_turns.update(
-            record.get("turn")
-            for record in self._src[self._start : index]
-            if record.get("type") in SURFACE_TYPES
-        )
-        self._dropped.update(
-            block["id"]
-            for raw_message in raw
-            for block in raw_message["content"]
-            if block["type"] == "tool_call" and block["id"] not in first_used
-        )
-        self._start = index
-        self._cache = None
-
-    def _window(self, end: int | None = None) -> tuple[list[Message], set[str], list[Message]]:
-        """The window's messages for ``records[start:end]``, the ids kept, its raw messages."""
-        end = len(self._src) if end is None else end
-        cache = self._cache
-        if cache is not None and cache[0] == end:
-            return cache[1], cache[2], cache[3]
-        raw = self._raw(end)
-        if self._stable and raw and not _insulates(raw[0], self._stable[-1]["role"]):
-            self._reset()  # the boundary was undone (a refused turn): start again
-            raw = self._raw(end)
-        messages, first_used = _settle(raw, self._used, keep_leading=bool(self._stable))
-        self._cache = (end, messages, first_used, raw)
-        return messages, first_used, raw
-
-    def _raw(self, end: int) -> list[Message]:
-        refused, replaced = self._refused, self._replaced
-        return [
-            _surface_message(record)
-            for record in self._src[self._start : end]
-            if record.get("type") in SURFACE_TYPES
-            and record.get("turn") not in refused
-            and (record.get("type") == "user/message" or record.get("turn") not in replaced)
-        ]
-
-
-def _insulates(message: Message, previous_role: str) -> bool:
-    """Whether ``message``, after a message of ``previous_role``, separates the history."""
-    if message["role"] == previous_role:
-        return False
-    if message["role"] == "user":
-        return any(block["type"] != "tool_result" for block in message["content"])
-    return any(block["type"] in _TEXT_TYPES for block in message["content"])
-
-
-class HistoryView(Sequence[dict[str, Any]]):
-    """An immutable view of a history: the stable messages it was made with, then the window.
-
-    The stable list only ever grows at its end, so a view keeps its length
-    and never sees later messages; making one copies only the window.
-    """
-
-    __slots__ = ("_count", "_stable", "_window")
-
-    def __init__(self, stable: list[Message], count: int, window: tuple[Message, ...]) -> None:
-        self._stable = stable
-        self._count = count
-        self._window = window
-
-    def __len__(self) -> int:
-        return self._count + len(self._window)
-
-    @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        size = len(self)
-        if index < 0:
-            index += size
-        if not 0 <= index < size:
-            raise IndexError("history index out of range")
-        if index < self._count:
-            return self._stable[index]
-        return self._window[index - self._count]
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"HistoryView({list(self)!r})"

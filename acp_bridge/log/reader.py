@@ -7,8 +7,11 @@ it is ignored.  Any other bad line means the file was damaged or written by
 something else, and reading it raises `LogCorrupt`: silently skipping a
 record in the middle would change the history the model sees.
 
-`read_records` checks what every record must have (a known version, a
-contiguous ``seq``, a string ``type``); that is what the writer needs.  A
+`read_records` checks what every record must have (a version it can upcast
+to today's, a contiguous ``seq``, a string ``type``); that is what the writer
+needs.  It reads through the one reader, `acp_bridge.log.upcast.load_log`, so a
+log of an older format version comes back upcast; unlike `load_log` it keeps
+records of types this version does not know.  A
 reader that goes on to *use* the fields (``acp-bridge history``) calls
 `read_valid_records`, which also checks each known record's fields against
 its model in `acp_bridge.log.record_models` and reports the first bad one as
@@ -28,9 +31,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import orjson
-
+from .errors import LogCorrupt, json_kind
 from .records import FORMAT_VERSION
+from .upcast import load_log
 
 __all__ = [
     "KNOWN_VERSIONS",
@@ -58,28 +61,6 @@ LOG_SUFFIX: Final = ".jsonl"
 _SESSION_ID: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 
 
-class LogCorrupt(Exception):
-    """A line of a log file, other than a torn final line, is not a valid record.
-
-    ``field`` is the path of the bad field inside the record (``parts[0][1]``),
-    or ``None`` when the line as a whole is bad.
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        line_no: int,
-        reason: str,
-        field: str | None = None,
-    ) -> None:
-        where = f"{os.fspath(path)}:{line_no}"
-        super().__init__(f"{where}: {field}: {reason}" if field else f"{where}: {reason}")
-        self.path = os.fspath(path)
-        self.line_no = line_no
-        self.reason = reason
-        self.field = field
-
-
 @dataclass(frozen=True, slots=True)
 class LogContents:
     """What `read_log` found in a file.
@@ -98,8 +79,9 @@ class LogContents:
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The records of a log file, in order, without a torn final line.
 
-    Raises `LogCorrupt` for any other bad line, a ``seq`` that is not
-    contiguous from 0, or an unknown format version ``v``; raises `OSError`
+    Records of an older format version are upcast to today's.  Raises
+    `LogCorrupt` for any other bad line, a ``seq`` that is not contiguous
+    from 0, or a format version ``v`` that cannot be upcast; raises `OSError`
     (e.g. `FileNotFoundError`) if the file cannot be read.
     """
     return read_log(path).records
@@ -107,24 +89,8 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 def read_log(path: str | os.PathLike[str]) -> LogContents:
     """Like `read_records`, and also say where the complete records end."""
-    with open(path, "rb") as file:
-        data = file.read()
-    lines = data.split(b"\n")
-    # The piece after the last newline: empty unless the final append tore.
-    tail = lines.pop()
-    records: list[dict[str, Any]] = []
-    valid_size = 0
-    for line_no, line in enumerate(lines, start=1):
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            if line_no == len(lines) and not tail:
-                # The last line is unreadable: an append that never completed.
-                return LogContents(records, valid_size, torn=True)
-            raise LogCorrupt(path, line_no, f"not valid JSON ({exc})") from None
-        records.append(_check_record(value, len(records), path, line_no))
-        valid_size += len(line) + 1
-    return LogContents(records, valid_size, torn=bool(tail))
+    loaded = load_log(path, keep_unknown=True)
+    return LogContents(loaded.records, loaded.valid_size, loaded.torn)
 
 
 def read_valid_records(
@@ -193,39 +159,8 @@ def _first_error(exc: Any) -> tuple[str, str]:
             field += f".{part}" if field else str(part)
     if error["type"] == "missing":
         return field, "missing"
-    got = _json_kind(error.get("input"))
+    got = json_kind(error.get("input"))
     return field, f"{error['msg'][0].lower()}{error['msg'][1:]}, got {got}"
-
-
-def _check_record(value: object, seq: int, path: str | os.PathLike[str], line_no: int) -> Any:
-    if not isinstance(value, dict):
-        raise LogCorrupt(path, line_no, f"a record must be a JSON object, not {_json_kind(value)}")
-    version = value.get("v")
-    if type(version) is not int or version not in KNOWN_VERSIONS:
-        raise LogCorrupt(path, line_no, f"unknown format version {version!r}")
-    if type(value.get("seq")) is not int or value["seq"] != seq:
-        raise LogCorrupt(path, line_no, f"seq is {value.get('seq')!r}, expected {seq}")
-    if not isinstance(value.get("type"), str):
-        raise LogCorrupt(path, line_no, "the record has no string 'type'")
-    return value
-
-
-def _json_kind(value: object) -> str:
-    if isinstance(value, list | tuple):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if value is None:
-        return "null"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    return f"a {type(value).__name__}"
 
 
 # -- where sessions live ------------------------------------------------------

@@ -176,20 +176,69 @@ Reading and checking
   `acp_bridge.log.reader` reads a file back (a torn final line is ignored)
   and, with `read_valid_records`, checks each record against its model;
   `acp_bridge.log.derive` projects records onto the model history;
+  `acp_bridge.log.open_turn` folds a turn's records into what is still open
+  and the records that close it (a stop, a crash);
   `acp_bridge.log.check` states the rules a log and a history must follow;
   ``schemas/event-log.schema.json`` is the JSON Schema of one record.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal, get_args
 
 FORMAT_VERSION: Final = 1
 
+# The closed vocabularies of the fields above, once, as types; the frozensets
+# below are their values for code that checks a record read back.
+TurnEndReason = Literal[
+    "end_turn",
+    "max_tokens",
+    "max_turn_requests",
+    "refusal",
+    "cancelled",
+    "disconnected",
+    "error",
+    "internal",
+    "crashed",
+]
+StepEndReason = Literal[
+    "tool_use",
+    "end_turn",
+    "max_tokens",
+    "max_turn_requests",
+    "refusal",
+    "cancelled",
+    "disconnected",
+    "provider_error",
+    "timed_out",
+    "internal",
+    "crashed",
+]
+# ``assistant/attempt.outcome``: why a stream left no surface message.
+AttemptOutcome = Literal[
+    "empty", "provider_error", "timed_out", "disconnected", "internal", "crashed"
+]
+# ``stream/end.outcome``.
+StreamOutcome = Literal["committed", "abandoned"]
+# ``tool/call.status``.
+ToolCallStatus = Literal["dispatched", "aborted", "unavailable", "refused"]
+CompactionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
+CompactionTrigger = Literal["auto", "overflow", "command"]
+
+TURN_END_REASONS: Final[frozenset[str]] = frozenset(get_args(TurnEndReason))
+STEP_END_REASONS: Final[frozenset[str]] = frozenset(get_args(StepEndReason))
+ATTEMPT_OUTCOMES: Final[frozenset[str]] = frozenset(get_args(AttemptOutcome))
+STREAM_OUTCOMES: Final[frozenset[str]] = frozenset(get_args(StreamOutcome))
+TOOL_CALL_STATUSES: Final[frozenset[str]] = frozenset(get_args(ToolCallStatus))
+
+# ``assistant/message.recovered`` of a message that crash recovery rebuilt,
+# and the reason of the turn it closed.
+RECOVERED_CRASHED: Final = "crashed"
+
 SURFACE_TYPES: Final = frozenset({"user/message", "assistant/message", "tool/result"})
 # Statuses of a ``compaction`` record (as ACP's ``compaction_update`` has them).
-COMPACTION_STATUSES: Final = frozenset({"in_progress", "completed", "failed", "cancelled"})
-COMPACTION_TRIGGERS: Final = frozenset({"auto", "overflow", "command"})
+COMPACTION_STATUSES: Final[frozenset[str]] = frozenset(get_args(CompactionStatus))
+COMPACTION_TRIGGERS: Final[frozenset[str]] = frozenset(get_args(CompactionTrigger))
 # Tool call statuses after which the editor expects no further update.
 FINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
 

@@ -7,12 +7,13 @@ to the function that turns a record of version n into one of version n + 1;
 this program, or of an older one that no upcaster covers, makes the log
 unreadable (`LogCorrupt`): guessing would change what the model sees.
 
-`load_log` reads a file like `acp_bridge.log.reader.read_log` (a torn final
-line is cut off, any other bad line is an error, ``seq`` must be contiguous)
-and also upcasts every record and skips records of a type this version does
-not know, with a warning on stderr: a log written by a newer version that
-only added record types still loads, and the ``seq`` of the skipped records
-still counts when the log is continued.
+`load_log` is the one reader of a log file: a torn final line is cut off,
+any other bad line is an error, ``seq`` must be contiguous, every record is
+upcast, and records of a type this version does not know are skipped with a
+warning on stderr: a log written by a newer version that only added record
+types still loads, and the ``seq`` of the skipped records still counts when
+the log is continued.  `acp_bridge.log.reader.read_records` sits on top of it
+(``keep_unknown=True``: it returns such records too).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from .reader import LogCorrupt
+from .errors import LogCorrupt, json_kind
 from .records import FORMAT_VERSION, RECORD_TYPES
 
 __all__ = ["UPCASTERS", "LoadedLog", "gc_paused", "load_log", "upcast"]
@@ -50,7 +51,9 @@ def upcast(record: Record, current: int | None = None) -> Record:
     if type(version) is not int:
         raise ValueError(f"unknown format version {version!r}")
     if version > target:
-        raise ValueError(f"format version {version} is newer than this acp-bridge ({target})")
+        raise ValueError(
+            f"unknown format version {version}: newer than this acp-bridge ({target})"
+        )
     while version < target:
         step = UPCASTERS.get(version)
         if step is None:
@@ -113,13 +116,16 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def load_log(path: str | os.PathLike[str], *, current: int | None = None) -> LoadedLog:
-    """Read, validate and upcast a session log (see the module docstring)."""
+def load_log(
+    path: str | os.PathLike[str], *, current: int | None = None, keep_unknown: bool = False
+) -> LoadedLog:
+    """Read, validate and upcast a session log (see the module docstring);
+    ``keep_unknown``: keep records of unknown types instead of skipping them."""
     with gc_paused():
-        return _load_log(path, FORMAT_VERSION if current is None else current)
+        return _load_log(path, FORMAT_VERSION if current is None else current, keep_unknown)
 
 
-def _load_log(path: str | os.PathLike[str], current: int) -> LoadedLog:
+def _load_log(path: str | os.PathLike[str], current: int, keep_unknown: bool) -> LoadedLog:
     with open(path, "rb") as file:
         data = file.read()
     lines = data.split(b"\n")
@@ -147,7 +153,8 @@ def _load_log(path: str | os.PathLike[str], current: int) -> LoadedLog:
                 return LoadedLog(records, seq, valid_size, True, skipped)
             raise LogCorrupt(path, line_no, f"not valid JSON ({exc})") from None
         if not isinstance(value, dict):
-            raise LogCorrupt(path, line_no, "a record must be a JSON object")
+            kind = json_kind(value)
+            raise LogCorrupt(path, line_no, f"a record must be a JSON object, not {kind}")
         if value.get("v") != current or type(value.get("v")) is not int:
             try:
                 value = upcast(value, current)
@@ -160,7 +167,7 @@ def _load_log(path: str | os.PathLike[str], current: int) -> LoadedLog:
             raise LogCorrupt(path, line_no, "the record has no string 'type'")
         seq += 1
         valid_size += len(line) + 1
-        if kind not in RECORD_TYPES:
+        if kind not in RECORD_TYPES and not keep_unknown:
             log.warning("%s:%d: skipping a record of unknown type %r", path, line_no, kind)
             skipped.append(kind)
             continue

@@ -22,8 +22,8 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from .derive import HistoryProjection
-from .records import FORMAT_VERSION, SURFACE_TYPES
+from .projection import HistoryProjection
+from .records import FORMAT_VERSION, SURFACE_TYPES, StreamOutcome
 
 
 class LogTarget(Protocol):
@@ -139,12 +139,15 @@ class SessionLog:
 
     def open_stream(
         self, attempt: str, turn: int, step: int, provider: str, **fields: Any
-    ) -> None:
-        self.append("stream/start", turn, step, attempt=attempt, provider=provider, **fields)
+    ) -> dict[str, Any]:
+        """Append ``stream/start`` and start recording the stream's deltas; the record."""
+        head = {"attempt": attempt, "provider": provider}
+        record = self.append("stream/start", turn, step, **head, **fields)
         self._attempt, self._turn, self._step = attempt, turn, step
         self._t0 = time.monotonic()
         self._timed = bytearray()
         self.outbox.add_pre_flush(self._flush_delta)
+        return record
 
     def delta(self, index: int, kind: str, text: str) -> None:
         """Record a chunk that has just been queued for the editor (hot path)."""
@@ -184,13 +187,14 @@ class SessionLog:
         self._flush_delta()
         return orjson.Fragment(b"[" + self._timed + b"]")
 
-    def close_stream(self, outcome: str) -> None:
+    def close_stream(self, outcome: StreamOutcome) -> dict[str, Any] | None:
+        """Append the open stream's ``stream/end``; the record (None if no stream is open)."""
         if self._attempt is None:
-            return
+            return None
         self.outbox.remove_pre_flush(self._flush_delta)
         self._timed = bytearray()  # the stream is recorded; keep no copy of it
         attempt, self._attempt = self._attempt, None
-        self.append("stream/end", self._turn, self._step, attempt=attempt, outcome=outcome)
+        return self.append("stream/end", self._turn, self._step, attempt=attempt, outcome=outcome)
 
     def _flush_delta(self) -> None:
         if not self._parts:

@@ -13,10 +13,12 @@ attempt id; never streamed to the editor; ``metadata.purpose`` is
   estimated size of the history after it;
 * ``failed`` with the provider's error (the history is unchanged);
 * ``cancelled``, written by the turn's ending when a Stop cancels the request
-  (`Turn._record_stop`): the history is unchanged.
+  (`acp_bridge.loop.ending.record_stop`): the history is unchanged.
 
-The editor sees `acp_bridge.log.compaction.compaction_updates` of each record.
-A provider error does not end the turn here: the caller decides.
+The editor sees `acp_bridge.log.compaction.compaction_updates` of each record
+(`acp_bridge.loop.compaction_shown.show`).
+A provider error does not end the turn here: the caller decides.  What this
+module needs of the turn is `CompactingTurn` (it never imports the turn).
 """
 
 from __future__ import annotations
@@ -26,13 +28,12 @@ import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 
 from ..context.compaction import KEEP_FRACTION, plan_compaction, summary_messages
 from ..context.estimate import estimate_json, estimate_request
-from ..log.compaction import compaction_updates
 from ..log.derive import derive_messages
 from ..providers.base import (
     ModelRequest,
@@ -42,12 +43,14 @@ from ..providers.base import (
     TextDelta,
     Usage,
 )
-from .recorder import usage_record
+from .compaction_shown import OpenCompaction, Shows, show
+from .lifecycle import TurnConfig
+from .recorder import TurnRecorder, usage_record
 
 if TYPE_CHECKING:
-    from .turn import Turn
+    from ..context.windows import ModelInfo
 
-__all__ = ["PURPOSE", "OpenCompaction", "Outcome", "compact"]
+__all__ = ["PURPOSE", "CompactingTurn", "OpenCompaction", "Outcome", "Shows", "compact", "show"]
 
 log = logging.getLogger("acp_bridge.turn")
 
@@ -55,13 +58,27 @@ PURPOSE: Final = "compaction"
 EMPTY_SUMMARY: Final = "the model answered the summary request with no text"
 
 
-@dataclass
-class OpenCompaction:
-    """A compaction whose outcome is not logged yet (a Stop logs it cancelled)."""
+class CompactingTurn(Shows, Protocol):
+    """What a compaction uses of the turn it runs in."""
 
-    compaction_id: str
-    attempt: str
-    trigger: str
+    open_compaction: OpenCompaction | None
+
+    @property
+    def number(self) -> int: ...
+
+    @property
+    def config(self) -> TurnConfig: ...
+
+    @property
+    def rec(self) -> TurnRecorder: ...
+
+    @property
+    def info(self) -> ModelInfo | None: ...
+
+    @property
+    def system(self) -> str | None: ...
+
+    def show_context_usage(self, used: int, input_tokens: int, output_tokens: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +89,7 @@ class Outcome:
     error: ProviderError | None = None
 
 
-async def compact(turn: Turn, trigger: str, instructions: str | None = None) -> Outcome:
+async def compact(turn: CompactingTurn, trigger: str, instructions: str | None = None) -> Outcome:
     """Compact the session's history now (see the module docstring)."""
     session = turn.session
     assert turn.info is not None
@@ -133,18 +150,12 @@ async def compact(turn: Turn, trigger: str, instructions: str | None = None) -> 
     return Outcome("completed")
 
 
-def show(turn: Turn, record: dict[str, Any]) -> None:
-    """Send what the editor is shown of a compaction record."""
-    for update in compaction_updates(record, opted=turn.session.context.compaction_updates):
-        turn.emit(update)
-
-
 def _history_after(records: list[dict[str, Any]], fields: dict[str, Any]) -> list[dict[str, Any]]:
     """The history the completed compaction will leave (before it is logged)."""
     return derive_messages([*records, {"type": "compaction", "turn": 0, "step": 0, **fields}])
 
 
-async def _summarize(turn: Turn, request: ModelRequest) -> tuple[str, Usage | None]:
+async def _summarize(turn: CompactingTurn, request: ModelRequest) -> tuple[str, Usage | None]:
     """Send the summary request; its text, and its usage if reported."""
     texts: list[str] = []
     usage: Usage | None = None

@@ -14,31 +14,58 @@ told about:
 * `cancel_request` (``$/cancel_request``) does the same for one prompt;
 * `run` waits for the prompt's turn, runs it, and answers the moment it ends
   (the turn's updates and records are already queued ahead of the answer on
-  the one ordered writer).
+  the one ordered writer).  What the protocol edge supplies for one prompt
+  (its settings, how to spawn and answer) is one `PromptHost`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 import anyio
 
 from ..jsonrpc.errors import RequestId
 from ..log.upcast import gc_paused
-from .turn import Spawn, Turn, TurnConfig
+from .lifecycle import TurnConfig
+from .session_core import SessionCore
+from .turn import Spawn, Turn
 
-if TYPE_CHECKING:
-    from .session import Session
+__all__ = ["PromptHost", "PromptQueue", "stop"]
 
 log = logging.getLogger("acp_bridge.prompts")
 
-Answer = Callable[[Turn], None]
+
+class PromptHost(Protocol):
+    """What the protocol edge supplies for one prompt's turn."""
+
+    @property
+    def config(self) -> TurnConfig: ...
+
+    @property
+    def spawn(self) -> Spawn: ...
+
+    def before_start(self) -> bool:
+        """Called under the queue's lock just before the turn would start:
+        False starts nothing (shutdown); it may raise to refuse the prompt."""
+        ...
+
+    def prepare(self, turn: Turn) -> None:
+        """Adjust the turn before it starts (a regenerate's own recorder)."""
+        ...
+
+    def run_turn(self, turn: Turn) -> Callable[[], Coroutine[Any, Any, None]]:
+        """The task that runs the turn (spawned)."""
+        ...
+
+    def answer(self, turn: Turn) -> None:
+        """Answer the prompt; called the moment the turn ends."""
+        ...
 
 
 class PromptQueue:
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SessionCore) -> None:
         self.session = session
         self._lock = anyio.Lock()
         # Prompts received and not started yet, by request id: True once a
@@ -74,24 +101,13 @@ class PromptQueue:
         request_id: RequestId,
         blocks: list[dict[str, Any]],
         raw: list[dict[str, Any]],
-        *,
-        config: TurnConfig,
-        spawn: Spawn,
-        answer: Answer,
-        before_start: Callable[[], bool],
-        run_turn: Callable[[Turn], Any],
-        prepare: Callable[[Turn], None] | None = None,
+        host: PromptHost,
     ) -> Turn | None:
-        """Run one prompt's turn when its time comes; None when it started none.
-
-        ``before_start`` is called under the queue's lock, just before the
-        turn would start; it returns False to start nothing (shutdown), and
-        may raise to refuse the prompt.  ``run_turn(turn)`` is spawned to run
-        it; the answer is sent by ``answer`` when the turn ends.
-        """
+        """Run one prompt's turn when its time comes; None when it started none."""
+        config, spawn = host.config, host.spawn
         async with self._lock:
             cancelled_early = self.waiting.pop(request_id, False)
-            if not before_start():
+            if not host.before_start():
                 return None
             self.turns += 1
             turn = Turn(
@@ -101,22 +117,21 @@ class PromptQueue:
                 config,
                 spawn,
                 raw_prompt=raw,
-                answer=answer,
+                answer=host.answer,
             )
             turn.request_id = request_id
-            if prepare is not None:
-                prepare(turn)  # e.g. a regenerate turn's own recorder
+            host.prepare(turn)
             self.active = turn
             if cancelled_early:
                 # A cancel arrived before this turn could start: it still
                 # records the user's message, then ends as cancelled.
                 turn.cancel("user")
-            spawn(run_turn(turn))
+            spawn(host.run_turn(turn))
             try:
                 await turn.settled.wait()
             finally:
                 self.active = None
-                if not turn.settled.is_set():
+                if not turn.ended:
                     # The handler is being torn down (shutdown): stop the turn
                     # as a disconnect and give it the deadline to record that.
                     turn.cancel("disconnected")
@@ -135,5 +150,5 @@ def stop(turn: Turn, cause: str, spawn: Spawn) -> None:
     Stop the editor sees.  Collections resume once the answer is out."""
     with gc_paused():
         stopping = turn.cancel(cause)
-    if stopping and not turn.settled.is_set():
+    if stopping:  # it has not ended yet
         spawn(turn.watchdog)

@@ -4,7 +4,9 @@
 shape as the log sees it (which step is open, which stream, which tool calls
 still lack a result, which tool calls announced to the editor still lack a
 final status), so the turn's ending can close whatever is open without
-keeping flags of its own.
+keeping flags of its own.  That shape is `acp_bridge.log.open_turn.OpenTurn`,
+fed every record the recorder appends: the same fold reopen uses after a
+crash and the checker uses on any log.
 
 Once ``turn/end`` is written the recorder is *closed*: every later append is
 dropped (and reported as False).  That is the log half of the turn's fence
@@ -17,7 +19,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..log.records import FINAL_TOOL_STATUSES
+from ..log.open_turn import OpenStream, OpenTurn
+from ..log.records import StreamOutcome
 from ..providers.base import ProviderError, Usage
 
 if TYPE_CHECKING:
@@ -25,38 +28,48 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("acp_bridge.turn")
 
-
-
-class OpenStream:
-    """The model stream the log has a ``stream/start`` for and no ``stream/end`` yet."""
-
-    __slots__ = ("attempt", "message_id")
-
-    def __init__(self, attempt: str, message_id: str) -> None:
-        self.attempt = attempt
-        self.message_id = message_id
+__all__ = ["OpenStream", "TurnRecorder", "usage_record"]
 
 
 class TurnRecorder:
     def __init__(self, slog: SessionLog, turn: int) -> None:
         self.log = slog
         self.turn = turn
-        self.step = 0
-        self.step_open = False
-        self.stream: OpenStream | None = None
+        # What of the turn is open in the log, from the records appended.
+        self.open = OpenTurn(turn=turn)
         self.closed = False
-        # tool/call records without their tool/result, in order.
-        self.unanswered: dict[str, str] = {}
-        # Tool calls announced to the editor without a final status: id -> name.
-        self.open_tools: dict[str, str] = {}
         # The hot path's delta recorder (no per-chunk wrapper).
         self.delta = slog.delta
+
+    @property
+    def step(self) -> int:
+        """The number of the turn's latest step (0 before the first)."""
+        return self.open.step
+
+    @property
+    def step_open(self) -> bool:
+        return self.open.step_open
+
+    @property
+    def stream(self) -> OpenStream | None:
+        """The model stream with a ``stream/start`` and no record ending it yet."""
+        return self.open.stream
+
+    @property
+    def unanswered(self) -> dict[str, str]:
+        """tool/call records without their tool/result, in order: id -> name."""
+        return self.open.unanswered
+
+    @property
+    def open_tools(self) -> dict[str, str]:
+        """Tool calls announced to the editor without a final status: id -> title."""
+        return self.open.open_tools
 
     def _append(self, type: str, step: int, **fields: Any) -> bool:
         if self.closed:
             log.debug("turn %d has ended; %s not recorded", self.turn, type)
             return False
-        self.log.append(type, self.turn, step, **fields)
+        self.open.feed(self.log.append(type, self.turn, step, **fields))
         return True
 
     # -- turn and steps -----------------------------------------------------
@@ -68,14 +81,15 @@ class TurnRecorder:
         self._append("user/message", 0, content=content, prompt=prompt)
 
     def step_start(self) -> None:
-        self.step += 1
-        self.step_open = True
-        self._append("step/start", self.step)
+        if not self._append("step/start", self.step + 1):
+            # Closed: nothing is recorded, but the steps are still counted (a
+            # loop that woke up after the fence still reaches its step limit).
+            self.open.step += 1
+            self.open.step_open = True
 
     def step_end(self, reason: str) -> None:
-        if self.step_open:
-            self.step_open = False
-            self._append("step/end", self.step, reason=reason)
+        if self.step_open and not self._append("step/end", self.step, reason=reason):
+            self.open.step_open = False
 
     def turn_end(self, reason: str, *, forced: bool, left_out: bool = False) -> None:
         """``left_out``: the turn leaves the model history (its prompt did not fit)."""
@@ -88,8 +102,10 @@ class TurnRecorder:
     def stream_start(self, attempt: str, message_id: str, provider: str) -> None:
         if self.closed:
             return
-        self.stream = OpenStream(attempt, message_id)
-        self.log.open_stream(attempt, self.turn, self.step, provider, message_id=message_id)
+        record = self.log.open_stream(
+            attempt, self.turn, self.step, provider, message_id=message_id
+        )
+        self.open.feed(record)
 
     def message(
         self,
@@ -117,7 +133,9 @@ class TurnRecorder:
         """The open stream leaves no surface message: an ``assistant/attempt`` (abandoned)."""
         self._end_stream("assistant/attempt", "abandoned", outcome=outcome, content=content)
 
-    def _end_stream(self, record_type: str, stream_outcome: str, /, **fields: Any) -> None:
+    def _end_stream(
+        self, record_type: str, stream_outcome: StreamOutcome, /, **fields: Any
+    ) -> None:
         """The record that ends the open stream (its attempt and message id), then its close."""
         stream = self.stream
         assert stream is not None
@@ -128,9 +146,10 @@ class TurnRecorder:
             message_id=stream.message_id,
             **fields,
         )
-        self.stream = None
-        if not self.closed:
-            self.log.close_stream(stream_outcome)
+        if self.closed:
+            stream.ended = True  # nothing more of it is recorded
+        else:
+            self.open.feed(self.log.close_stream(stream_outcome) or {})
 
     def request_error(
         self,
@@ -166,15 +185,11 @@ class TurnRecorder:
     def tool_announce(self, update: dict[str, Any]) -> None:
         """A ``tool_call`` sent to the editor (``update`` without ``sessionUpdate``)."""
         call_id = update["toolCallId"]
-        if update.get("status") not in FINAL_TOOL_STATUSES:
-            self.open_tools[call_id] = str(update.get("title", ""))
         self._append("tool/announce", self.step, tool_call_id=call_id, update=update)
 
     def tool_update(self, update: dict[str, Any]) -> None:
         """A ``tool_call_update`` sent to the editor."""
         call_id = update["toolCallId"]
-        if update.get("status") in FINAL_TOOL_STATUSES:
-            self.open_tools.pop(call_id, None)
         self._append("tool/update", self.step, tool_call_id=call_id, update=update)
 
     def compaction(self, **fields: Any) -> dict[str, Any]:
@@ -190,13 +205,11 @@ class TurnRecorder:
     # -- tools --------------------------------------------------------------
 
     def tool_call(self, call_id: str, name: str, input: object, status: str) -> None:
-        self.unanswered[call_id] = name
         self._append(
             "tool/call", self.step, tool_call_id=call_id, name=name, input=input, status=status
         )
 
     def tool_result(self, call_id: str, content: list[dict[str, Any]], *, is_error: bool) -> None:
-        self.unanswered.pop(call_id, None)
         self._append(
             "tool/result", self.step, tool_call_id=call_id, content=content, is_error=is_error
         )

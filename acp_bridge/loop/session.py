@@ -2,49 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
-from ..log.writer import SessionLog
-from ..providers.base import Provider
-from ..transport.outbox import Outbox
 from .prompts import PromptQueue
-from .updates import UpdateFrames
+from .session_core import SessionCore
 
-if TYPE_CHECKING:
-    from ..context.session import SessionContext
-    from ..tools.state import ToolState
+__all__ = ["Session"]
 
 
 @dataclass(eq=False)
-class Session:
-    id: str
-    cwd: str
-    log: SessionLog
-    provider: Provider
-    outbox: Outbox
-    frames: UpdateFrames
-    # Tools, mode and permissions (None: tool calls are answered "unavailable").
-    tools: ToolState | None = field(default=None, kw_only=True)
+class Session(SessionCore):
     # Every prompt of the session, waiting or running (see PromptQueue).
     prompts: PromptQueue = field(init=False)
-    # Its system prompt, window and cost (the agent sets its directories and
-    # the client's capabilities; see `acp_bridge.acp.agent.Agent.make_session`).
-    context: SessionContext = field(init=False)
 
     def __post_init__(self) -> None:
-        # Loaded off the start-up path (see `acp_bridge.server`).
-        from ..context.config import ContextConfig
-        from ..context.session import SessionContext
-
+        super().__post_init__()
         self.prompts = PromptQueue(self)
-        config = getattr(self.provider, "context", None)
-        if not isinstance(config, ContextConfig):
-            config = ContextConfig()
-        self.context = SessionContext(config, self.cwd)
-
-    def history(self) -> Sequence[dict[str, Any]]:
-        """The model history: ``derive_messages`` of the log (invariant I4), kept
-        incrementally; an immutable view whose messages must not be mutated."""
-        return self.log.history.messages()

@@ -33,7 +33,7 @@ the turn's ending calls.  Nothing is started once the turn is stopped.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import anyio
 import anyio.to_thread
@@ -46,9 +46,7 @@ from . import permissions as perm
 from .base import ToolContext, ToolError, ToolOutput
 from .state import ToolState
 from .texts import unavailable_tool_text
-
-if TYPE_CHECKING:
-    from ..loop.turn import Turn
+from .turn_port import TurnPort
 
 log = logging.getLogger("acp_bridge.tools")
 
@@ -89,7 +87,7 @@ def _spelled(path: str, real: str) -> str:
 
 
 class ToolRunner:
-    def __init__(self, turn: Turn, state: ToolState) -> None:
+    def __init__(self, turn: TurnPort, state: ToolState) -> None:
         self.turn = turn
         self.state = state
         # Calls of the step not yet dispatched, in model order.
@@ -98,7 +96,7 @@ class ToolRunner:
     async def run(self, calls: list[dict[str, Any]]) -> None:
         self.queue = list(calls)
         while self.queue:
-            if self.turn.cause is not None:
+            if self.turn.over:
                 return  # stopped: the ending gives the rest ABORTED_BEFORE_DISPATCH
             await self._one(self.queue[0])
 
@@ -180,7 +178,7 @@ class ToolRunner:
                 text = f"{name} was refused: {exc}."
                 self._finish(call, "refused", ToolOutput(text, is_error=True))
                 return
-            if turn.cause is not None:
+            if turn.over:
                 return  # stopped meanwhile: still undispatched
         if system:
             text = f"{name} was refused: " + localfs.system_text(*system[0]) + ". It did not run."
@@ -209,7 +207,7 @@ class ToolRunner:
                     call, "refused", ToolOutput(perm.declined_text(name, why), is_error=True)
                 )
                 return
-        if turn.cause is not None:
+        if turn.over:
             return  # stopped while asking: still undispatched
         # What the user allowed is the resolved path, and only for this call.
         ctx.allowed = tuple(real for _, real in outside)
@@ -256,7 +254,7 @@ class ToolRunner:
                 log.warning(
                     "permission answer for %s taken as a dismissal: %s", call["id"], problem
                 )
-        if option is None and turn.cause is not None:
+        if option is None and turn.over:
             # The editor answered "cancelled" because the user pressed Stop.
             self._permission_stopped(call)
             return STOPPED
@@ -266,7 +264,7 @@ class ToolRunner:
         if (
             option in (perm.ALLOW_ALWAYS, perm.REJECT_ALWAYS)
             and not outside
-            and not turn.rec.closed
+            and not turn.ended
         ):
             state.remember(name, option)
         if option in (perm.ALLOW_ONCE, perm.ALLOW_ALWAYS):
@@ -322,7 +320,7 @@ class ToolRunner:
 
         async def refuse_if_stopped() -> None:
             # Never start an editor request for a stopped turn.
-            if turn.cause is not None or turn.rec.closed:
+            if turn.over:
                 await anyio.lowlevel.checkpoint()
                 raise ToolError("the turn was stopped")
 
@@ -333,7 +331,7 @@ class ToolRunner:
             )
 
         async def cleanup(method: str, params: dict[str, Any]) -> Any | None:
-            if turn.rec.closed:
+            if turn.ended:
                 return None
             with anyio.CancelScope(shield=True), anyio.move_on_after(share):
                 try:
@@ -390,7 +388,7 @@ class ToolRunner:
             settle=settle,
             cleanup=cleanup,
             update=update,
-            stopped=lambda: turn.cause is not None,
+            stopped=lambda: turn.over,
             hidden_env=state.hidden_env,
             timeout_s=state.tool_timeout,
         )

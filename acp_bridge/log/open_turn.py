@@ -1,0 +1,242 @@
+"""What an open turn looks like in the log, and the records that close it.
+
+A turn is *open* from its ``turn/start`` to its ``turn/end``.  While it is
+open, the log may hold parts of it that a reader of the history needs closed:
+a step without ``step/end``, a model stream without ``stream/end`` (and maybe
+without the ``assistant/message`` or ``assistant/attempt`` that ends it), a
+dispatched ``tool/call`` without a ``tool/result``, a tool call shown to the
+editor (``tool/announce``) without a final status.
+
+`OpenTurn` is that shape as a fold over the turn's records (`feed`), pure and
+free of I/O.  Three readers share it: the live recorder
+(`acp_bridge.loop.recorder.TurnRecorder`) feeds it every record it appends;
+`acp_bridge.log.reopen` folds the last turn of a log left open by a process
+that died; `acp_bridge.log.check` asks it what a step or a turn still lacks.
+
+`OpenTurn.close` returns the records that close what is open, in the order the
+log requires (see `acp_bridge.log.check`): the final ``tool/update`` of every
+tool call still shown as running, then each open stream's surface record and
+``stream/end``, an error ``tool/result`` for every unanswered ``tool/call``,
+``step/end`` and ``turn/end``, the last two with the given reason.  A user
+stop and a crash close a turn the same way, but for the reason and the words
+they leave: a crash (``crashed``) marks its recovered message and says a
+tool's outcome is unknown, a stop (``cancelled``) says the tool was stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .derive import join_parts, visible_blocks
+from .records import (
+    FINAL_TOOL_STATUSES,
+    RECOVERED_CRASHED,
+    AttemptOutcome,
+    StreamOutcome,
+    TurnEndReason,
+)
+
+__all__ = [
+    "OUTCOME_UNKNOWN",
+    "TOOL_STOPPED",
+    "Closing",
+    "OpenStream",
+    "OpenTurn",
+]
+
+OUTCOME_UNKNOWN: Final = (
+    "The outcome of this tool call is unknown: the agent stopped before the tool "
+    "returned a result. It may or may not have run."
+)
+TOOL_STOPPED: Final = "the agent stopped before this tool call finished"
+
+Record = Mapping[str, Any]
+# (type, turn, step, fields) of one record to append.
+Closing = tuple[str, int, int, dict[str, Any]]
+
+
+@dataclass
+class OpenStream:
+    """A model stream of the open step: its ``stream/start`` and what followed."""
+
+    attempt: str
+    message_id: str | None
+    started: float = 0.0
+    # The assistant/* record type written for it, if any, and whether that
+    # message is interrupted.
+    surface: str | None = None
+    interrupted: bool = False
+    ended: bool = False
+    # Its stream/end's outcome, once ended.
+    outcome: str | None = None
+    # (t_ms, index, kind, text) of each part of its stream/delta records.
+    parts: list[tuple[float, int, str, str]] = field(default_factory=list)
+
+
+@dataclass
+class OpenTurn:
+    """The open parts of one turn, folded from its records (see the module docstring)."""
+
+    turn: int = 0
+    ended: bool = False
+    step: int = 0
+    step_open: bool = False
+    # The streams started in the open step, by attempt id.
+    streams: dict[str, OpenStream] = field(default_factory=dict)
+    # tool/call records of the open step without their tool/result: id -> name.
+    unanswered: dict[str, str] = field(default_factory=dict)
+    # Tool calls shown to the editor in this turn without a final status: id -> title.
+    open_tools: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def stream(self) -> OpenStream | None:
+        """The stream still waiting for its surface record (at most one)."""
+        for stream in self.streams.values():
+            if stream.surface is None and not stream.ended:
+                return stream
+        return None
+
+    # -- the fold ---------------------------------------------------------------
+
+    def feed(self, record: Record) -> None:
+        """Take in the next record of the turn."""
+        kind = record.get("type")
+        if kind == "turn/start":
+            self._start(record.get("turn", 0))
+        elif kind == "turn/end":
+            self.ended = True
+        elif kind == "step/start":
+            self.step, self.step_open = record.get("step", 0), True
+            self.streams, self.unanswered = {}, {}
+        elif kind == "step/end":
+            self.step_open = False
+        elif kind == "stream/start":
+            attempt = record.get("attempt")
+            if isinstance(attempt, str):
+                self.streams[attempt] = OpenStream(attempt, record.get("message_id"), _at(record))
+        elif kind in _STREAM_TYPES:
+            stream = self.streams.get(record.get("attempt"))  # type: ignore[arg-type]
+            if stream is not None:
+                _feed_stream(stream, record)
+        elif kind == "tool/call":
+            self.unanswered[record["tool_call_id"]] = str(record.get("name", ""))
+        elif kind == "tool/result":
+            self.unanswered.pop(record.get("tool_call_id"), None)  # type: ignore[arg-type]
+        elif kind in ("tool/announce", "tool/update"):
+            self._shown(kind, record["tool_call_id"], record.get("update") or {})
+
+    def _start(self, turn: int) -> None:
+        self.turn, self.ended, self.step, self.step_open = turn, False, 0, False
+        self.streams, self.unanswered, self.open_tools = {}, {}, {}
+
+    def _shown(self, kind: str, call_id: str, update: Mapping[str, Any]) -> None:
+        if update.get("status") in FINAL_TOOL_STATUSES:
+            self.open_tools.pop(call_id, None)
+        elif kind == "tool/announce":
+            self.open_tools[call_id] = str(update.get("title", ""))
+
+    # -- closing ----------------------------------------------------------------
+
+    def close(self, reason: TurnEndReason) -> list[Closing]:
+        """The records that close this turn with ``reason`` (none if it has ended).
+
+        ``crashed`` is the process dying: if the crash interrupted the
+        recording of a user stop (its interrupted message is already there),
+        the stop is completed as ``cancelled`` instead.
+        """
+        if self.ended:
+            return []
+        turn, step = self.turn, self.step
+        crashed = reason == RECOVERED_CRASHED
+        out: list[Closing] = []
+        if self.step_open:
+            why = TOOL_STOPPED if crashed else _STOP_WHY.get(reason, reason)
+            for call_id in self.open_tools:
+                update = {"toolCallId": call_id, "status": "failed", "content": [_content(why)]}
+                out.append(("tool/update", turn, step, {"tool_call_id": call_id, "update": update}))
+            for attempt, stream in self.streams.items():
+                if stream.ended:
+                    continue
+                if stream.surface is None:
+                    out.extend(_close_stream(attempt, stream, turn, step, crashed=crashed))
+                    continue
+                if stream.interrupted:
+                    reason = "cancelled"  # a user stop was being recorded
+                outcome: StreamOutcome = (
+                    "committed" if stream.surface == "assistant/message" else "abandoned"
+                )
+                out.append(("stream/end", turn, step, {"attempt": attempt, "outcome": outcome}))
+            for call_id, name in self.unanswered.items():
+                text = OUTCOME_UNKNOWN if crashed else _stopped_text(name)
+                content = [{"type": "text", "text": text}]
+                fields = {"tool_call_id": call_id, "content": content, "is_error": True}
+                out.append(("tool/result", turn, step, fields))
+            out.append(("step/end", turn, step, {"reason": reason}))
+        out.append(("turn/end", turn, 0, {"reason": reason, "forced": True}))
+        return out
+
+
+_STREAM_TYPES: Final = frozenset(
+    {"stream/delta", "stream/end", "assistant/message", "assistant/attempt"}
+)
+# What a closed tool call's final status says, by the reason its turn ended.
+_STOP_WHY: Final = {"cancelled": "cancelled before it ran"}
+
+
+def _stopped_text(name: str) -> str:
+    return f"Tool {name!r} was stopped before it returned a result."
+
+
+def _feed_stream(stream: OpenStream, record: Record) -> None:
+    kind = record["type"]
+    if kind == "stream/delta":
+        t_ms = round((_at(record) - stream.started) * 1000, 3)
+        for index, part_kind, text in record.get("parts", ()):
+            stream.parts.append((t_ms, index, part_kind, text))
+    elif kind == "stream/end":
+        stream.ended, stream.outcome = True, record.get("outcome")
+    else:
+        stream.surface = kind
+        stream.interrupted = record.get("interrupted") is True
+
+
+def _at(record: Record) -> float:
+    at = record.get("at")
+    return float(at) if isinstance(at, int | float) else 0.0
+
+
+def _content(text: str) -> dict[str, Any]:
+    return {"type": "content", "content": {"type": "text", "text": text}}
+
+
+def _close_stream(
+    attempt: str, stream: OpenStream, turn: int, step: int, *, crashed: bool
+) -> list[Closing]:
+    """An open stream's delivered text (rebuilt from its deltas) becomes an
+    interrupted message; with nothing visible, an attempt."""
+    content = visible_blocks(join_parts(stream.parts))
+    base = {"attempt": attempt, "message_id": stream.message_id}
+    if content:
+        timed = [[t_ms, index, kind, text] for t_ms, index, kind, text in stream.parts]
+        fields: dict[str, Any] = {
+            **base,
+            "content": content,
+            "interrupted": True,
+            "finish": None,
+            "usage": None,
+            "stream": timed,
+        }
+        if crashed:
+            fields["recovered"] = RECOVERED_CRASHED
+        return [
+            ("assistant/message", turn, step, fields),
+            ("stream/end", turn, step, {"attempt": attempt, "outcome": "committed"}),
+        ]
+    outcome: AttemptOutcome = "crashed" if crashed else "empty"
+    fields = {**base, "outcome": outcome, "content": []}
+    return [
+        ("assistant/attempt", turn, step, fields),
+        ("stream/end", turn, step, {"attempt": attempt, "outcome": "abandoned"}),
+    ]

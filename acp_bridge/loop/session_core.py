@@ -1,0 +1,53 @@
+"""A session as its turns see it: its log, provider, writer, tools and context.
+
+`acp_bridge.loop.session.Session` adds the prompt queue on top; the turn and
+the compaction depend only on this part, so the imports point one way
+(session -> prompts -> turn -> session_core).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..log.writer import SessionLog
+from ..providers.base import Provider
+from ..transport.outbox import Outbox
+from .updates import UpdateFrames
+
+if TYPE_CHECKING:
+    from ..context.session import SessionContext
+    from ..tools.state import ToolState
+
+__all__ = ["SessionCore"]
+
+
+@dataclass(eq=False)
+class SessionCore:
+    id: str
+    cwd: str
+    log: SessionLog
+    provider: Provider
+    outbox: Outbox
+    frames: UpdateFrames
+    # Tools, mode and permissions (None: tool calls are answered "unavailable").
+    tools: ToolState | None = field(default=None, kw_only=True)
+    # Its system prompt, window and cost (the agent sets its directories and
+    # the client's capabilities; see `acp_bridge.acp.agent.Agent.make_session`).
+    context: SessionContext = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Loaded off the start-up path (see `acp_bridge.server`).
+        from ..context.config import ContextConfig
+        from ..context.session import SessionContext
+
+        config = getattr(self.provider, "context", None)
+        if not isinstance(config, ContextConfig):
+            config = ContextConfig()
+        self.context = SessionContext(config, self.cwd)
+
+    def history(self) -> Sequence[dict[str, Any]]:
+        """The model history: ``derive_messages`` of the log (invariant I4), kept
+        incrementally; an immutable view whose messages must not be mutated."""
+        return self.log.history.messages()

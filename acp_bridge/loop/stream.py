@@ -1,0 +1,208 @@
+"""The open model stream of one step: the hot loop, and the watch that ends a silent one.
+
+`consume` is the hot loop of a turn (`acp_bridge.loop.turn.Turn._stream_step`
+calls it): each provider event is fed to the assembler, sent to the editor
+and logged, in that order.  Between slices it looks at stdin
+(``poll_input()``), where a Stop may end the turn synchronously (see
+`acp_bridge.loop.ending`, "The synchronous Stop"); it then sees ``turn.over``
+and leaves.  What it needs of the turn is `StreamingTurn`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Final, Protocol
+
+import anyio
+import anyio.lowlevel
+import orjson
+
+from ..log.replay import retry_notice
+from ..providers.base import (
+    ModelRequest,
+    ProviderStream,
+    ReasoningDelta,
+    Retrying,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+)
+from .assembler import StreamAssembler
+from .updates import CHUNK_SUFFIX
+from .usage import UsageTurn, report_usage
+
+__all__ = ["POLL_SLICE", "TIME_SLICE", "IdleWatch", "StepStream", "StreamingTurn", "consume"]
+
+# Longest stretch of stream handling between two yields to the event loop.
+TIME_SLICE: Final = 50e-6
+# Longest stretch of stream handling between two looks at stdin: a Stop is
+# handled within this much of streaming after it arrives (a look costs under
+# a microsecond; the loop itself reads stdin only between slices).
+POLL_SLICE: Final = 15e-6
+
+
+class StepStream:
+    """The open model stream of the current step."""
+
+    __slots__ = ("asm", "attempt", "chunk_prefixes", "message_id")
+
+    def __init__(self) -> None:
+        self.attempt = "att_" + uuid.uuid4().hex[:16]
+        # One id for the model response: its reasoning and its text are one
+        # assistant message to the editor, as they are in the history.
+        self.message_id = "msg_" + uuid.uuid4().hex[:16]
+        self.asm = StreamAssembler()
+        # How this stream's text and reasoning frames start (see
+        # `acp_bridge.loop.ending.retract_queued`).
+        self.chunk_prefixes: tuple[bytes, ...] = ()
+
+
+class IdleWatch:
+    """Cancels the step's scope when no stream event arrives for ``limit`` seconds.
+
+    The hot loop only bumps a counter; this task looks at it a few times per
+    limit, which costs nothing per chunk.
+    """
+
+    def __init__(self, limit: float | None, step_scope: anyio.CancelScope) -> None:
+        self.limit = limit
+        self.seen = 0
+        self.paused = False
+        # Extra seconds of silence allowed while no event has followed the
+        # one counted as ``grace_seen`` (a provider's announced wait before a
+        # retry).
+        self.grace = 0.0
+        self.grace_seen = -1
+        self.fired = False
+        self._step_scope = step_scope
+        self._own_scope = anyio.CancelScope()
+
+    def stop(self) -> None:
+        self._own_scope.cancel()
+
+    async def run(self) -> None:
+        assert self.limit is not None
+        tick = self.limit / 4
+        last, quiet = self.seen, 0.0
+        with self._own_scope:
+            while True:
+                await anyio.sleep(tick)
+                if self.seen != last or self.paused:
+                    last, quiet = self.seen, 0.0
+                    continue
+                quiet += tick
+                allowed = self.limit + (self.grace if self.seen == self.grace_seen else 0.0)
+                if quiet >= allowed:
+                    self.fired = True
+                    self._step_scope.cancel()
+                    return
+
+
+class StreamingTurn(UsageTurn, Protocol):
+    """What the hot loop uses of its turn."""
+
+    # The live provider stream while the loop iterates it (a Stop aborts it).
+    events: ProviderStream | None
+
+    @property
+    def over(self) -> bool: ...
+
+    def show_tool(self, update: dict[str, Any]) -> None: ...
+
+
+async def consume(
+    turn: StreamingTurn, request: ModelRequest, stream: StepStream, idle: IdleWatch
+) -> None:
+    """The hot loop: each event is fed, sent to the editor and logged, in that order."""
+    session = turn.session
+    outbox = session.outbox
+    prefixes: dict[type, tuple[bytes, str]] = {
+        TextDelta: (
+            session.frames.chunk_prefix("agent_message_chunk", stream.message_id),
+            "text",
+        ),
+        ReasoningDelta: (
+            session.frames.chunk_prefix("agent_thought_chunk", stream.message_id),
+            "reasoning",
+        ),
+    }
+    stream.chunk_prefixes = tuple(prefix for prefix, _ in prefixes.values())
+    feed, send, delta = stream.asm.feed, outbox.send, turn.rec.delta
+    poll_input = outbox.poll_input
+    dumps = orjson.dumps
+    clock = time.perf_counter
+    poll_at = clock() + POLL_SLICE
+    yield_at = poll_at + TIME_SLICE
+    async with session.provider.stream(request) as events:
+        turn.events = events
+        async for ev in events:
+            idle.seen += 1
+            if clock() > poll_at:
+                # A Stop waiting on stdin is handled now (it ends this turn
+                # synchronously), not after this task's slice.
+                poll_input()
+                if not turn.over and clock() > yield_at:
+                    # Fairness: a provider that hands out many events
+                    # without waiting would otherwise keep the loop from
+                    # running the writer and the other sessions.
+                    await anyio.lowlevel.checkpoint()
+                    yield_at = clock() + TIME_SLICE
+                poll_at = clock() + POLL_SLICE
+            if turn.over:
+                # A stop was read while the provider yielded: leave now
+                # rather than wait for the cancellation to be delivered.
+                return
+            kind = type(ev)
+            chunk = prefixes.get(kind)
+            if chunk is not None:
+                feed(ev)
+                prefix, block_kind = chunk
+                text_ev: TextDelta = ev  # type: ignore[assignment]  # or ReasoningDelta: same fields
+                send(prefix + dumps(text_ev.text) + CHUNK_SUFFIX)
+                delta(text_ev.index, block_kind, text_ev.text)
+                if outbox.backlog > outbox.high_water:
+                    # Waiting for the editor to read is not provider silence.
+                    idle.paused = True
+                    try:
+                        await outbox.wait_writable()
+                    finally:
+                        idle.paused = False
+            elif kind is Retrying:
+                _retrying(turn, ev)  # type: ignore[arg-type]
+                # The provider now waits before its retry: that wait is
+                # not a silent stream.
+                idle.grace, idle.grace_seen = ev.delay, idle.seen  # type: ignore[union-attr]
+            else:
+                feed(ev)
+                if kind is ToolCallStart:
+                    _announce_tool(turn, ev)  # type: ignore[arg-type]
+                elif kind is ToolCallDelta:
+                    delta(ev.index, "tool_args", ev.args)  # type: ignore[union-attr]
+                elif kind is Usage:
+                    report_usage(turn, ev)  # type: ignore[arg-type]
+        # The stream is complete: from here a stop no longer aborts it.
+        turn.events = None
+    if stream.asm.finish is None:
+        stream.asm.end_stream()
+
+
+def _retrying(turn: StreamingTurn, ev: Retrying) -> None:
+    """The provider retries a failed request itself: log it, tell the user."""
+    fields = turn.rec.request_error(ev.error, retry=(ev.attempt, ev.delay))
+    turn.emit(retry_notice(fields))
+
+
+def _announce_tool(turn: StreamingTurn, ev: ToolCallStart) -> None:
+    tools = turn.session.tools
+    tool = None if tools is None else tools.registry.get(ev.name)
+    turn.show_tool(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": ev.id,
+            "title": ev.name,
+            "kind": "other" if tool is None else tool.kind,
+            "status": "pending",
+        }
+    )

@@ -23,18 +23,19 @@ Typical use::
         result = await client.prompt(session_id, "hi", cancel_after=3)
         assert await client.finish() == 0
 
-`spawn` runs the agent on raw pipes: a test can stop reading its stdout
+`spawn` runs the agent on raw pipes (`acp_bridge.agent_process`, whose
+names are importable from here too): a test can stop reading its stdout
 (``client.process.stdout.pause()``), send it signals, give it a umask, an
 environment, or a stderr nobody reads; every wait is bounded (``within``).
+
+One class, the editor, is most of this module (about 360 lines): its
+reading, writing, waiting and serving share its transcript and its tables,
+so they stay together.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
-import signal
-import sys
-import termios
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -47,6 +48,7 @@ import anyio
 import anyio.abc
 import orjson
 
+from .agent_process import AgentProcess, FdSink, FdSource, bridge_command, open_agent
 from .jsonrpc.errors import RemoteError, RpcError
 from .jsonrpc.framing import LineFramer
 
@@ -477,137 +479,6 @@ class AcpClient:
         return PromptResult(result, self.updates[start:end], self.updates[end:])
 
 
-def bridge_command(*args: str) -> list[str]:
-    """The command line that runs ``acp-bridge`` with this Python (or this
-    executable, in a single-file build, which has no ``-m``)."""
-    if getattr(sys, "frozen", False):
-        return [sys.executable, *args]
-    return [sys.executable, "-m", "acp_bridge", *args]
-
-
-# -- a subprocess on raw pipes ---------------------------------------------------------
-
-
-class FdSink:
-    """A `ByteSink` on a raw descriptor (the agent's stdin): non-blocking writes,
-    no buffer of its own, so a write waits exactly as long as the pipe is full.
-
-    ``written`` counts the bytes the pipe has taken (a write cancelled while
-    it waits has taken only part of its data).
-    """
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.written = 0
-        self.closed = False
-        os.set_blocking(fd, False)
-
-    async def send(self, data: bytes, /) -> None:
-        view = memoryview(data)
-        while view:
-            await anyio.wait_writable(self.fd)
-            try:
-                n = os.write(self.fd, view)
-            except BlockingIOError:
-                continue
-            self.written += n
-            view = view[n:]
-
-    async def aclose(self) -> None:
-        if not self.closed:
-            self.closed = True
-            os.close(self.fd)
-
-
-class FdSource:
-    """The agent's stdout as an async iterable of bytes from a raw descriptor,
-    one read at a time and nothing read ahead: while `pause` holds (until
-    `resume`), nothing is read, so the agent meets a full pipe, as it does
-    with an editor that is busy elsewhere.
-    """
-
-    def __init__(self, fd: int, *, paused: bool = False) -> None:
-        self.fd = fd
-        self.closed = False
-        self._go = anyio.Event()
-        if not paused:
-            self._go.set()
-        os.set_blocking(fd, False)
-
-    def pause(self) -> None:
-        """Read nothing more (a read already under way still completes)."""
-        if self._go.is_set():
-            self._go = anyio.Event()
-
-    def resume(self) -> None:
-        self._go.set()
-
-    def unread(self) -> int:
-        """How many bytes the agent has written that wait in the pipe, unread.
-
-        With `pause`, a test can wait until the pipe is full (compare with
-        the pipe's size) instead of sleeping and hoping it is.
-        """
-        buf = bytearray(4)
-        fcntl.ioctl(self.fd, termios.FIONREAD, buf)
-        return int.from_bytes(buf, sys.byteorder)
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._chunks()
-
-    async def _chunks(self) -> AsyncIterator[bytes]:
-        while not self.closed:
-            await self._go.wait()
-            await anyio.wait_readable(self.fd)
-            try:
-                data = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                continue
-            if not data:
-                return
-            yield data
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            os.close(self.fd)
-
-
-@dataclass
-class AgentProcess:
-    """A spawned agent: its process, and our ends of its stdin and stdout pipes."""
-
-    process: anyio.abc.Process
-    stdin: FdSink
-    stdout: FdSource
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return self.process.returncode
-
-    def send_signal(self, signum: signal.Signals) -> None:
-        self.process.send_signal(signum)
-
-    async def wait(self, *, within: float = 60) -> int:
-        """The exit status; `TimeoutError` after ``within`` seconds."""
-        with anyio.fail_after(within):
-            return await self.process.wait()
-
-    async def aclose(self) -> None:
-        """Kill the agent if it still runs and close our pipe ends."""
-        if self.process.returncode is None:
-            self.process.kill()
-            with anyio.CancelScope(shield=True):
-                await self.process.wait()
-        await self.stdin.aclose()
-        self.stdout.close()
-        await self.process.aclose()
-
-
 async def spawn(
     command: Sequence[str],
     *,
@@ -632,31 +503,9 @@ async def spawn(
     directory (default: ours).  `AcpClient.process` is the `AgentProcess`
     (``pid``, ``send_signal``, ``wait``).
     """
-    to_agent_r, to_agent_w = os.pipe()
-    from_agent_r, from_agent_w = os.pipe()
-    err = (
-        os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        if isinstance(stderr, Path)
-        else stderr
+    agent = await open_agent(
+        command, env=env, stderr=stderr, umask=umask, paused=paused, cwd=cwd
     )
-    try:
-        process = await anyio.open_process(
-            list(command),
-            stdin=to_agent_r,
-            stdout=from_agent_w,
-            stderr=err,
-            env=env,
-            umask=umask,
-            cwd=cwd,
-        )
-    except BaseException:
-        for fd in (to_agent_w, from_agent_r):
-            os.close(fd)
-        raise
-    finally:
-        for fd in (to_agent_r, from_agent_w, *((err,) if isinstance(stderr, Path) else ())):
-            os.close(fd)
-    agent = AgentProcess(process, FdSink(to_agent_w), FdSource(from_agent_r, paused=paused))
     return AcpClient(agent, keep=keep)
 
 
@@ -713,6 +562,7 @@ __all__ = [
     "bridge_command",
     "id_key",
     "is_response",
+    "open_agent",
     "prompt_params",
     "running",
     "spawn",

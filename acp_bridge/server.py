@@ -16,8 +16,8 @@ import anyio
 import anyio.to_thread
 
 from .acp.agent import Agent
+from .errors import StartupFailed
 from .jsonrpc.connection import Connection
-from .jsonrpc.errors import INTERNAL_ERROR, RpcError
 from .log.logfile import save_unwritten
 from .loop.turn import TurnConfig
 from .providers.base import Provider
@@ -84,11 +84,7 @@ def _refuse_sessions(reason: str) -> Callable[[], Provider]:
         reason = reason[:1999] + "…"
 
     def refuse() -> Provider:
-        raise RpcError(
-            INTERNAL_ERROR,
-            f"acp-bridge cannot start a session: {reason}",
-            {"detail": reason, "kind": "startup"},
-        )
+        raise StartupFailed(reason)
 
     return refuse
 
@@ -145,7 +141,7 @@ async def serve(options: ServeOptions) -> int:
             config=options.turn,
             spawn=tg.start_soon,
         )
-        agent.auth.reload = functools.partial(_load_provider, options, agent, again=True)
+        agent.providers.reload = functools.partial(_load_provider, options, agent, again=True)
         agent.auth.forget = options.forget_credentials
         agent.auth.setup_command = options.setup_command
         agent.mcp.start_timeout = options.mcp_start_timeout

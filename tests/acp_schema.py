@@ -4,7 +4,7 @@ The tests check against a copy from outside the repository (the one bundled
 in the package, for ``acp-bridge check``, is tested against it by
 ``tests/test_check_schema.py``).  ``load_acp_schema()`` reads the first of:
 
-1. ``tests.harness.ACP_SCHEMA`` (``shared/acp/schema.json`` beside the
+1. ``tests/support/harness.py``, ``ACP_SCHEMA`` (``shared/acp/schema.json`` beside the
    checkout), an override for working against an unreleased schema;
 2. ``schema/v1/schema.json`` of the official TypeScript SDK package
    (``@agentclientprotocol/sdk``, pinned by ``tests/ts_client/package-lock.json``),
@@ -41,7 +41,7 @@ from functools import cache
 from pathlib import Path
 from typing import overload
 
-from harness import ACP_SCHEMA
+from support.harness import ACP_SCHEMA
 
 from acp_bridge.check.schema import AcpSchema
 

@@ -1,11 +1,36 @@
-"""Shared pytest configuration."""
+"""Shared pytest configuration: the fast tier, the `bridge` fixture, a private config dir."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
 from acp_schema import AcpSchema, load_acp_schema
+from support.bridge import BridgeStarter, Mode, start_bridge
+
+from acp_bridge.client import AcpClient
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all",
+        action="store_true",
+        help="also run the tests marked slow (left out by default; CI runs everything)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The fast tier: without ``--all`` or a ``-m`` expression, tests marked
+    ``slow`` are deselected (reported as such in the summary line)."""
+    if config.getoption("--all") or config.getoption("markexpr"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
 
 
 @pytest.fixture
@@ -27,3 +52,31 @@ def _no_config_of_the_person_running_the_tests(
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ACP_BRIDGE_CONFIG_DIR", str(tmp_path_factory.mktemp("config")))
         yield
+
+
+@pytest.fixture
+def bridge_mode() -> Mode:
+    """How `bridge` runs the bridge; parametrize it to run a test in both modes
+    (``@pytest.mark.parametrize("bridge_mode", support.bridge.MODES)``)."""
+    return "subprocess"
+
+
+@pytest.fixture
+def bridge(tmp_path: Path, bridge_mode: Mode) -> BridgeStarter:
+    """Start a bridge: ``async with bridge(*options, script=path) as client:``.
+
+    Its state is in ``tmp_path / "state"`` and, as a subprocess, its stderr in
+    ``tmp_path / "stderr.txt"``; every keyword of `support.bridge.start_bridge`
+    can be given.
+    """
+
+    @asynccontextmanager
+    async def start(*extra: str, **options: Any) -> AsyncIterator[AcpClient]:
+        if bridge_mode == "subprocess":
+            options.setdefault("stderr", tmp_path / "stderr.txt")
+        async with start_bridge(
+            options.pop("state_dir", tmp_path / "state"), *extra, mode=bridge_mode, **options
+        ) as client:
+            yield client
+
+    return start

@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import orjson
 import pytest
-from harness import EXAMPLES, wait_for_a_full_pipe
+from support.harness import EXAMPLES, wait_for_a_full_pipe
 
 from acp_bridge.client import bridge_command, prompt_params, running
 from acp_bridge.log.check import check_log
@@ -36,6 +36,7 @@ UNBOUNDED = 2 * 1024 * 1024
 QUIET = 3.0  # seconds with no byte taken: the bridge stopped reading (not a speed limit)
 
 
+@pytest.mark.slow
 async def test_stdin_is_not_read_while_output_waits_for_the_editor(tmp_path: Path) -> None:
     command = bridge_command("--provider", "fake", "--state-dir", str(tmp_path / "state"))
     async with running(command, paused=True) as client:  # the editor reads nothing

@@ -22,7 +22,7 @@ import anyio
 import anyio.abc
 import orjson
 import pytest
-from harness import EXAMPLES
+from support.harness import EXAMPLES
 
 from acp_bridge.client import AcpClient, bridge_command
 from acp_bridge.jsonrpc.errors import (

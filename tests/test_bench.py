@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ROOT
+from support.harness import ROOT
+
+# The benchmark run behind every test here takes about a minute.
+pytestmark = pytest.mark.slow
 
 TINY = [
     "--quick",

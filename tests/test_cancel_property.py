@@ -24,10 +24,10 @@ from typing import Any, cast
 import anyio
 import anyio.abc
 import pytest
-from harness import cwd_for_tests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pipe_peer import CorkedSend, InProcess, bridge_on_pipes
+from support.harness import cwd_for_tests
+from support.pipe_peer import CorkedSend, InProcess, bridge_on_pipes
 
 from acp_bridge.client import AcpClient, Pipes
 from acp_bridge.log.check import check_log

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ROOT
+from support.harness import ROOT
 
 from acp_bridge.check.report import render_json, render_text
 from acp_bridge.check.requirements import REQUIREMENTS, Tier
@@ -48,6 +48,7 @@ async def check(command: list[str], *only: str, **options: Any) -> Report:
     )
 
 
+@pytest.mark.slow
 def test_acp_bridge_passes_every_check(tmp_path: Path) -> None:
     """The real command line, on acp-bridge itself (no agent command: its scripted provider)."""
     out = tmp_path / "report.json"
@@ -75,6 +76,7 @@ def test_acp_bridge_passes_every_check(tmp_path: Path) -> None:
     assert "MUST respond to the original session/prompt request with the cancelled" in done.stdout
 
 
+@pytest.mark.slow
 async def test_the_reference_sdk_agent_gets_its_real_results() -> None:
     report = await check(REFERENCE)
     got = outcomes(report)

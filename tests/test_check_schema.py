@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from harness import ACP_SCHEMA
+from support.harness import ACP_SCHEMA
 
 from acp_bridge.check.schema import BUNDLED_SCHEMA, bundled_schema
 

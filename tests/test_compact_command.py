@@ -16,7 +16,14 @@ from typing import Any
 import anyio
 import pytest
 from acp_schema import load_acp_schema
-from harness import cwd_for_tests, record_logged, report, run_bridge, wait_until, write_script
+from support.harness import (
+    cwd_for_tests,
+    record_logged,
+    report,
+    run_bridge,
+    wait_until,
+    write_script,
+)
 
 from acp_bridge.client import AcpClient
 from acp_bridge.log.derive import SUMMARY_HEADER, derive_messages

@@ -14,9 +14,9 @@ import json
 from typing import Any
 
 import pytest
-from harness import EVENT_LOG_VALIDATOR
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.harness import EVENT_LOG_VALIDATOR
 from test_history_projection import assert_equal_after_every_record
 from test_log_check import (
     ENDINGS,
@@ -313,6 +313,7 @@ def _random_session(data: st.DataObject, *, arbitrary: bool) -> LogBuilder:
 
 @settings(max_examples=200, deadline=None)
 @given(st.data())
+@pytest.mark.slow
 def test_every_planned_compaction_leaves_a_valid_history(data: st.DataObject) -> None:
     b = _random_session(data, arbitrary=False)
     check_log(b.records)  # runs check_history(derive_messages(...)) too
@@ -338,6 +339,7 @@ def test_every_planned_compaction_leaves_a_valid_history(data: st.DataObject) ->
 
 @settings(max_examples=200, deadline=None)
 @given(st.data())
+@pytest.mark.slow
 def test_any_compaction_record_derives_a_valid_history(data: st.DataObject) -> None:
     b = _random_session(data, arbitrary=True)
     check_log(b.records)
@@ -346,6 +348,7 @@ def test_any_compaction_record_derives_a_valid_history(data: st.DataObject) -> N
 
 @settings(max_examples=100, deadline=None)
 @given(st.data())
+@pytest.mark.slow
 def test_the_projection_follows_compactions(data: st.DataObject) -> None:
     b = _random_session(data, arbitrary=data.draw(st.booleans()))
     assert_equal_after_every_record(model_records(b.records))

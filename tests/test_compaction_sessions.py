@@ -20,7 +20,6 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import update_seen, wait_until
 from provider_server import (
     Reply,
     anthropic_block_stop,
@@ -30,6 +29,7 @@ from provider_server import (
     openai_chunk,
     sse,
 )
+from support.harness import update_seen, wait_until
 from test_context_providers import FS, Ran, run
 
 from acp_bridge.client import AcpClient

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from harness import SessionSnapshot
+from support.harness import SessionSnapshot
 from syrupy.assertion import SnapshotAssertion
 
 from acp_bridge.context.config import ContextConfig, Price, context_config

@@ -20,7 +20,6 @@ from typing import Any
 import anyio
 import pytest
 from acp_schema import load_acp_schema
-from harness import ROOT
 from provider_server import (
     Reply,
     WireServer,
@@ -32,6 +31,7 @@ from provider_server import (
     openai_text,
     sse,
 )
+from support.harness import ROOT
 
 from acp_bridge.client import AcpClient, bridge_command, running
 from acp_bridge.log.check import check_log

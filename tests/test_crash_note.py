@@ -20,8 +20,8 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import chunks_seen, cwd_for_tests
 from provider_server import Reply, WireServer, openai_text
+from support.harness import chunks_seen, cwd_for_tests
 
 from acp_bridge.client import bridge_command, prompt_params, running
 from acp_bridge.log.check import check_history, check_log

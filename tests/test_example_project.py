@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import EXAMPLES, ROOT
+from support.harness import EXAMPLES, ROOT
 
 PROJECT = EXAMPLES / "notes-agent"
 IGNORE = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.egg-info", ".venv")

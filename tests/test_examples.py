@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bridge import start_bridge
 
 from acp_bridge.cli import build_parser
-from acp_bridge.client import AcpClient, RequestId, bridge_command, prompt_params, running
+from acp_bridge.client import AcpClient, RequestId, prompt_params
 from acp_bridge.log.check import check_history, check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_valid_records, session_path
@@ -56,9 +57,9 @@ def _outcome(answer: dict[str, Any]) -> str:
 @asynccontextmanager
 async def bridge(tmp_path: Path, script: Path) -> AsyncIterator[AcpClient]:
     """The bridge on ``script``, initialized, its state in ``tmp_path/state``."""
-    state = str(tmp_path / "state")
-    command = bridge_command("--provider", "fake", "--script", str(script), "--state-dir", state)
-    async with running(command, stderr=tmp_path / "stderr.txt") as client:
+    async with start_bridge(
+        tmp_path / "state", script=script, stderr=tmp_path / "stderr.txt"
+    ) as client:
         await client.initialize()
         yield client
 

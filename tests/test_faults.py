@@ -23,7 +23,8 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 import pytest
-from harness import EXAMPLES, run_bridge, write_script
+from support.bridge import barrier
+from support.harness import EXAMPLES, prompt_and_look, run_bridge, write_script
 
 from acp_bridge.client import AcpClient, AgentExited, PromptResult, bridge_command
 from acp_bridge.log.check import check_log
@@ -279,14 +280,15 @@ async def test_cancel_deadline_abandons_a_wedged_provider(tmp_path: Path) -> Non
         await client.initialize()
         sid = await client.new_session(str(tmp_path))
         start = time.monotonic()
-        first = await client.prompt(sid, "first", cancel_after=chunks, settle=0.2)
+        first = await prompt_and_look(client, sid, "first", cancel_after=chunks)
         results.append(first)
-        results.append(await client.prompt(sid, "second", settle=0.2))
+        results.append(await prompt_and_look(client, sid, "second"))
         # Let the wedged provider come back; nothing of it may surface.
         seen = len(client.transcript)
         await anyio.sleep(max(0.0, start + HANG_SECONDS + 0.5 - time.monotonic()))
+        await barrier(client)  # what the bridge made of it has arrived
         quiet.append(len(client.transcript) - seen)
-        results.append(await client.prompt(sid, "third", settle=0.2))
+        results.append(await prompt_and_look(client, sid, "third"))
 
     run = await run_bridge(script, tmp_path / "state", play, extra=("--cancel-deadline", "0.5"))
     assert run.returncode == 0
@@ -416,8 +418,8 @@ async def test_idle_timeout_fails_the_request(tmp_path: Path, prefix: str) -> No
     async def play(client: AcpClient) -> None:
         await client.initialize()
         sid = await client.new_session(str(tmp_path))
-        results.append(await client.prompt(sid, "stall", settle=0.2))
-        results.append(await client.prompt(sid, "again", settle=0.2))
+        results.append(await prompt_and_look(client, sid, "stall"))
+        results.append(await prompt_and_look(client, sid, "again"))
 
     run = await run_bridge(script, tmp_path / "state", play, extra=("--idle-timeout", "0.5"))
     assert run.returncode == 0
@@ -476,8 +478,8 @@ async def test_provider_error_before_the_first_token(tmp_path: Path) -> None:
     async def play(client: AcpClient) -> None:
         await client.initialize()
         sid = await client.new_session(str(tmp_path))
-        results.append(await client.prompt(sid, "hello", settle=0.2))
-        results.append(await client.prompt(sid, "hello again", settle=0.2))
+        results.append(await prompt_and_look(client, sid, "hello"))
+        results.append(await prompt_and_look(client, sid, "hello again"))
 
     run = await run_bridge(script, tmp_path / "state", play)
     assert run.returncode == 0

@@ -40,8 +40,15 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import cwd_for_tests
-from pipe_peer import Prompt, PromptTracker, Spawned, bridge_subprocess, id_key, prompt_frame
+from support.harness import cwd_for_tests
+from support.pipe_peer import (
+    Prompt,
+    PromptTracker,
+    Spawned,
+    bridge_subprocess,
+    id_key,
+    prompt_frame,
+)
 
 from acp_bridge.client import AcpClient
 from acp_bridge.log.check import check_log

@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 import pytest
-from harness import read_available
+from support.harness import read_available
 
 from acp_bridge.log.writer import SessionLog
 from acp_bridge.transport.outbox import Outbox

@@ -43,10 +43,11 @@ from typing import Any
 
 import anyio
 import orjson
-from harness import cwd_for_tests
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from pipe_peer import Json, bridge_on_pipes, id_key, is_response
+from support.harness import cwd_for_tests
+from support.pipe_peer import Json, bridge_on_pipes, id_key, is_response
 
 from acp_bridge.client import AcpClient
 from acp_bridge.jsonrpc.errors import (
@@ -469,6 +470,7 @@ def check(outcome: Outcome, data: bytes, caught: list[str]) -> None:
     stream=st.lists(frames(), max_size=14),
     cuts=st.lists(st.integers(0, 4096), max_size=4),
 )
+@pytest.mark.slow
 def test_dispatch_survives_any_frames(stream: list[bytes], cuts: list[int]) -> None:
     catcher = TracebackCatcher()
     # asyncio logs an exception that escapes a callback, such as the stdin reader's.

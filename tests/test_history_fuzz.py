@@ -21,9 +21,9 @@ from typing import Any
 
 import orjson
 import pytest
-from harness import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.harness import ROOT
 
 from acp_bridge.log.check import check_history
 from acp_bridge.log.derive import derive_messages
@@ -134,6 +134,7 @@ def test_the_seed_logs_are_valid() -> None:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(damaged=damaged_logs())
+@pytest.mark.slow
 def test_a_damaged_log_is_reported_or_derived(tmp_path: Path, damaged: tuple[bytes, str]) -> None:
     data, what = damaged
     path = _write(tmp_path, data)
@@ -160,6 +161,7 @@ def test_a_damaged_log_is_reported_or_derived(tmp_path: Path, damaged: tuple[byt
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(damaged=damaged_logs())
+@pytest.mark.slow
 def test_a_damaged_log_loaded_as_history_does_is_reported_or_derived(
     tmp_path: Path, damaged: tuple[bytes, str]
 ) -> None:
@@ -220,6 +222,7 @@ def _history(state_dir: Path) -> subprocess.CompletedProcess[str]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(damaged=damaged_logs())
+@pytest.mark.slow
 def test_history_subprocess_on_a_damaged_log(tmp_path: Path, damaged: tuple[bytes, str]) -> None:
     data, what = damaged
     state_dir = tmp_path / "state"

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ROOT, run_bridge, write_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.harness import ROOT, run_bridge, write_script
 from test_log_check import LogBuilder, random_turn
 
 from acp_bridge.client import AcpClient
@@ -108,6 +108,7 @@ def surface_logs(draw: st.DrawFn) -> list[Record]:
 
 @settings(max_examples=400, deadline=None)
 @given(surface_logs())
+@pytest.mark.slow
 def test_random_surface_logs(records: list[Record]) -> None:
     assert_equal_after_every_record(records)
 
@@ -136,6 +137,7 @@ def test_a_refused_turn_that_opened_the_window() -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(st.data())
+@pytest.mark.slow
 def test_random_valid_logs(data: st.DataObject) -> None:
     b = LogBuilder()
     for _ in range(data.draw(st.integers(1, 8))):
@@ -144,6 +146,7 @@ def test_random_valid_logs(data: st.DataObject) -> None:
     assert_equal_after_every_record(b.records)
 
 
+@pytest.mark.slow
 def test_a_long_valid_session_keeps_a_short_window() -> None:
     """The stable part grows with the session: the window stays one turn long."""
     b = LogBuilder()

@@ -222,6 +222,7 @@ blank_lines = st.sampled_from([b"", b"", b"\n", b"  \n", b"\r\n"])
     blanks=st.lists(blank_lines, min_size=12, max_size=12),
     cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=30),
 )
+@pytest.mark.slow
 def test_random_split_points_give_the_same_frames(
     frames: list[bytes], endings: list[bytes], blanks: list[bytes], cuts: list[int]
 ) -> None:

@@ -324,6 +324,7 @@ def test_fuzz_random_bytes(data: bytes) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(json_values | envelopes)
+@pytest.mark.slow
 def test_fuzz_random_json_values(value: Any) -> None:
     # Python's encoder is more liberal than the parser (big integers, lone
     # surrogates): whatever it writes must still come back as an outcome.
@@ -333,6 +334,7 @@ def test_fuzz_random_json_values(value: Any) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(envelopes, st.integers(min_value=0, max_value=200), st.binary(min_size=1, max_size=3))
+@pytest.mark.slow
 def test_fuzz_corrupted_envelopes(value: dict[str, Any], at: int, junk: bytes) -> None:
     encoded = json.dumps(value).encode()
     at %= len(encoded) + 1

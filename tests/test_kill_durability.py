@@ -39,7 +39,7 @@ import anyio.to_thread
 import orjson
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
-from harness import EXAMPLES
+from support.harness import EXAMPLES
 
 from acp_bridge.client import (
     CHUNK_KINDS,
@@ -204,6 +204,7 @@ def logged_text(records: list[dict[str, Any]]) -> dict[str, str]:
     return {kind: "".join(texts) for kind, texts in out.items()}
 
 
+@pytest.mark.slow
 async def test_a_kill_at_any_moment_loses_no_delivered_text(tmp_path: Path) -> None:
     seed = int(os.environ.get("ACP_BRIDGE_KILL_SEED", random.randrange(1 << 32)))
     paced = tmp_path / "paced.json"

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import EVENT_LOG_VALIDATOR, cwd_for_tests
+from support.harness import EVENT_LOG_VALIDATOR, cwd_for_tests
 
 from acp_bridge.client import CHUNK_KINDS, AgentExited, bridge_command, running
 from acp_bridge.log.check import check_log
@@ -133,6 +133,7 @@ async def one_session(index: int, tmp: Path, failures: list[str]) -> None:
         assert EVENT_LOG_VALIDATOR.is_valid(record), record
 
 
+@pytest.mark.slow
 async def test_sigkill_at_200_moments_loses_nothing_delivered(tmp_path: Path) -> None:
     failures: list[str] = []
     limiter = anyio.CapacityLimiter(8)

@@ -17,7 +17,7 @@ import anyio
 import anyio.abc
 import orjson
 import pytest
-from harness import ROOT, tool_call, write_script
+from support.harness import ROOT, tool_call, write_script
 
 from acp_bridge.client import AcpClient
 from acp_bridge.testing import (
@@ -337,6 +337,7 @@ async def test_load_resume_fork_and_list_across_processes(
 # -- the plugin -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_plugin_runs_any_agent_with_the_acp_agent_option(tmp_path: Path) -> None:
     """In a pytest run of its own (the plugin comes from the entry point):
     ``--acp-agent`` makes ``acp_agent.start()`` run that command."""

@@ -44,8 +44,8 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from harness import cwd_for_tests
-from pipe_peer import Prompt, PromptTracker, Spawned, bridge_subprocess
+from support.harness import cwd_for_tests
+from support.pipe_peer import Prompt, PromptTracker, Spawned, bridge_subprocess
 
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
@@ -312,6 +312,7 @@ def check_session(load: Load, session_id: str) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_many_sessions_streaming_and_stopping_at_once(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))

@@ -16,9 +16,9 @@ from typing import Any, cast
 
 import jsonschema
 import pytest
-from harness import EVENT_LOG_SCHEMA, EVENT_LOG_VALIDATOR
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.harness import EVENT_LOG_SCHEMA, EVENT_LOG_VALIDATOR
 
 from acp_bridge.log import check as check_module
 from acp_bridge.log.check import HistoryInvalid, LogInvalid, check_history, check_log
@@ -862,6 +862,7 @@ def random_turn(b: LogBuilder, data: st.DataObject) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(st.data())
+@pytest.mark.slow
 def test_random_logs_are_valid_at_a_random_cut(data: st.DataObject) -> None:
     b = LogBuilder()
     for _ in range(data.draw(st.integers(1, 5))):

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 import pytest
-from harness import EVENT_LOG_VALIDATOR
+from support.harness import EVENT_LOG_VALIDATOR
 
 from acp_bridge.log.check import check_history
 from acp_bridge.log.derive import delivered_prefix, derive_messages

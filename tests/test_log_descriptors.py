@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import write_script
+from support.harness import write_script
 
 from acp_bridge.client import AcpClient, bridge_command, prompt_params, running
 from acp_bridge.log.check import check_log

@@ -31,9 +31,10 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import write_script
+from support.bridge import start_bridge
+from support.harness import write_script
 
-from acp_bridge.client import AcpClient, RequestId, bridge_command, prompt_params, running
+from acp_bridge.client import AcpClient, RequestId, prompt_params
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 from acp_bridge.log.writer import SessionLog
@@ -105,12 +106,9 @@ def test_the_first_failing_turn_says_so_and_exit_saves_what_was_lost(
     script = write_script(tmp_path, SCRIPT)
     state = tmp_path / "state"
     err = tmp_path / "stderr.txt"
-    command = bridge_command(
-        "--provider", "fake", "--script", str(script), "--state-dir", str(state)
-    )
 
     async def drive() -> tuple[str, int]:
-        async with running(command, stderr=err) as client:
+        async with start_bridge(state, script=script, stderr=err) as client:
             pid = client.agent.pid
             resource.prlimit(pid, resource.RLIMIT_FSIZE, (LIMIT, resource.RLIM_INFINITY))
             session = await start_session(client, tmp_path)
@@ -156,12 +154,9 @@ def test_a_deleted_log_is_a_failure_and_a_streaming_turn_pauses_at_a_bound(
     script = write_script(tmp_path, ENDLESS_BIG)
     state = tmp_path / "state"
     err = tmp_path / "stderr.txt"
-    command = bridge_command(
-        "--provider", "fake", "--script", str(script), "--state-dir", str(state)
-    )
 
     async def drive() -> tuple[str, int]:
-        async with running(command, stderr=err) as client:
+        async with start_bridge(state, script=script, stderr=err) as client:
             pid = client.agent.pid
             session = await start_session(client, tmp_path)
             assert (await prompt(client, session, "Hi"))["result"]["stopReason"] == "end_turn"
@@ -209,12 +204,9 @@ def test_a_removed_state_folder_leaves_the_records_on_stderr(tmp_path: Path) -> 
     script = write_script(tmp_path, ENDLESS_SMALL)
     state = tmp_path / "state"
     err = tmp_path / "stderr.txt"
-    command = bridge_command(
-        "--provider", "fake", "--script", str(script), "--state-dir", str(state)
-    )
 
     async def drive() -> str:
-        async with running(command, stderr=err) as client:
+        async with start_bridge(state, script=script, stderr=err) as client:
             session = await start_session(client, tmp_path)
             assert (await prompt(client, session, "Hi"))["result"]["stopReason"] == "end_turn"
             streaming = await send_prompt(client, session, "Stream")
@@ -260,7 +252,6 @@ def test_records_too_many_for_stderr_s_buffer_still_reach_it_at_exit(tmp_path: P
     so the exit said nothing at all of them)."""
     script = write_script(tmp_path, ENDLESS_BIG)
     state = tmp_path / "state"
-    command = bridge_command("--script", str(script), "--state-dir", str(state))
     # A pipe, not a file: the file size limit would cut a stderr file short.
     read_end, write_end = os.pipe()
     received: list[bytes] = []
@@ -273,7 +264,7 @@ def test_records_too_many_for_stderr_s_buffer_still_reach_it_at_exit(tmp_path: P
     reader.start()
 
     async def drive() -> str:
-        async with running(command, stderr=write_end) as client:
+        async with start_bridge(state, script=script, provider=None, stderr=write_end) as client:
             os.close(write_end)
             limit = (LIMIT, resource.RLIM_INFINITY)
             resource.prlimit(client.agent.pid, resource.RLIMIT_FSIZE, limit)

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import write_script
+from support.harness import write_script
 
 from acp_bridge.client import AcpClient, bridge_command
 from acp_bridge.log.check import check_log

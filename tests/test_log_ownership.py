@@ -26,9 +26,10 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import write_script
+from support.bridge import start_bridge
+from support.harness import write_script
 
-from acp_bridge.client import AcpClient, RequestId, bridge_command, prompt_params, running
+from acp_bridge.client import AcpClient, RequestId, prompt_params
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 
@@ -76,12 +77,12 @@ async def refused_before_streaming(client: AcpClient, session: str) -> dict[str,
 
 def test_deleting_what_lies_beside_a_log_does_not_unlock_it(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    command = bridge_command(
-        "--script", str(write_script(tmp_path, SHORT)), "--state-dir", str(state)
-    )
+    script = write_script(tmp_path, SHORT)
 
     async def drive() -> str:
-        async with running(command, stderr=tmp_path / "holder.txt") as holder:
+        async with start_bridge(
+            state, script=script, provider=None, stderr=tmp_path / "holder.txt"
+        ) as holder:
             await holder.initialize()
             session = await holder.new_session(str(tmp_path))
             assert (await prompt(holder, session, "Hi"))["result"]["stopReason"] == "end_turn"
@@ -90,7 +91,9 @@ def test_deleting_what_lies_beside_a_log_does_not_unlock_it(tmp_path: Path) -> N
             for path in (state / "sessions").iterdir():
                 if path.suffix != ".jsonl":
                     path.unlink()
-            async with running(command, stderr=tmp_path / "intruder.txt") as intruder:
+            async with start_bridge(
+                state, script=script, provider=None, stderr=tmp_path / "intruder.txt"
+            ) as intruder:
                 await intruder.initialize()
                 for method in ("session/load", "session/resume"):
                     params = {"sessionId": session, "cwd": str(tmp_path), "mcpServers": []}
@@ -114,13 +117,13 @@ def test_a_session_idle_here_and_written_elsewhere_is_never_written_twice(
     tmp_path: Path,
 ) -> None:
     state = tmp_path / "state"
-    command = bridge_command(
-        "--script", str(write_script(tmp_path, SHORT)), "--state-dir", str(state)
-    )
+    script = write_script(tmp_path, SHORT)
     cwd = str(tmp_path)
 
     async def drive() -> str:
-        async with running(command, stderr=tmp_path / "first.txt") as first:
+        async with start_bridge(
+            state, script=script, provider=None, stderr=tmp_path / "first.txt"
+        ) as first:
             await first.initialize()
             # 64 descriptors: the first process keeps 16 logs open, so the
             # oldest session's log is closed (and unlocked) once 16 more open.
@@ -129,7 +132,9 @@ def test_a_session_idle_here_and_written_elsewhere_is_never_written_twice(
             assert (await prompt(first, session, "Hi"))["result"]["stopReason"] == "end_turn"
             for _ in range(20):
                 await first.new_session(cwd)
-            async with running(command, stderr=tmp_path / "second.txt") as second:
+            async with start_bridge(
+                state, script=script, provider=None, stderr=tmp_path / "second.txt"
+            ) as second:
                 await second.initialize()
                 params = {"sessionId": session, "cwd": cwd, "mcpServers": []}
                 assert "result" in await second.request("session/resume", params)
@@ -182,13 +187,11 @@ def test_a_log_damaged_while_idle_fails_the_next_prompt_before_it_streams(
     tmp_path: Path, damage: Any, said: str
 ) -> None:
     state = tmp_path / "state"
-    command = bridge_command(
-        "--script", str(write_script(tmp_path, SHORT)), "--state-dir", str(state)
-    )
+    script = write_script(tmp_path, SHORT)
     err = tmp_path / "stderr.txt"
 
     async def drive() -> tuple[str, bytes | None]:
-        async with running(command, stderr=err) as client:
+        async with start_bridge(state, script=script, provider=None, stderr=err) as client:
             await client.initialize()
             session = await client.new_session(str(tmp_path))
             assert (await prompt(client, session, "Hi"))["result"]["stopReason"] == "end_turn"
@@ -211,12 +214,12 @@ def test_a_log_damaged_while_idle_fails_the_next_prompt_before_it_streams(
 
 def test_a_log_cut_short_mid_stream_is_lost_like_a_deleted_one(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    command = bridge_command(
-        "--script", str(write_script(tmp_path, ENDLESS)), "--state-dir", str(state)
-    )
+    script = write_script(tmp_path, ENDLESS)
 
     async def drive() -> tuple[str, int]:
-        async with running(command, stderr=tmp_path / "stderr.txt") as client:
+        async with start_bridge(
+            state, script=script, provider=None, stderr=tmp_path / "stderr.txt"
+        ) as client:
             await client.initialize()
             session = await client.new_session(str(tmp_path))
             assert (await prompt(client, session, "Hi"))["result"]["stopReason"] == "end_turn"

@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import orjson
 import pytest
-from harness import EVENT_LOG_SCHEMA
+from support.harness import EVENT_LOG_SCHEMA
 
 from acp_bridge.log.reader import (
     LogCorrupt,
@@ -123,6 +123,7 @@ def test_unparseable_last_line_is_ignored(tmp_path: Path, garbage: bytes) -> Non
     assert contents.torn is True
 
 
+@pytest.mark.slow
 def test_every_byte_cut_reads_the_complete_lines(tmp_path: Path) -> None:
     data = _jsonl(SAMPLE)
     path = tmp_path / "log.jsonl"

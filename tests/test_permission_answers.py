@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import report, tool_call
+from support.harness import report, tool_call
 from test_tools import REPORT, play
 from workspace_editor import Raw, WorkspaceEditor
 

@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import orjson
 import pytest
+from support.bridge import BridgeStarter
 
 from acp_bridge.acp.params import ECHO_LIMIT, echo
-from acp_bridge.client import AcpClient, bridge_command, running
 
 pytestmark = pytest.mark.anyio
 
 HUGE = "x" * 100_000
-
-
-@asynccontextmanager
-async def bridge(tmp_path: Path, *args: str) -> AsyncIterator[AcpClient]:
-    """The bridge with its state in ``tmp_path/state`` and stderr in ``tmp_path/stderr.txt``."""
-    state = str(tmp_path / "state")
-    stderr = tmp_path / "stderr.txt"
-    command = bridge_command("--provider", "fake", "--state-dir", state, *args)
-    async with running(command, stderr=stderr) as client:
-        yield client
 
 
 def test_echo_cuts_long_values() -> None:
@@ -35,8 +23,10 @@ def test_echo_cuts_long_values() -> None:
     assert cut.endswith("…")
 
 
-async def test_error_messages_do_not_echo_a_huge_value(tmp_path: Path) -> None:
-    async with bridge(tmp_path) as client:
+async def test_error_messages_do_not_echo_a_huge_value(
+    tmp_path: Path, bridge: BridgeStarter
+) -> None:
+    async with bridge() as client:
         await client.initialize()
         session_id = await client.new_session("/")
         unknown = await client.request(
@@ -56,8 +46,10 @@ async def test_error_messages_do_not_echo_a_huge_value(tmp_path: Path) -> None:
         assert await client.finish() == 0
 
 
-async def test_a_cwd_with_nul_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
-    async with bridge(tmp_path) as client:
+async def test_a_cwd_with_nul_is_refused_and_nothing_is_stored(
+    tmp_path: Path, bridge: BridgeStarter
+) -> None:
+    async with bridge() as client:
         await client.initialize()
         answer = await client.request("session/new", {"cwd": "/tmp/a\x00b", "mcpServers": []})
         error = answer["error"]
@@ -70,10 +62,12 @@ async def test_a_cwd_with_nul_is_refused_and_nothing_is_stored(tmp_path: Path) -
         assert await client.finish() == 0
 
 
-async def test_session_new_wants_a_cwd_that_is_an_existing_directory(tmp_path: Path) -> None:
+async def test_session_new_wants_a_cwd_that_is_an_existing_directory(
+    tmp_path: Path, bridge: BridgeStarter
+) -> None:
     script = tmp_path / "a-file.json"
     script.write_text("{}")
-    async with bridge(tmp_path) as client:
+    async with bridge() as client:
         await client.initialize()
         for cwd in (str(tmp_path / "no-such-directory"), str(script)):
             answer = await client.request("session/new", {"cwd": cwd, "mcpServers": []})
@@ -87,10 +81,12 @@ async def test_session_new_wants_a_cwd_that_is_an_existing_directory(tmp_path: P
         assert await client.finish() == 0
 
 
-async def test_a_bad_script_is_the_error_of_session_new(tmp_path: Path) -> None:
+async def test_a_bad_script_is_the_error_of_session_new(
+    tmp_path: Path, bridge: BridgeStarter
+) -> None:
     script = tmp_path / "bad.json"
     script.write_text('{"responses": [{"events": [{"tetx": "hi"}]}]}')
-    async with bridge(tmp_path, "--script", str(script)) as client:
+    async with bridge("--script", str(script)) as client:
         init = await client.initialize()
         assert init["result"]["protocolVersion"] == 1
         for _ in range(2):  # the first session/new and every later one
@@ -108,9 +104,11 @@ async def test_a_bad_script_is_the_error_of_session_new(tmp_path: Path) -> None:
     assert "Traceback" not in stderr
 
 
-async def test_fork_params_are_checked_like_session_new(tmp_path: Path) -> None:
+async def test_fork_params_are_checked_like_session_new(
+    tmp_path: Path, bridge: BridgeStarter
+) -> None:
     """A fork's directories and cwd get the checks session/new gives them."""
-    async with bridge(tmp_path) as client:
+    async with bridge() as client:
         await client.initialize()
         session_id = await client.new_session("/")
         bad_dirs = await client.request(

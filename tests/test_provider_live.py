@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from harness import cwd_for_tests
+from support.harness import cwd_for_tests
 
 from acp_bridge.client import bridge_command, running
 

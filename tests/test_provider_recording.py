@@ -16,13 +16,13 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import cwd_for_tests, normalize
 from provider_server import (
     Reply,
     WireServer,
     openai_chunk,
     openai_text,
 )
+from support.harness import cwd_for_tests, normalize
 
 from acp_bridge.client import bridge_command, running
 

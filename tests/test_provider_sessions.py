@@ -22,7 +22,6 @@ import anyio
 import anyio.to_thread
 import pytest
 from acp_schema import load_acp_schema
-from harness import SessionSnapshot, cwd_for_tests, normalize
 from provider_server import (
     Reply,
     WireServer,
@@ -35,6 +34,7 @@ from provider_server import (
     openai_text,
     sse,
 )
+from support.harness import SessionSnapshot, cwd_for_tests, normalize
 from syrupy.assertion import SnapshotAssertion
 
 from acp_bridge.client import AcpClient, PromptResult, bridge_command, running

@@ -24,7 +24,7 @@ import pytest
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import ClientCapabilities, Implementation, PromptResponse
 from acp_schema import load_acp_schema
-from harness import EXAMPLES, ROOT
+from support.harness import EXAMPLES, ROOT
 from test_ts_sdk_client import (
     SDK_PACKAGE,
     SDK_SCHEMA,

@@ -17,6 +17,7 @@ import tempfile
 from typing import Any
 
 import anyio
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cancel_property import CWD, Served, chunks, serve_in_process, text_events
@@ -176,6 +177,7 @@ def sessions(draw: st.DrawFn) -> tuple[Json, list[tuple[str, int]]]:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(session=sessions())
+@pytest.mark.slow
 def test_replay_equals_what_was_sent_live(session: tuple[Json, list[tuple[str, int]]]) -> None:
     script, turns = session
     with tempfile.TemporaryDirectory() as state_dir:

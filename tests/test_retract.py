@@ -22,7 +22,7 @@ import anyio
 import orjson
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
-from harness import read_available, wait_until
+from support.harness import read_available, wait_until
 
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages

@@ -55,6 +55,7 @@ def longest_line(data: bytes) -> int:
 
 @settings(max_examples=1500, deadline=None)
 @given(text=texts, pattern=st.sampled_from(PATTERNS), block_size=st.sampled_from([4, 5, 8, 64]))
+@pytest.mark.slow
 def test_lines_that_fit_a_block_match_as_line_by_line(
     text: str, pattern: str, block_size: int
 ) -> None:
@@ -66,6 +67,7 @@ def test_lines_that_fit_a_block_match_as_line_by_line(
 
 @settings(max_examples=1500, deadline=None)
 @given(text=texts, pattern=st.sampled_from(UNANCHORED), block_size=st.sampled_from([4, 5, 8]))
+@pytest.mark.slow
 def test_long_lines_searched_in_pieces_are_reported_once_and_truly(
     text: str, pattern: str, block_size: int
 ) -> None:

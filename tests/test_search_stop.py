@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import anyio
 import pytest
-from harness import assert_cancelled, prompt_until, report, tool_call, wait_until
+from support.harness import assert_cancelled, prompt_until, report, tool_call, wait_until
 from test_tools import REPORT, play
 from workspace_editor import WorkspaceEditor
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
-from harness import EVENT_LOG_VALIDATOR
+from support.harness import EVENT_LOG_VALIDATOR
 
 from acp_bridge.log import upcast as upcast_module
 from acp_bridge.log.check import check_log

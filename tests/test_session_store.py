@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 from acp_schema import AcpSchema, load_acp_unstable_schema
-from harness import (
+from support.harness import (
     Run,
     SessionSnapshot,
     chunks_seen,

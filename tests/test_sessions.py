@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 import pytest
 from acp_schema import AcpSchema
-from harness import (
+from support.harness import (
     Run,
     SessionSnapshot,
     assert_cancelled,

@@ -18,7 +18,8 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import (
+from support.bridge import barrier
+from support.harness import (
     run_bridge,
     update_seen,
     wait_for_a_full_pipe,
@@ -67,7 +68,7 @@ async def test_cancel_request_names_one_prompt(tmp_path: Path) -> None:
         await wait_until(update_seen(client, "agent_message_chunk"))
         await client.send(prompt(11, sid, "B"))  # queued behind A
         await client.notify("$/cancel_request", {"requestId": 11})
-        await anyio.sleep(0.3)  # a negative check: room for a wrong stop of 10 to show
+        await barrier(client)  # a negative check: a wrong stop of 10 would show by now
         assert response(client, 10) is None, "cancelling request 11 must not stop request 10"
         await client.notify("$/cancel_request", {"requestId": 10})
         await wait_until(lambda: None not in (response(client, 10), response(client, 11)))
@@ -96,7 +97,7 @@ async def test_queued_prompts_start_no_turn_once_the_editor_is_gone(tmp_path: Pa
         await client.send(prompt(10, sid, "A"))
         await wait_until(lambda: bool(client.updates))
         await client.send(prompt(11, sid, "B"))
-        await anyio.sleep(0.1)
+        await barrier(client)  # B has been read before stdin closes
 
     run = await run_bridge(script, state, play)  # closes stdin afterwards
     assert run.returncode == 0
@@ -159,6 +160,7 @@ def test_bad_numbers_are_refused(option: str, value: str) -> None:
     assert option in result.stderr
 
 
+@pytest.mark.slow
 async def test_a_slow_editor_is_not_a_silent_provider(tmp_path: Path) -> None:
     """The idle timeout is about the model: waiting for the editor to read is not silence."""
     text = "word " * 40_000  # 200 KB in 5-byte chunks: far more than the pipe holds

@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from harness import EXAMPLES
+from support.harness import EXAMPLES
 
 from acp_bridge.client import bridge_command, prompt_params, running
 from acp_bridge.log.check import check_log

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from harness import ROOT
+from support.harness import ROOT
 
 from acp_bridge.client import bridge_command, running
 from acp_bridge.stderr_log import MUST_DELIVER, RepeatFilter, StderrHandler
@@ -110,6 +110,7 @@ def test_repeated_warnings_are_rate_limited() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_an_editor_that_never_reads_stderr_cannot_freeze_the_bridge(tmp_path: Path) -> None:
     script = str(ROOT / "examples" / "endless.json")
     command = bridge_command(

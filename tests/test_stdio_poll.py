@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager, suppress
 
 import anyio
 import pytest
-from harness import wait_until
+from support.harness import wait_until
 
 from acp_bridge.transport.stdio import InputPoll, read_fd
 
@@ -93,7 +93,7 @@ async def test_a_poll_reads_nothing_while_reading_is_paused() -> None:
         assert got == [b"a"]
         os.write(w, b"b")
         poll()
-        await anyio.sleep(0.05)  # nor does the loop read
+        await anyio.wait_all_tasks_blocked()  # nor does the loop read, once it has run
         assert got == [b"a"]
         gate.paused = False
         gate.room.set()

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from harness import report, tool_call
 from provider_server import Reply, WireServer, openai_chunk, openai_text, sse
+from support.harness import report, tool_call
 from test_tools import REPORT, Played, play
 from workspace_editor import WorkspaceEditor
 

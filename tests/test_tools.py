@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import pytest
 from acp_schema import AcpSchema
-from harness import (
+from support.harness import (
     EXAMPLES,
     Run,
     SessionSnapshot,

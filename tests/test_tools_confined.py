@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from acp_schema import AcpSchema
-from harness import report, tool_call, update_seen, wait_until
+from support.harness import report, tool_call, update_seen, wait_until
 from test_tools import REPORT, Played, play
 from workspace_editor import FULL_CAPABILITIES, WorkspaceEditor
 

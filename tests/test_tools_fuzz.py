@@ -38,7 +38,7 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import tool_call
+from support.harness import tool_call
 
 from acp_bridge.client import AcpClient, bridge_command, running
 from acp_bridge.log.check import check_log
@@ -310,6 +310,7 @@ def leftover_processes(session_id: int) -> list[str]:
 
 
 @pytest.mark.timeout(FUZZ_SECONDS + 240)
+@pytest.mark.slow
 async def test_fuzzed_tool_arguments_stay_confined_and_never_block(tmp_path: Path) -> None:
     seed = int(os.environ.get("ACP_BRIDGE_FUZZ_SEED", secrets.randbits(32)))
     print(f"fuzz seed: ACP_BRIDGE_FUZZ_SEED={seed}")

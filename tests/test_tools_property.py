@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from harness import prompt_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.harness import prompt_until
 from test_cancel_property import serve_in_process
 from workspace_editor import FULL_CAPABILITIES, WorkspaceEditor
 

@@ -31,7 +31,7 @@ from typing import Any, Final, NoReturn
 
 import pytest
 from acp_schema import AcpSchema, load_acp_schema
-from harness import EXAMPLES, ROOT
+from support.harness import EXAMPLES, ROOT
 
 from acp_bridge import __version__
 from acp_bridge.log.check import check_log

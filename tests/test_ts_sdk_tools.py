@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from acp_schema import load_acp_schema
-from harness import ROOT, tool_call
+from support.harness import ROOT, tool_call
 from test_ts_sdk_client import RUN_TIMEOUT_S, ts_client  # noqa: F401  (the fixture)
 
 from acp_bridge.log.check import check_history, check_log

@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import prompt_until, run_bridge, wait_until, write_script
+from support.harness import prompt_until, run_bridge, wait_until, write_script
 from test_cancel_property import CWD, Served, serve_in_process
 from test_replay_property import check_replay
 

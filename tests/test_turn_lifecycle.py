@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from harness import wait_until
+from support.harness import wait_until
 from test_retract import FedProvider
 
 from acp_bridge.log.check import check_log

@@ -25,22 +25,18 @@ sessions already open keep their provider.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
-import anyio
 import anyio.to_thread
 
-from ..jsonrpc.errors import AUTH_REQUIRED, RpcError
-from ..providers.base import Provider
+from ..jsonrpc.errors import RpcError
 from . import params as P
-
-if TYPE_CHECKING:
-    from .agent import Agent
+from .edge import AGENT_METHOD_ID, Handler
+from .provider_slot import ProviderSlot
 
 log = logging.getLogger("acp_bridge.auth")
 
-AGENT_METHOD_ID: Final = "api-key"
 TERMINAL_METHOD_ID: Final = "setup"
 
 
@@ -87,32 +83,21 @@ def client_runs_terminal_auth(capabilities: dict[str, Any] | None) -> bool:
     return isinstance(meta, dict) and meta.get("terminal-auth") is True
 
 
-def auth_required(reason: str) -> RpcError:
-    return RpcError(
-        AUTH_REQUIRED,
-        f"Authentication required. {reason}",
-        {"kind": "auth_required", "detail": reason, "authMethods": [AGENT_METHOD_ID]},
-    )
-
-
 class AuthMethods:
-    """``authenticate`` and ``logout`` for an `Agent`, and the provider's reloads.
+    """``authenticate`` and ``logout``, and what ``initialize`` says of them.
 
-    ``reload`` loads the provider again (the server sets the agent's factory,
-    or `needs_auth`); ``forget`` removes stored credentials (blocking: it
-    runs in a worker thread); ``setup_command`` runs ``acp-bridge setup``.
-    Without ``reload`` the provider is whatever the server set once.
+    ``forget`` removes stored credentials (blocking: it runs in a worker
+    thread); ``setup_command`` runs ``acp-bridge setup``.  Both reload the
+    provider through ``providers``.
     """
 
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-        self.reload: Callable[[], Awaitable[object]] | None = None
+    def __init__(self, providers: ProviderSlot) -> None:
+        self.providers = providers
         self.forget: Callable[[], list[str]] | None = None
         self.setup_command: Sequence[str] | None = None
-        # Why no provider can start, while none can.
-        self.missing: str | None = None
-        self._lock = anyio.Lock()
-        agent.conn.requests.update({"authenticate": self.authenticate, "logout": self.logout})
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"authenticate": self.authenticate, "logout": self.logout}
 
     def methods(self, capabilities: dict[str, Any] | None) -> list[dict[str, Any]]:
         methods = [agent_method()]
@@ -122,23 +107,6 @@ class AuthMethods:
 
     def capabilities(self) -> dict[str, Any]:
         return {"auth": {"logout": {}}} if self.forget is not None else {}
-
-    def needs_auth(self, reason: str) -> Callable[[], Provider]:
-        """The factory while no provider can start: every session gets ``-32000``."""
-        self.missing = reason
-
-        def refuse() -> Provider:
-            raise auth_required(reason)
-
-        return refuse
-
-    async def reload_now(self) -> None:
-        """Load the provider again (the server sets the agent's factory)."""
-        if self.reload is None:
-            return
-        async with self._lock:
-            self.missing = None
-            await self.reload()
 
     async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         method_id = P.require(params, "methodId", str)
@@ -152,7 +120,7 @@ class AuthMethods:
             raise RpcError.invalid_params(
                 "methodId", f"no auth method {P.echo(method_id)} (known: {AGENT_METHOD_ID})"
             )
-        await self.agent.check_provider()
+        await self.providers.check()
         return {}
 
     async def logout(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -160,5 +128,5 @@ class AuthMethods:
             raise RpcError.method_not_found("logout")
         removed = await anyio.to_thread.run_sync(self.forget)
         log.info("logout: removed %s", ", ".join(removed) if removed else "nothing (none stored)")
-        await self.agent.reload_provider()
+        await self.providers.reload_when_ready()
         return {}

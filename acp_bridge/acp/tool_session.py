@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ..jsonrpc.connection import Connection
 from ..jsonrpc.errors import RpcError
 from ..loop.session import Session
+from ..loop.turn import TurnConfig
 from ..tools.base import ClientCapabilities
 from ..tools.modes import MODE_OPTION, MODES, mode_state
 from ..tools.secret_env import env_policy
 from ..tools.state import ToolState, from_records
+from ..update_builders import config_option_update
 from . import config_options
 from . import params as P
-
-if TYPE_CHECKING:
-    from .agent import Agent
 
 __all__ = [
     "MODE_OPTION",
@@ -29,8 +29,16 @@ __all__ = [
 ]
 
 
+class ToolHost(Protocol):
+    """What a session's tools need of the session table."""
+
+    config: TurnConfig
+    client_capabilities: dict[str, Any] | None
+    conn: Connection
+
+
 def tool_state(
-    agent: Agent,
+    agent: ToolHost,
     session: Session,
     extra_dirs: list[str] | None,
     records: Iterable[Mapping[str, Any]] = (),
@@ -92,9 +100,7 @@ def _switch(session: Session, mode: object, field: str, via: str) -> None:
     if not isinstance(mode, str) or mode not in MODES:
         raise RpcError.invalid_params(field, f"must be one of {', '.join(MODES)}")
     if tools.set_mode(mode, via):
-        tools.emit(
-            {"sessionUpdate": "config_option_update", "configOptions": config_options_of(session)}
-        )
+        tools.emit(config_option_update(config_options_of(session)))
         session.log.sync()
 
 

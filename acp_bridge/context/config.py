@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..config_error import ConfigError
+
 __all__ = [
     "CONTEXT_FLAG_KEYS",
     "CONTEXT_PROFILE_KEYS",
@@ -72,8 +74,6 @@ def context_config(
 
     Reads the ``system`` file; raises `ConfigError` saying what to fix.
     """
-    from ..providers.config import ConfigError  # only with settings to check
-
     system = None
     system_file = settings.get("system")
     if system_file:
@@ -106,8 +106,6 @@ def context_config(
 
 
 def _windows(table: object) -> dict[str, int]:
-    from ..providers.config import ConfigError
-
     if not isinstance(table, Mapping):
         raise ConfigError("context_windows must be a table of model = tokens")
     out: dict[str, int] = {}
@@ -121,8 +119,6 @@ def _windows(table: object) -> dict[str, int]:
 
 
 def _prices(table: object) -> dict[str, Price]:
-    from ..providers.config import ConfigError
-
     if not isinstance(table, Mapping):
         raise ConfigError("prices must be a table of model = {input, output, currency}")
     out: dict[str, Price] = {}

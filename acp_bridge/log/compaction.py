@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ..update_builders import compaction_update, text_chunk
+
 __all__ = [
     "NOTHING_TO_COMPACT",
     "compaction_updates",
@@ -51,13 +53,7 @@ def compaction_updates(record: Record, *, opted: bool, live: bool = True) -> lis
     out: list[dict[str, Any]] = []
     if status == "in_progress":
         if opted and live:
-            out.append(
-                {
-                    "sessionUpdate": "compaction_update",
-                    "compactionId": compaction_id,
-                    "status": "in_progress",
-                }
-            )
+            out.append(compaction_update(compaction_id, "in_progress"))
         return out
     if opted:
         out.append(_upsert(record, compaction_id))
@@ -74,20 +70,12 @@ def compaction_updates(record: Record, *, opted: bool, live: bool = True) -> lis
 
 def nothing_to_compact_update() -> dict[str, Any]:
     """The answer of a ``/compact`` with nothing to summarize."""
-    return {
-        "sessionUpdate": "agent_message_chunk",
-        "content": {"type": "text", "text": NOTHING_TO_COMPACT},
-        "_meta": {"acpBridge": {"notice": True}},
-    }
+    return text_chunk("agent_message_chunk", NOTHING_TO_COMPACT, meta={"notice": True})
 
 
 def _upsert(record: Record, compaction_id: str) -> dict[str, Any]:
     status = str(record.get("status"))
-    update: dict[str, Any] = {
-        "sessionUpdate": "compaction_update",
-        "compactionId": compaction_id,
-        "status": status,
-    }
+    update = compaction_update(compaction_id, status)
     if status == "completed":
         update["summary"] = [{"type": "text", "text": str(record.get("summary", ""))}]
     elif status == "failed":
@@ -130,8 +118,4 @@ def _tokens(value: object) -> str:
 
 
 def _chunk(kind: str, text: str, compaction_id: str) -> dict[str, Any]:
-    return {
-        "sessionUpdate": kind,
-        "content": {"type": "text", "text": text},
-        "_meta": {"acpBridge": {"notice": True, "compaction": compaction_id}},
-    }
+    return text_chunk(kind, text, meta={"notice": True, "compaction": compaction_id})

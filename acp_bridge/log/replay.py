@@ -53,6 +53,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from ..update_builders import (
+    available_commands_update,
+    session_info_update,
+    text_chunk,
+    tool_call,
+    tool_call_update,
+    usage_update,
+    user_message_chunk,
+)
 from .derive import replaced_turns
 
 __all__ = [
@@ -85,17 +94,11 @@ TITLE_LENGTH: Final = 60
 
 
 def commands_update() -> dict[str, Any]:
-    return {
-        "sessionUpdate": "available_commands_update",
-        "availableCommands": [
-            {key: dict(value) if isinstance(value, dict) else value for key, value in c.items()}
-            for c in AVAILABLE_COMMANDS
-        ],
-    }
+    return available_commands_update(AVAILABLE_COMMANDS)
 
 
 def title_update(title: str) -> dict[str, Any]:
-    return {"sessionUpdate": "session_info_update", "title": title}
+    return session_info_update(title)
 
 
 def title_from_prompt(blocks: Iterable[Mapping[str, Any]]) -> str | None:
@@ -186,11 +189,7 @@ def retry_notice(fields: Mapping[str, Any]) -> dict[str, Any]:
         f"The model request failed ({error.get('message', 'error')}); "
         f"retrying in {delay:g}s (retry {fields.get('retry_attempt')})."
     )
-    return {
-        "sessionUpdate": "agent_thought_chunk",
-        "content": {"type": "text", "text": text},
-        "_meta": {"acpBridge": {"notice": True}},
-    }
+    return text_chunk("agent_thought_chunk", text, meta={"notice": True})
 
 
 def _session_id(records: list[Record]) -> str | None:
@@ -225,7 +224,7 @@ def _updates_of(
     if kind == "user/message" or (kind == "turn/start" and "prompt" in record):
         blocks = record.get("prompt", record.get("content"))
         return [
-            {"sessionUpdate": "user_message_chunk", "content": dict(block)}
+            user_message_chunk(block)
             for block in (blocks if isinstance(blocks, list) else [])
             if isinstance(block, Mapping)
         ]
@@ -235,14 +234,13 @@ def _updates_of(
             message_ids[attempt] = message_id
         return []
     if kind == "tool/announce":
-        return [{"sessionUpdate": "tool_call", **record["update"]}]
+        return [tool_call(record["update"])]
     if kind == "tool/update":
-        return [{"sessionUpdate": "tool_call_update", **record["update"]}]
+        return [tool_call_update(record["update"])]
     if kind == "usage/update":
-        usage = {"sessionUpdate": "usage_update", "used": record["used"], "size": record["size"]}
-        if isinstance(record.get("cost"), Mapping):
-            usage["cost"] = dict(record["cost"])
-        return [usage]
+        cost = record.get("cost")
+        extra = {"cost": dict(cost)} if isinstance(cost, Mapping) else None
+        return [usage_update(record["used"], record["size"], extra)]
     if kind == "agent/request-error" and record.get("retrying") is True:
         return [retry_notice(record)]
     return []
@@ -259,15 +257,5 @@ def _chunks(
         update_kind = CHUNK_UPDATES.get(part_kind)
         if update_kind is None:
             continue
-        if message_id is not None:
-            update = {
-                "sessionUpdate": update_kind,
-                "messageId": message_id,
-                "content": {"type": "text", "text": text},
-            }
-        else:
-            update = {"sessionUpdate": update_kind, "content": {"type": "text", "text": text}}
-        if marker is not None:
-            update["_meta"] = {"acpBridge": dict(marker)}
-        out.append(update)
+        out.append(text_chunk(update_kind, text, message_id=message_id, meta=marker))
     return out

@@ -54,8 +54,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from ..jsonrpc.errors import RpcError
+from ..errors import TurnFailed
 from ..providers.base import ProviderError, StreamIdleTimeout
+from ..update_builders import tool_call_update
 from .compaction_shown import OpenCompaction, Shows, show
 from .lifecycle import Ending
 from .recorder import TurnRecorder
@@ -73,7 +74,7 @@ class Closing(Shows, Protocol):
     stream: StepStream | None
     open_compaction: OpenCompaction | None
     stop_reason: str | None
-    error: RpcError | None
+    error: TurnFailed | None
 
     @property
     def number(self) -> int: ...
@@ -164,12 +165,13 @@ def close_open_tools(turn: Closing, why: str) -> None:
     """Every tool call announced to the editor gets a final status."""
     for tool_id in list(turn.rec.open_tools):
         turn.show_tool(
-            {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": tool_id,
-                "status": "failed",
-                "content": [{"type": "content", "content": {"type": "text", "text": why}}],
-            }
+            tool_call_update(
+                {
+                    "toolCallId": tool_id,
+                    "status": "failed",
+                    "content": [{"type": "content", "content": {"type": "text", "text": why}}],
+                }
+            )
         )
 
 
@@ -234,8 +236,7 @@ def record_failure(turn: Closing, ending: Ending) -> None:
         rec.internal_error(exc)
         rec.step_end("internal")
         rec.turn_end("internal", forced=False)
-        turn.error = RpcError(
-            -32603,
+        turn.error = TurnFailed(
             f"Internal error in the agent: {type(exc).__name__}",
             {"kind": "internal"},
         )
@@ -252,8 +253,7 @@ def record_failure(turn: Closing, ending: Ending) -> None:
             "so it was left out of the conversation: the session goes on without it. "
             "Send something shorter, or attach less."
         )
-    turn.error = RpcError(
-        -32603,
+    turn.error = TurnFailed(
         message,
         {
             "kind": exc.kind,

@@ -29,6 +29,7 @@ from ..providers.base import (
     ToolCallStart,
     Usage,
 )
+from ..update_builders import tool_call
 from .assembler import StreamAssembler
 from .updates import CHUNK_SUFFIX
 from .usage import UsageTurn, report_usage
@@ -198,11 +199,12 @@ def _announce_tool(turn: StreamingTurn, ev: ToolCallStart) -> None:
     tools = turn.session.tools
     tool = None if tools is None else tools.registry.get(ev.name)
     turn.show_tool(
-        {
-            "sessionUpdate": "tool_call",
-            "toolCallId": ev.id,
-            "title": ev.name,
-            "kind": "other" if tool is None else tool.kind,
-            "status": "pending",
-        }
+        tool_call(
+            {
+                "toolCallId": ev.id,
+                "title": ev.name,
+                "kind": "other" if tool is None else tool.kind,
+                "status": "pending",
+            }
+        )
     )

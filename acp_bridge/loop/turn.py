@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.lowlevel
 
-from ..jsonrpc.errors import RpcError
+from ..errors import TurnFailed
 from ..providers.base import (
     ModelRequest,
     ProviderError,
@@ -60,6 +60,7 @@ from ..providers.base import (
     StreamIdleTimeout,
 )
 from ..tools.texts import unavailable_tool_text as unavailable_tool_text
+from ..update_builders import tool_call_update
 from . import ending as endings
 from .assembler import AssemblyError
 from .compaction_shown import OpenCompaction
@@ -117,7 +118,7 @@ class Turn:
         self.settled = anyio.Event()
         self._answer = answer
         self.stop_reason: str | None = None
-        self.error: RpcError | None = None
+        self.error: TurnFailed | None = None
         self.cause: str | None = None
         self.forced = False
         self.scope = anyio.CancelScope()
@@ -451,13 +452,14 @@ class Turn:
             rec.tool_call(call["id"], call["name"], call["input"], "unavailable")
             rec.tool_result(call["id"], [{"type": "text", "text": text}], is_error=True)
             self.show_tool(
-                {
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": call["id"],
-                    "status": "failed",
-                    "rawInput": call["input"],
-                    "content": [{"type": "content", "content": {"type": "text", "text": text}}],
-                }
+                tool_call_update(
+                    {
+                        "toolCallId": call["id"],
+                        "status": "failed",
+                        "rawInput": call["input"],
+                        "content": [{"type": "content", "content": {"type": "text", "text": text}}],
+                    }
+                )
             )
         self._pending_tools = []
 
@@ -509,7 +511,9 @@ class Turn:
         except Exception:
             log.exception("turn %d: recording its end failed", self.number)
             if self.stop_reason is None and self.error is None:
-                self.error = RpcError.internal("recording the end of the turn failed")
+                self.error = TurnFailed(
+                    "Internal error", {"detail": "recording the end of the turn failed"}
+                )
         finally:
             self.rec.closed = True
             self._enter(TurnState.ENDED)

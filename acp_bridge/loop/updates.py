@@ -1,7 +1,8 @@
 """Serialized ``session/update`` frames for one session, built from byte templates.
 
 Chunks are the hot path: a frame is a fixed prefix, the JSON-encoded text and
-a fixed suffix, so each chunk costs one ``orjson.dumps`` of a string.
+a fixed suffix, so each chunk costs one ``orjson.dumps`` of a string.  The
+update itself is built by `acp_bridge.update_builders`, like every other.
 """
 
 from __future__ import annotations
@@ -10,29 +11,28 @@ from typing import Any
 
 import orjson
 
+from ..update_builders import text_chunk
+
 _SUFFIX = b"}}}}\n"
+# A stand-in text (ids never hold its JSON): marks where a chunk's text goes.
+_CUT = "\x00"
+_CUT_JSON = orjson.dumps(_CUT)
 
 
 class UpdateFrames:
-    __slots__ = ("_head", "session_id")
+    __slots__ = ("session_id",)
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
-        self._head = (
-            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
-            + orjson.dumps(session_id)
-            + b',"update":{"sessionUpdate":"'
-        )
 
     def chunk_prefix(self, kind: str, message_id: str) -> bytes:
-        """Prefix of an ``agent_message_chunk``/``agent_thought_chunk`` text frame."""
-        return (
-            self._head
-            + kind.encode()
-            + b'","messageId":'
-            + orjson.dumps(message_id)
-            + b',"content":{"type":"text","text":'
-        )
+        """Prefix of an ``agent_message_chunk``/``agent_thought_chunk`` text frame:
+        the frame of `text_chunk` cut where its text goes (so the template has
+        the builder's shape; made once per stream, not per chunk)."""
+        frame = self.update(text_chunk(kind, _CUT, message_id=message_id))
+        prefix, suffix = frame.split(_CUT_JSON)
+        assert suffix == _SUFFIX, suffix
+        return prefix
 
     def update(self, update: dict[str, Any]) -> bytes:
         return (

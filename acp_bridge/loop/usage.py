@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..providers.base import Usage
+from ..update_builders import usage_update
 from .recorder import TurnRecorder
 from .session_core import SessionCore
 
@@ -72,5 +73,5 @@ def show_usage(
     size = context.window(info)
     extra = context.add_cost(info, input_tokens, output_tokens)
     turn.rec.usage_update(used, size, step=step, **extra)
-    turn.emit({"sessionUpdate": "usage_update", "used": used, "size": size, **extra})
+    turn.emit(usage_update(used, size, extra))
     turn.usage_shown = True

@@ -33,6 +33,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from ..config_error import ConfigError
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -91,10 +92,6 @@ def base_url_problem(url: str) -> str | None:
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         return expected
     return None
-
-
-class ConfigError(Exception):
-    """A configuration that cannot work; the message says what to fix."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Stored sessions: titles and listings, forks, regenerate turns.
 
 Pure functions of session logs (and the file reads that feed them); the ACP
-methods that use them are in `acp_bridge.acp.sessions`, the command-line views
+methods that use them are in `acp_bridge.acp.stored`, the command-line views
 in `acp_bridge.sessions_cli`.
 """

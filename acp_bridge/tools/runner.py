@@ -41,6 +41,7 @@ from pydantic import ValidationError
 
 from ..jsonrpc.connection import ConnectionClosed
 from ..jsonrpc.errors import RemoteError
+from ..update_builders import tool_call_update
 from . import localfs
 from . import permissions as perm
 from .base import ToolContext, ToolError, ToolOutput
@@ -124,12 +125,13 @@ class ToolRunner:
         redact = self.state.redactor
         text = redact.text(output.text)
         rec.tool_result(call["id"], _text(text), is_error=output.is_error)
-        update: dict[str, Any] = {
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": call["id"],
-            "status": "failed" if output.is_error else "completed",
-            "content": redact.json(output.content) + _shown(text),
-        }
+        update = tool_call_update(
+            {
+                "toolCallId": call["id"],
+                "status": "failed" if output.is_error else "completed",
+                "content": redact.json(output.content) + _shown(text),
+            }
+        )
         if output.raw_output is not None:
             update["rawOutput"] = redact.json(output.raw_output)
         self.turn.show_tool(update)
@@ -156,15 +158,16 @@ class ToolRunner:
         ctx = self._context(call["id"])
         title = tool.title(args)
         paths = tool.paths(args, ctx)
-        shown: dict[str, Any] = {
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": call["id"],
-            "title": title,
-            "kind": tool.kind,
-            "status": "pending",
-            "locations": tool.locations(args, ctx),
-            "rawInput": call["input"],
-        }
+        shown = tool_call_update(
+            {
+                "toolCallId": call["id"],
+                "title": title,
+                "kind": tool.kind,
+                "status": "pending",
+                "locations": tool.locations(args, ctx),
+                "rawInput": call["input"],
+            }
+        )
         turn.show_tool(shown)
         outside: list[tuple[str, str]] = []
         system: list[tuple[str, str]] = []
@@ -217,9 +220,7 @@ class ToolRunner:
             return
         self.queue.pop(0)
         turn.rec.tool_call(call["id"], name, call["input"], "dispatched")
-        turn.show_tool(
-            {"sessionUpdate": "tool_call_update", "toolCallId": call["id"], "status": "in_progress"}
-        )
+        turn.show_tool(tool_call_update({"toolCallId": call["id"], "status": "in_progress"}))
         output = await self._execute(tool, args, ctx, call)
         self._finish(call, "dispatched", output)
 
@@ -376,7 +377,7 @@ class ToolRunner:
 
         def update(fields: dict[str, Any]) -> None:
             shown = state.redactor.json(fields)
-            turn.show_tool({"sessionUpdate": "tool_call_update", "toolCallId": call_id, **shown})
+            turn.show_tool(tool_call_update({"toolCallId": call_id, **shown}))
 
         return ToolContext(
             session_id=state.session_id,

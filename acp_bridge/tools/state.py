@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..log.writer import SessionLog
+from ..update_builders import current_mode_update
 from .base import ClientCapabilities, EditorRequest
 from .modes import DEFAULT_MODE, MODES, config_option
 from .registry import TOOLS, ToolRegistry
@@ -47,7 +48,7 @@ class ToolState:
             return False
         self.mode = mode
         self.log.append("session/mode", 0, 0, mode=mode, via=via)
-        self.emit({"sessionUpdate": "current_mode_update", "currentModeId": mode})
+        self.emit(current_mode_update(mode))
         return True
 
     def remember(self, tool: str, decision: str) -> None:

@@ -1,0 +1,151 @@
+"""The ACP methods of live sessions: ``session/new``, ``session/prompt``,
+``session/cancel``, ``session/set_mode`` and ``session/set_config_option``.
+
+Entry points only: the table (`acp_bridge.acp.table`) holds the sessions,
+`acp_bridge.acp.prompt_turns` runs a prompt's turn, and each session's
+`acp_bridge.loop.prompts.PromptQueue` keeps the bookkeeping of its prompts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from typing import Any
+
+from ..errors import LogNotCreated
+from ..jsonrpc.connection import current_reply
+from ..jsonrpc.errors import RequestId, RpcError
+from ..log.reader import session_path
+from ..log.writer import SessionLog
+from ..paths import create_private_file, make_private_dirs
+from ..sessions.compact import instructions_of
+from ..sessions.regenerate import is_command
+from . import config_options
+from . import params as P
+from .edge import Handler
+from .prompt_turns import run_compact, run_prompt, run_regenerate
+from .table import SessionTable, require_directory
+
+__all__ = ["LiveMethods"]
+
+log = logging.getLogger("acp_bridge.agent")
+
+
+class LiveMethods:
+    def __init__(self, table: SessionTable) -> None:
+        self.table = table
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "session/new": self.new_session,
+            "session/prompt": self.prompt,
+            "session/set_config_option": self.set_config_option,
+            "session/set_mode": self.set_mode,
+            "session/cancel": _cancel_is_a_notification,
+        }
+
+    async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        table = self.table
+        cwd = P.absolute_path(params, "cwd")
+        extra_dirs = P.additional_directories(params)
+        table.mcp.editor_specs(params)  # checked before anything is created
+        await require_directory(cwd, "cwd")
+        # The provider first: if it cannot start, the editor is told why and
+        # no session file is left behind.
+        provider = await table.new_provider()
+        session_id = "sess_" + uuid.uuid4().hex
+        path = session_path(table.state_dir, session_id)
+        try:
+            make_private_dirs(os.path.dirname(path))
+            create_private_file(path)
+        except OSError as exc:
+            log.error("cannot create the session log %s: %s", path, exc.strerror or exc)
+            raise LogNotCreated(path, f"{exc.strerror or exc}") from exc
+        table.lock(session_id, path)
+        slog = SessionLog(path, table.outbox)
+        session = table.make_session(session_id, cwd, slog, provider, extra_dirs)
+        await table.prepare_context(session)
+        meta: dict[str, Any] = {}
+        if extra_dirs is not None:
+            meta["additional_directories"] = extra_dirs
+        if table.client_info is not None:
+            meta["client_info"] = table.client_info
+        if table.client_capabilities is not None:
+            meta["client_capabilities"] = table.client_capabilities
+        slog.append(
+            "session/start",
+            0,
+            0,
+            session_id=session_id,
+            cwd=cwd,
+            provider=provider.name,
+            title=None,
+            **meta,
+        )
+        await table.mcp.attach(session, params)
+        table.sessions[session_id] = session
+        slog.sync()
+        await table.mcp.ready(session)
+        from . import tool_session  # the tools load off the start-up path
+
+        result = {"sessionId": session_id, **tool_session.new_session_fields(session)}
+        return table.mcp.answer(session, result)
+
+    async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        from . import tool_session  # the tools load off the start-up path
+
+        session = self.table.get(params)
+        if params.get("configId") == tool_session.MODE_OPTION:
+            return tool_session.set_mode_option(session, params)
+        config_options.set_option(session.provider, params)
+        return {"configOptions": tool_session.config_options_of(session)}
+
+    async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        from . import tool_session  # the tools load off the start-up path
+
+        return tool_session.set_mode(self.table.get(params), params)
+
+    # -- prompt turns ------------------------------------------------------------
+
+    def prompt_arrived(self, request_id: RequestId, params: dict[str, Any]) -> None:
+        """The connection's arrival hook for ``session/prompt``."""
+        session = self.table.find(params)
+        if session is not None:
+            session.prompts.arrived(request_id)
+
+    async def prompt(self, params: dict[str, Any]) -> None:
+        reply = current_reply.get()
+        session = self.table.get(params)
+        try:
+            blocks = P.prompt_blocks(params, embedded_context=True, image=True)
+            config_options.check_prompt(session.provider, blocks)
+        except RpcError:
+            session.prompts.withdraw(reply.id)
+            raise
+        if is_command(blocks):
+            return await run_regenerate(self.table, reply, session, params["prompt"])
+        instructions = instructions_of(blocks)
+        if instructions is not None:
+            return await run_compact(self.table, reply, session, params["prompt"], instructions)
+        await run_prompt(self.table, reply, session, blocks, params["prompt"])
+        return None
+
+    def cancel(self, params: dict[str, Any]) -> None:
+        """``session/cancel`` (a notification)."""
+        session = self.table.sessions.get(P.session_id(params))
+        if session is None:
+            return  # harmless for an unknown session (invariant I6)
+        session.prompts.cancel(self.table.spawn)
+
+    def cancel_request(self, request_id: RequestId, params: dict[str, Any]) -> None:
+        """``$/cancel_request`` for one prompt: that prompt only, not the session."""
+        session = self.table.find(params)
+        if session is not None:
+            session.prompts.cancel_request(request_id, self.table.spawn)
+
+
+async def _cancel_is_a_notification(params: dict[str, Any]) -> None:
+    raise RpcError.invalid_request(
+        "session/cancel is a notification: send it without an id (nothing was cancelled)"
+    )

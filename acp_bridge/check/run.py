@@ -1,0 +1,242 @@
+"""One run of the conformance suite: its options, its agent processes and its
+results so far, and what a scenario is.
+
+Its own module because both the runner and the scenarios need it: the runner
+plays the scenarios, the scenarios record into the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..testing.agent import Agent, start_agent
+from .requirements import REQUIREMENTS
+from .results import Evidence, Outcome, Process, Result
+from .schema import AcpSchema
+from .scripts import SCRIPTED_PERMISSION_PROMPT, SCRIPTED_STREAM_PROMPT, SCRIPTS
+
+Json = dict[str, Any]
+
+GATED_PREFIXES = ("fs/", "terminal/")
+GATED_METHODS = ("elicitation/create",)
+NO_CAPABILITIES: Json = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
+CLIENT_INFO: Json = {"name": "acp-bridge-check", "version": __version__}
+
+DEFAULT_STREAM_PROMPT = (
+    "Write the numbers from one to two thousand in words, one per line, with no other text. "
+    "Do not use any tools."
+)
+
+
+@dataclass
+class CheckOptions:
+    """What to check and how long to wait (seconds)."""
+
+    command: list[str]
+    scripted: bool = False
+    """The agent is built on acp-bridge: each process gets the scripted provider
+    with a script for its scenario (`acp_bridge.check.scripts`)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables added to the checker's environment for the agent."""
+    cwd: str | None = None
+    """The agent's working directory (default: the checker's)."""
+    session_cwd: str | None = None
+    """The cwd of the sessions (default: a new temporary folder)."""
+    stream_prompt: str = DEFAULT_STREAM_PROMPT
+    permission_prompt: str | None = None
+    stop_after: int = 3
+    """Chunks to wait for before pressing Stop."""
+    timeout: float = 10.0
+    """For the answer of a request that needs no model (initialize, session/new, ...)."""
+    stream_timeout: float = 30.0
+    """For the first ``stop_after`` chunks of a prompt, or a permission request."""
+    stop_timeout: float = 10.0
+    """For the response of a prompt after session/cancel."""
+    watch: float = 1.0
+    """How long to watch for updates after a prompt's response."""
+    exit_timeout: float = 5.0
+    """For the agent to exit after its stdin closes."""
+    only: frozenset[str] = frozenset()
+    """Run only the scenarios of these checks (empty: all)."""
+
+    def prompt(self, stimulus: str) -> str | None:
+        if stimulus == "permission":
+            if self.scripted:
+                return SCRIPTED_PERMISSION_PROMPT
+            return self.permission_prompt
+        return SCRIPTED_STREAM_PROMPT if self.scripted else self.stream_prompt
+
+
+class CheckRun:
+    """The state of one run: the options, the processes started, the results so far."""
+
+    def __init__(self, options: CheckOptions, tmp: Path, schema: AcpSchema) -> None:
+        self.options = options
+        self.tmp = tmp
+        self.schema = schema
+        self.project = Path(options.session_cwd) if options.session_cwd else tmp / "project"
+        self.project.mkdir(parents=True, exist_ok=True)
+        self.empty_project = tmp / "project-with-no-sessions"
+        self.empty_project.mkdir(exist_ok=True)
+        self.results: dict[str, Result] = {}
+        self.processes: list[Process] = []
+        self.agent_info: Json | None = None
+        self._live: list[tuple[Process, Agent]] = []
+        self._numbers = count(1)
+
+    # -- agents --------------------------------------------------------------------
+
+    def command(self, stimulus: str, state: Path) -> list[str]:
+        if not self.options.scripted:
+            return list(self.options.command)
+        script = self.tmp / f"{stimulus}.json"
+        if not script.exists():
+            script.write_text(json.dumps(SCRIPTS[stimulus]))
+        return [
+            *self.options.command,
+            "--provider",
+            "fake",
+            "--script",
+            str(script),
+            "--state-dir",
+            str(state),
+        ]
+
+    @asynccontextmanager
+    async def agent(
+        self, scenario: str, *, stimulus: str = "stream", state: Path | None = None
+    ) -> AsyncIterator[Agent]:
+        """A fresh agent process for ``scenario``; its transcript is kept for the report.
+
+        The test editor answers no file, terminal or elicitation request (the
+        checker advertises none): they get ``-32601`` and count against the agent.
+        """
+        number = next(self._numbers)
+        state = state or self.tmp / f"state-{number}"
+        command = self.command(stimulus, state)
+        index = 1 + sum(p.scenario == scenario for p in self.processes)
+        process = Process(scenario, index, command)
+        self.processes.append(process)
+        env = {**os.environ, **self.options.env} if self.options.env else None
+        stderr = self.tmp / f"agent-{number}.stderr"
+        async with start_agent(
+            command,
+            workspace=self.project,
+            env=env,
+            cwd=self.options.cwd,
+            stderr=stderr,
+            tmp=self.tmp,
+        ) as agent:
+            for method in list(agent.client.handlers):
+                if method.startswith(GATED_PREFIXES) or method in GATED_METHODS:
+                    del agent.client.handlers[method]
+            self._live.append((process, agent))
+            try:
+                yield agent
+            finally:
+                self._collect(process, agent, stderr)
+                self._live.remove((process, agent))
+
+    def _collect(self, process: Process, agent: Agent, stderr: Path) -> None:
+        client = agent.client
+        process.transcript = client.transcript
+        start = client.times[0] if client.times else 0.0
+        process.times_ms = [(t - start) * 1000 for t in client.times]
+        process.bad_lines = client.bad_lines
+        process.returncode = client.agent.returncode
+        text = stderr.read_text(errors="replace") if stderr.exists() else ""
+        process.stderr_tail = "\n".join(text.splitlines()[-20:])
+
+    def process_of(self, agent: Agent) -> Process:
+        for process, live in self._live:
+            if live is agent:
+                return process
+        raise KeyError("not a live agent of this run")
+
+    async def initialize_response(self, agent: Agent, *, version: int = 1) -> Json:
+        """``initialize`` as the checker sends it (no client capabilities at all): the
+        whole response message."""
+        return await agent.client.request(
+            "initialize",
+            {
+                "protocolVersion": version,
+                "clientCapabilities": NO_CAPABILITIES,
+                "clientInfo": CLIENT_INFO,
+            },
+            within=self.options.timeout,
+        )
+
+    async def initialize(self, agent: Agent) -> Json:
+        """``initialize`` (version 1, no client capabilities): the result."""
+        response = await self.initialize_response(agent)
+        result = response.get("result")
+        if not isinstance(result, dict):
+            raise RuntimeError(f"initialize was answered {json.dumps(response)[:300]}")
+        if self.agent_info is None:
+            self.agent_info = result
+        return result
+
+    # -- results -------------------------------------------------------------------
+
+    def record(
+        self,
+        check_id: str,
+        outcome: Outcome,
+        detail: str,
+        *,
+        evidence: Sequence[tuple[Agent, Sequence[int]]] = (),
+        figures: dict[str, float | int] | None = None,
+    ) -> None:
+        """The result of ``check_id`` (a check gets one result; a later failure
+        replaces a pass, nothing replaces a failure)."""
+        previous = self.results.get(check_id)
+        if previous is not None and (
+            previous.outcome is Outcome.FAIL or outcome is not Outcome.FAIL
+        ):
+            return
+        items = [Evidence(self.process_of(agent), list(marks)) for agent, marks in evidence]
+        self.results[check_id] = Result(
+            REQUIREMENTS[check_id], outcome, detail, items, dict(figures or {})
+        )
+
+    def wanted(self, checks: Sequence[str]) -> bool:
+        return not self.options.only or bool(self.options.only & set(checks))
+
+    def advertised(self, path: str) -> bool:
+        """Whether the agent's capabilities (from the first initialize) have ``path``
+        (``loadSession``, ``sessionCapabilities.list``): true, or an object."""
+        value: Any = (self.agent_info or {}).get("agentCapabilities") or {}
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        return value is True or isinstance(value, dict)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Something the checker plays against fresh agent processes, and the checks
+    it decides (a check it did not decide when it broke off fails with the reason)."""
+
+    name: str
+    checks: tuple[str, ...]
+    play: Callable[[CheckRun], Awaitable[None]]
+
+
+__all__ = [
+    "CLIENT_INFO",
+    "DEFAULT_STREAM_PROMPT",
+    "GATED_METHODS",
+    "GATED_PREFIXES",
+    "NO_CAPABILITIES",
+    "CheckOptions",
+    "CheckRun",
+    "Json",
+    "Scenario",
+]

@@ -1,0 +1,49 @@
+"""The scenarios `acp-bridge check` plays, each against fresh agent processes.
+
+Each scenario drives the agent through the test kit (`acp_bridge.testing`),
+then records the results of the checks it decides, with the frames that show
+them (see `acp_bridge.check.requirements` for what each check requires).  They
+are grouped by theme: first contact (`basics`), Stop (`stops`), the rest of a
+prompt's life (`turns`) and stored sessions (`stored`); `frames` has what they
+share.
+"""
+
+from __future__ import annotations
+
+from ..run import Scenario
+from .basics import bad_input, basics
+from .stops import cancel_race, idle_cancel, stop
+from .stored import close, stored_sessions
+from .turns import permission, queued, stdin_eof
+
+SCENARIOS: list[Scenario] = [
+    Scenario(
+        "basics",
+        ("initialize.version", "initialize.negotiation", "initialize.info", "session.new"),
+        basics,
+    ),
+    Scenario(
+        "bad-input",
+        (
+            "jsonrpc.parse-error",
+            "jsonrpc.method-not-found",
+            "jsonrpc.invalid-params",
+            "jsonrpc.bad-input",
+        ),
+        bad_input,
+    ),
+    Scenario("stop", ("stop.cancelled", "stop.ordering", "stop.next-turn"), stop),
+    Scenario("idle-cancel", ("notification.no-response", "stop.idle"), idle_cancel),
+    Scenario("cancel-race", ("stop.race",), cancel_race),
+    Scenario("queued-prompts", ("prompt.queued",), queued),
+    Scenario("permission", ("permission.stop",), permission),
+    Scenario(
+        "stored-sessions",
+        ("load.replay", "load.after-stop", "resume.no-replay", "list.sessions"),
+        stored_sessions,
+    ),
+    Scenario("close", ("close.cancels",), close),
+    Scenario("stdin-eof", ("stdio.eof",), stdin_eof),
+]
+
+__all__ = ["SCENARIOS"]

@@ -1,0 +1,131 @@
+"""What the scenarios share: finding frames in a transcript, streaming a turn
+until it can be stopped, and ending an agent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import anyio
+
+from ...client import CHUNK_KINDS
+from ...testing.agent import Agent, Turn, TurnEnded, session_update
+from ..run import CheckRun, Json
+
+UNKNOWN_SESSION = "sess_acp_check_unknown"
+NOTE_METHOD = "_acp_bridge_check/note"
+
+
+# -- finding frames --------------------------------------------------------------------
+
+
+def index_of(agent: Agent, msg: Json | None) -> list[int]:
+    """The transcript index of ``msg`` (the very object received), as a list of marks."""
+    if msg is None:
+        return []
+    for i in range(len(agent.transcript) - 1, -1, -1):
+        if agent.transcript[i][1] is msg:
+            return [i]
+    return []
+
+
+def sent_index(agent: Agent, method: str, start: int) -> list[int]:
+    """The first message of ``method`` the checker sent from transcript index ``start`` on."""
+    for i, (direction, msg) in enumerate(agent.transcript[start:], start):
+        if direction == "send" and msg.get("method") == method:
+            return [i]
+    return []
+
+
+CONVERSATION = frozenset(
+    {
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+    }
+)
+"""The updates that carry the conversation (content and tool calls); the others
+(commands, modes, config options, title, usage) describe the session."""
+
+
+def updates_between(
+    agent: Agent,
+    session_id: str,
+    start: int,
+    end: int | None = None,
+    *,
+    kinds: frozenset[str] | None = None,
+) -> list[int]:
+    """Transcript indices of the session's updates (of ``kinds``, default all) from
+    ``start`` up to ``end``."""
+    out = []
+    for i, (direction, msg) in enumerate(agent.transcript[start:end], start):
+        update = session_update(msg, session_id) if direction == "recv" else None
+        if update is not None and (kinds is None or update.get("sessionUpdate") in kinds):
+            out.append(i)
+    return out
+
+
+def ms_between(agent: Agent, first: int, second: int) -> float:
+    times = agent.client.times
+    return round((times[second] - times[first]) * 1000, 1)
+
+
+def describe(response: Json | None) -> str:
+    if not response:
+        return "no response (the agent exited)"
+    if "error" in response:
+        return f"an error {json.dumps(response['error'])[:300]}"
+    return json.dumps(response.get("result"))[:300]
+
+
+def texts(updates: Sequence[Json], kind: str) -> str:
+    return "".join(
+        str(u["content"].get("text", ""))
+        for u in updates
+        if u.get("sessionUpdate") == kind and isinstance(u.get("content"), dict)
+    )
+
+
+async def stream(run: CheckRun, turn: Turn) -> str | None:
+    """Wait for the turn's first ``--stop-after`` chunks; None when they came, else
+    why the turn cannot be stopped mid-stream."""
+    n = run.options.stop_after
+    try:
+        await turn.wait_for_chunks(n, within=run.options.stream_timeout)
+    except TurnEnded as ended:
+        return (
+            f"the prompt was answered {describe(ended.response)} after {turn.chunks()} "
+            f"chunk(s), before {n}: it never streamed long enough to be stopped "
+            "(give a --stream-prompt that streams for a few seconds)"
+        )
+    except TimeoutError:
+        return (
+            f"{turn.chunks()} chunk(s) within {run.options.stream_timeout:g} s, not {n} "
+            "(a slow model? raise --stream-timeout)"
+        )
+    return None
+
+
+async def end(run: CheckRun, agent: Agent) -> None:
+    """Close the agent's stdin and give it --exit-timeout to exit (it is killed after)."""
+    await agent.client.close_stdin()
+    with anyio.move_on_after(run.options.exit_timeout):
+        await agent.client.agent.wait(within=run.options.exit_timeout + 1)
+
+
+def is_chunk(agent: Agent, index: int) -> bool:
+    direction, msg = agent.transcript[index]
+    update = session_update(msg, str(msg.get("params", {}).get("sessionId")))
+    return direction == "recv" and update is not None and update.get("sessionUpdate") in CHUNK_KINDS
+
+
+async def probe(run: CheckRun) -> None:
+    """Learn the agent's capabilities when the basics scenario did not run."""
+    if run.agent_info is None:
+        async with run.agent("capabilities") as agent:
+            run.agent_info = await run.initialize(agent)
+            await end(run, agent)

@@ -1,0 +1,299 @@
+"""The Stop scenarios: cancel mid-stream, cancel while idle, cancel racing the end."""
+
+from __future__ import annotations
+
+from ...client import is_response
+from ...testing.agent import Agent, Session
+from ..results import Outcome
+from ..run import CheckRun, Json
+from .frames import (
+    CONVERSATION,
+    NOTE_METHOD,
+    UNKNOWN_SESSION,
+    describe,
+    end,
+    index_of,
+    is_chunk,
+    ms_between,
+    sent_index,
+    stream,
+    updates_between,
+)
+
+
+def judge_stop(
+    run: CheckRun,
+    agent: Agent,
+    session: Session,
+    turn_at: int,
+    result_response: Json,
+    stop_at: int,
+    *,
+    cancelled_check: str,
+    ordering_check: str | None,
+    how: str = "session/cancel",
+) -> dict[str, float | int]:
+    """Record whether a stopped turn was answered cancelled and nothing followed; the
+    turn's figures."""
+    response = result_response or None
+    response_at = index_of(agent, response)
+    stop_mark = sent_index(agent, how, stop_at) or [stop_at]
+    figures: dict[str, float | int] = {}
+    prompt_at = [i for i in sent_index(agent, "session/prompt", turn_at) if i <= stop_at]
+    chunks = [i for i in updates_between(agent, session.id, turn_at) if is_chunk(agent, i)]
+    if chunks and prompt_at:
+        figures["first_chunk_ms"] = ms_between(agent, prompt_at[-1], chunks[0])
+    figures["chunks_before_stop"] = sum(1 for i in chunks if i < stop_mark[0])
+    if response_at:
+        figures["updates_after_stop"] = len(
+            updates_between(agent, session.id, stop_mark[0], response_at[0])
+        )
+        figures["stop_to_response_ms"] = ms_between(agent, stop_mark[0], response_at[0])
+    result = response.get("result") if response else None
+    reason = result.get("stopReason") if isinstance(result, dict) else None
+    marks = stop_mark + response_at
+    if response is None:
+        run.record(
+            cancelled_check,
+            Outcome.FAIL,
+            f"no response after {how}: the agent exited",
+            evidence=[(agent, stop_mark)],
+            figures=figures,
+        )
+        if ordering_check is not None:
+            run.record(ordering_check, Outcome.NOT_EXERCISED, "the agent exited before answering")
+    elif reason != "cancelled":
+        run.record(
+            cancelled_check,
+            Outcome.FAIL,
+            f"stopped with {how} after {figures['chunks_before_stop']} chunk(s), the prompt "
+            f"was answered {describe(response)}, not cancelled",
+            evidence=[(agent, marks)],
+            figures=figures,
+        )
+    else:
+        run.record(
+            cancelled_check,
+            Outcome.PASS,
+            f"answered cancelled {figures.get('stop_to_response_ms', 0):g} ms after {how}",
+            figures=figures,
+        )
+    if ordering_check is not None and response_at:
+        late_at = updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
+        figures["late_updates"] = len(late_at)
+        if late_at:
+            first_ms = ms_between(agent, response_at[0], late_at[0]) if late_at else 0.0
+            run.record(
+                ordering_check,
+                Outcome.FAIL,
+                f"{len(late_at)} session/update after the prompt's response, the first "
+                f"{first_ms:g} ms after it",
+                evidence=[(agent, response_at + late_at)],
+                figures=figures,
+            )
+        else:
+            run.record(
+                ordering_check,
+                Outcome.PASS,
+                f"no update after the response (watched {run.options.watch:g} s, then a "
+                "barrier request)",
+                figures=figures,
+            )
+    return figures
+
+
+async def stop(run: CheckRun) -> None:
+    opts = run.options
+    checks = ("stop.cancelled", "stop.ordering", "stop.next-turn")
+    async with run.agent("stop") as agent:
+        await run.initialize(agent)
+        session = await agent.new_session(run.project)
+        turn_at = len(agent.transcript)
+        turn = await session.start_prompt(opts.prompt("stream") or "")
+        why = await stream(run, turn)
+        if why is not None:
+            for check in checks:
+                run.record(
+                    check,
+                    Outcome.NOT_EXERCISED,
+                    why,
+                    evidence=[(agent, index_of(agent, turn.response))],
+                )
+            return
+        stop_at = len(agent.transcript)
+        try:
+            result = await turn.stop(within=opts.stop_timeout, watch=opts.watch)
+        except TimeoutError:
+            streamed = len(updates_between(agent, session.id, stop_at))
+            run.record(
+                "stop.cancelled",
+                Outcome.FAIL,
+                f"no response within {opts.stop_timeout:g} s of session/cancel "
+                f"({streamed} updates since)",
+                evidence=[(agent, sent_index(agent, "session/cancel", stop_at))],
+            )
+            for check in checks[1:]:
+                run.record(check, Outcome.NOT_EXERCISED, "the stopped prompt was never answered")
+            return
+        judge_stop(
+            run,
+            agent,
+            session,
+            turn_at,
+            result.response,
+            stop_at,
+            cancelled_check="stop.cancelled",
+            ordering_check="stop.ordering",
+        )
+        second = await session.start_prompt(opts.prompt("stream") or "")
+        why = await stream(run, second)
+        if why is not None:
+            outcome = Outcome.FAIL if second.response else Outcome.NOT_EXERCISED
+            run.record(
+                "stop.next-turn",
+                outcome,
+                "the prompt after the Stop: " + why,
+                evidence=[(agent, index_of(agent, second.response))],
+            )
+            return
+        stop_at = len(agent.transcript)
+        result = await second.stop(within=opts.stop_timeout, watch=opts.watch)
+        response_at = index_of(agent, result.response or None)
+        late = (
+            updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
+            if response_at
+            else []
+        )
+        if result.stop_reason == "cancelled" and not late:
+            run.record(
+                "stop.next-turn",
+                Outcome.PASS,
+                f"the next prompt streamed {second.chunks()} chunk(s) and was stopped",
+            )
+        else:
+            run.record(
+                "stop.next-turn",
+                Outcome.FAIL,
+                f"the prompt after the Stop, stopped in turn, was answered "
+                f"{describe(result.response)} with {len(late)} update(s) after it",
+                evidence=[
+                    (agent, sent_index(agent, "session/cancel", stop_at) + response_at + late)
+                ],
+            )
+        await end(run, agent)
+
+
+async def idle_cancel(run: CheckRun) -> None:
+    opts = run.options
+    async with run.agent("idle-cancel") as agent:
+        client = agent.client
+        await run.initialize(agent)
+        session = await agent.new_session(run.project)
+        start = len(client.transcript)
+        await client.notify("session/cancel", {"sessionId": session.id})
+        await client.notify("session/cancel", {"sessionId": UNKNOWN_SESSION})
+        await client.notify(NOTE_METHOD, {})
+        try:
+            await agent.settle(within=opts.timeout)
+        except TimeoutError:
+            detail = f"no answer to a request within {opts.timeout:g} s after the cancels"
+            run.record("stop.idle", Outcome.FAIL, detail, evidence=[(agent, [start])])
+            run.record("notification.no-response", Outcome.NOT_EXERCISED, detail)
+            return
+        replies = [
+            i
+            for i, (d, m) in enumerate(client.transcript[start:], start)
+            if d == "recv" and is_response(m) and m.get("id") not in agent.barrier_ids
+        ]
+        if replies:
+            run.record(
+                "notification.no-response",
+                Outcome.FAIL,
+                f"{len(replies)} response(s) to notifications: "
+                + "; ".join(describe(client.transcript[i][1]) for i in replies[:3]),
+                evidence=[(agent, list(range(start, start + 3)) + replies)],
+            )
+        else:
+            run.record(
+                "notification.no-response",
+                Outcome.PASS,
+                "two session/cancel with nothing to stop and an unknown notification: no answer",
+            )
+        turn = await session.start_prompt(opts.prompt("stream") or "")
+        why = await stream(run, turn)
+        if why is not None:
+            kept = turn.response and (turn.response.get("result") or {}).get("stopReason")
+            if kept == "cancelled":
+                asked = any(r.session_id == session.id for r in agent.permission_requests)
+                run.record(
+                    "stop.idle",
+                    Outcome.FAIL,
+                    f"the first prompt after a session/cancel sent while idle was answered "
+                    f"cancelled after {turn.chunks()} chunk(s), before any Stop: the cancel "
+                    "was kept for the next turn"
+                    + (
+                        " (or: it asked for a permission, the checker dismissed it, and a "
+                        "dismissal was answered as if the user had pressed Stop)"
+                        if asked
+                        else ""
+                    ),
+                    evidence=[(agent, [start, *index_of(agent, turn.response)])],
+                )
+            else:
+                run.record("stop.idle", Outcome.NOT_EXERCISED, why)
+            return
+        await turn.stop(within=opts.stop_timeout, watch=0)
+        run.record(
+            "stop.idle",
+            Outcome.PASS,
+            f"still serving; the next prompt streamed {turn.chunks()} chunk(s) until stopped",
+        )
+        await end(run, agent)
+
+
+async def cancel_race(run: CheckRun) -> None:
+    opts = run.options
+    async with run.agent("cancel-race") as agent:
+        await run.initialize(agent)
+        session = await agent.new_session(run.project)
+        start = len(agent.transcript)
+        turn = await session.start_prompt(opts.prompt("stream") or "", stop_at_once=True)
+        try:
+            result = await turn.result(within=opts.stop_timeout, watch=opts.watch)
+        except TimeoutError:
+            run.record(
+                "stop.race",
+                Outcome.FAIL,
+                f"no response within {opts.stop_timeout:g} s: the session/cancel sent right "
+                f"behind the prompt was lost ({turn.chunks()} chunks streamed since)",
+                evidence=[(agent, [start, start + 1])],
+            )
+            return
+        response_at = index_of(agent, result.response or None)
+        late_at = (
+            updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
+            if response_at
+            else []
+        )
+        if result.stop_reason != "cancelled":
+            run.record(
+                "stop.race",
+                Outcome.FAIL,
+                f"answered {describe(result.response)}, not cancelled",
+                evidence=[(agent, [start, start + 1, *response_at])],
+            )
+        elif late_at:
+            run.record(
+                "stop.race",
+                Outcome.FAIL,
+                f"answered cancelled, then {len(late_at)} session/update after the response",
+                evidence=[(agent, response_at + late_at)],
+            )
+        else:
+            ms = ms_between(agent, start + 1, response_at[0])
+            run.record(
+                "stop.race",
+                Outcome.PASS,
+                f"answered cancelled {ms:g} ms after the cancel, {turn.chunks()} chunk(s) before",
+            )
+        await end(run, agent)

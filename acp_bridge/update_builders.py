@@ -1,0 +1,98 @@
+"""Every ``session/update`` the bridge sends, one builder per kind.
+
+The live path (the turn, the running tools, modes and config options) and the
+replay of ``session/load`` (`acp_bridge.log.replay`, which also builds the
+compaction updates through `acp_bridge.log.compaction`) build their updates
+here, so what a replay shows has the shape the editor saw live by
+construction.  The hot path of text chunks serializes a byte template
+(`acp_bridge.loop.updates.UpdateFrames`) that is itself made from
+`text_chunk`.  Plain dicts in, plain dicts out; nothing here is imported
+from above the log, so both the loop and the log can use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = [
+    "available_commands_update",
+    "compaction_update",
+    "config_option_update",
+    "current_mode_update",
+    "session_info_update",
+    "text_chunk",
+    "tool_call",
+    "tool_call_update",
+    "usage_update",
+    "user_message_chunk",
+]
+
+Update = dict[str, Any]
+
+
+def text_chunk(
+    kind: str, text: str, *, message_id: str | None = None, meta: Mapping[str, Any] | None = None
+) -> Update:
+    """An ``agent_message_chunk`` or ``agent_thought_chunk`` of ``text``
+    (``meta``: its ``_meta.acpBridge``)."""
+    update: Update = {"sessionUpdate": kind}
+    if message_id is not None:
+        update["messageId"] = message_id
+    update["content"] = {"type": "text", "text": text}
+    if meta is not None:
+        update["_meta"] = {"acpBridge": dict(meta)}
+    return update
+
+
+def user_message_chunk(block: Mapping[str, Any]) -> Update:
+    return {"sessionUpdate": "user_message_chunk", "content": dict(block)}
+
+
+def tool_call(fields: Mapping[str, Any]) -> Update:
+    """A tool call's announcement (``fields``: what its ``tool/announce`` record keeps)."""
+    return {"sessionUpdate": "tool_call", **fields}
+
+
+def tool_call_update(fields: Mapping[str, Any]) -> Update:
+    """A tool call's update (``fields``: what its ``tool/update`` record keeps)."""
+    return {"sessionUpdate": "tool_call_update", **fields}
+
+
+def usage_update(used: int, size: int, extra: Mapping[str, Any] | None = None) -> Update:
+    """The context used and its size (``extra``: the cost so far, if known)."""
+    update: Update = {"sessionUpdate": "usage_update", "used": used, "size": size}
+    if extra:
+        update.update(extra)
+    return update
+
+
+def available_commands_update(commands: Iterable[Mapping[str, Any]]) -> Update:
+    return {
+        "sessionUpdate": "available_commands_update",
+        "availableCommands": [
+            {key: dict(value) if isinstance(value, dict) else value for key, value in c.items()}
+            for c in commands
+        ],
+    }
+
+
+def session_info_update(title: str) -> Update:
+    return {"sessionUpdate": "session_info_update", "title": title}
+
+
+def current_mode_update(mode: str) -> Update:
+    return {"sessionUpdate": "current_mode_update", "currentModeId": mode}
+
+
+def config_option_update(options: list[dict[str, Any]]) -> Update:
+    return {"sessionUpdate": "config_option_update", "configOptions": options}
+
+
+def compaction_update(compaction_id: str, status: str, **fields: Any) -> Update:
+    return {
+        "sessionUpdate": "compaction_update",
+        "compactionId": compaction_id,
+        "status": status,
+        **fields,
+    }

@@ -1,0 +1,140 @@
+"""The one way a test starts a bridge: `start_bridge`, and `barrier`.
+
+`start_bridge` runs ``acp-bridge`` in one of two modes and yields the editor's
+side, an `acp_bridge.client.AcpClient`, with its read loop running:
+
+- ``"subprocess"`` (the default): the real command on raw pipes
+  (`acp_bridge.client.running`), with the bridge's own options, environment,
+  working directory and stderr; ``client.agent`` is the process (``pid``,
+  ``send_signal``, ``wait``, ``stdout.pause()``).  On the way out the bridge is
+  killed if it still runs: use ``client.finish()`` in the body to end it as an
+  editor does and get its exit status.
+- ``"inprocess"``: `acp_bridge.server.serve` in this process on two
+  ``os.pipe`` pairs, no interpreter start-up; scripted provider only, no extra
+  options.  On the way out stdin is closed and stdout read to EOF.
+
+The pytest fixture ``bridge`` (``tests/conftest.py``) calls it with the test's
+``tmp_path``; a test runs in both modes with
+``@pytest.mark.parametrize("bridge_mode", MODES)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from itertools import count
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import anyio
+
+from acp_bridge.client import AcpClient, bridge_command, id_key, running
+
+Mode = Literal["subprocess", "inprocess"]
+MODES: tuple[Mode, ...] = ("subprocess", "inprocess")
+# What the ``bridge`` fixture is: `start_bridge` with the state directory (and
+# stderr) in the test's ``tmp_path``: ``async with bridge(*options, script=path)``.
+BridgeStarter = Callable[..., AbstractAsyncContextManager[AcpClient]]
+
+# An extension method nobody implements: the bridge answers it "method not
+# found" in its turn, after everything it wrote before.
+BARRIER_METHOD = "_acp_bridge_tests/barrier"
+_barrier_ids = count(1)
+
+
+def bridge_args(
+    state_dir: Path | str, *extra: str, script: Path | None = None, provider: str | None = "fake"
+) -> tuple[str, ...]:
+    """The command-line options of a test bridge."""
+    options: tuple[str, ...] = ("--provider", provider) if provider else ()
+    if script is not None:
+        options += ("--script", str(script))
+    return (*options, "--state-dir", str(state_dir), *extra)
+
+
+@asynccontextmanager
+async def start_bridge(
+    state_dir: Path | str,
+    *extra: str,
+    script: Path | None = None,
+    provider: str | None = "fake",
+    mode: Mode = "subprocess",
+    command: Sequence[str] | None = None,
+    stderr: int | IO[Any] | Path | None = None,
+    env: dict[str, str] | None = None,
+    paused: bool = False,
+    keep: bool = True,
+    cwd: str | Path | None = None,
+) -> AsyncIterator[AcpClient]:
+    """A bridge on ``script`` with its state in ``state_dir`` (see the module docstring).
+
+    ``extra`` are further options; ``command`` replaces ``python -m acp_bridge``
+    (a built binary, say); ``provider=None`` passes no ``--provider``.
+    """
+    if mode == "subprocess":
+        args = bridge_args(state_dir, *extra, script=script, provider=provider)
+        argv = [*command, *args] if command else bridge_command(*args)
+        async with running(
+            argv, env=env, stderr=stderr, paused=paused, keep=keep, cwd=cwd
+        ) as client:
+            yield client
+        return
+    if mode != "inprocess":
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    unsupported = {
+        "extra options": extra,
+        "command": command,
+        "stderr": stderr,
+        "env": env,
+        "paused": paused,
+        "cwd": cwd,
+        "another provider": provider != "fake",
+        "no script": script is None,
+    }
+    if any(unsupported.values()):
+        wrong = ", ".join(name for name, value in unsupported.items() if value)
+        raise ValueError(f"the in-process bridge takes a script and nothing else ({wrong})")
+    # Imported here: most tests never serve in-process.
+    from support.pipe_peer import bridge_on_pipes
+
+    assert script is not None
+    parsed = json.loads(await anyio.Path(script).read_text())
+    async with bridge_on_pipes(parsed, str(state_dir), keep=keep) as served:
+        yield served.client
+
+
+async def barrier(client: AcpClient, *, within: float = 30) -> None:
+    """Return once the bridge has answered a cheap request sent now.
+
+    The bridge writes in order, so everything it wrote before it read this
+    request has been received when this returns: a test that must see that
+    something did NOT happen (no late update, no second response) looks after
+    a barrier, never after a sleep.  The request and its answer leave no trace
+    in the client's transcript, messages or responses, so snapshots of the
+    transcript do not see it.
+    """
+    rid = f"barrier-{next(_barrier_ids)}"
+    start = len(client.transcript)
+    answer = await client.request(BARRIER_METHOD, {}, rid=rid, within=within)
+    assert "error" in answer or "result" in answer, answer
+    client.responses.pop(id_key(rid), None)
+    client.messages[:] = [m for m in client.messages if m.get("id") != rid]
+    kept = [
+        i
+        for i in range(len(client.transcript))
+        if i < start or client.transcript[i][1].get("id") != rid
+    ]
+    client.transcript[:] = [client.transcript[i] for i in kept]
+    client.times[:] = [client.times[i] for i in kept]
+
+
+__all__ = [
+    "BARRIER_METHOD",
+    "MODES",
+    "BridgeStarter",
+    "Mode",
+    "barrier",
+    "bridge_args",
+    "start_bridge",
+]

@@ -1,0 +1,90 @@
+"""The tests' own helpers: the two ways `start_bridge` runs a bridge, and `barrier`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.bridge import MODES, BridgeStarter, Mode, barrier, start_bridge
+from support.harness import EXAMPLES, cwd_for_tests, normalize, prompt_and_look
+
+from acp_bridge.client import AcpClient, running
+
+pytestmark = pytest.mark.anyio
+
+HELLO = EXAMPLES / "hello.json"
+
+
+async def a_session(client: AcpClient) -> list[Any]:
+    await client.initialize()
+    session_id = await client.new_session(cwd_for_tests())
+    result = await client.prompt(session_id, "Hi", settle=0)
+    assert result.stop_reason == "end_turn"
+    return [[direction, message] for direction, message in client.transcript]
+
+
+@pytest.mark.parametrize("bridge_mode", MODES)
+async def test_the_fixture_starts_a_bridge_in_either_mode(
+    bridge: BridgeStarter, bridge_mode: Mode, tmp_path: Path
+) -> None:
+    async with bridge(script=HELLO) as client:
+        await a_session(client)
+        assert (bridge_mode == "subprocess") == hasattr(client.process, "pid")
+    assert len(list((tmp_path / "state" / "sessions").glob("*.jsonl"))) == 1
+
+
+async def test_both_modes_put_the_same_session_on_the_wire(tmp_path: Path) -> None:
+    transcripts = []
+    for mode in MODES:
+        async with start_bridge(tmp_path / mode, script=HELLO, mode=mode) as client:
+            transcripts.append(normalize(await a_session(client)))
+    # From session/new on (initialize's auth methods name the executable).
+    assert transcripts[0][2:] == transcripts[1][2:]
+    assert len(transcripts[0]) > 6
+
+
+async def test_the_in_process_bridge_refuses_what_it_cannot_do(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="extra options"):
+        async with start_bridge(tmp_path, "--idle-timeout", "1", script=HELLO, mode="inprocess"):
+            pass
+
+
+# An agent that answers a prompt and then, a while later, one more update (a
+# leak a check must catch) before it reads its next line; it answers every
+# other request with "method not found".
+LATE_AGENT = r"""
+import json, sys, time
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "session/prompt":
+        answer = {"jsonrpc": "2.0", "id": msg["id"], "result": {"stopReason": "end_turn"}}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+        time.sleep(0.3)  # the client has taken the answer; the next line comes later
+        out = [{"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s",
+                "update": {"sessionUpdate": "agent_message_chunk",
+                           "content": {"type": "text", "text": "late"}}}}]
+    else:
+        out = [{"jsonrpc": "2.0", "id": msg["id"],
+                "error": {"code": -32601, "message": "Method not found"}}]
+    sys.stdout.write("".join(json.dumps(m) + "\n" for m in out))
+    sys.stdout.flush()
+"""
+
+
+async def test_a_barrier_sees_an_update_after_the_response_and_leaves_no_trace() -> None:
+    async with running([sys.executable, "-c", LATE_AGENT]) as client:
+        result = await prompt_and_look(client, "s", "Hi")
+        assert result.stop_reason == "end_turn"
+        assert [u["content"]["text"] for u in result.late] == ["late"]
+        methods = [m.get("method") for _, m in client.transcript]
+        assert methods == ["session/prompt", None, "session/update"]
+        assert len(client.times) == len(client.transcript)
+        await barrier(client)
+        assert len(client.transcript) == 3
+        assert len(client.messages) == 2
+        assert list(client.responses) == [b"1"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -624,7 +625,7 @@ async def test_no_server_process_outlives_the_bridge(tmp_path: Path, how: str) -
         await wait_until(lambda: [e["event"] for e in events(polite)].count("exit") == 1)
         if how == "SIGTERM":
             process: Any = client.process
-            process.terminate()
+            process.send_signal(signal.SIGTERM)
 
     run = await run_bridge(
         write_script(tmp_path, script),

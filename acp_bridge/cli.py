@@ -111,6 +111,14 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
         f"(default: 300, at most {MAX_TOOL_TIMEOUT:g})",
     )
     p.add_argument(
+        "--mcp-start-timeout",
+        type=_seconds(600.0),
+        default=d(10.0),
+        metavar="SECONDS",
+        help="how long session/new (load, resume) waits for its MCP servers to start; "
+        "a server still starting joins when it is ready (default: 10, at most 600)",
+    )
+    p.add_argument(
         "--pass-env",
         action="append",
         type=_variable_names,
@@ -474,8 +482,17 @@ def _serve(args: argparse.Namespace, state_dir: str) -> int:
         ),
         forget_credentials=_forget_credentials,
         setup_command=setup_command(),
+        mcp_start_timeout=args.mcp_start_timeout,
+        mcp_config_file=_mcp_config_file(args),
     )
     return anyio.run(serve, options)
+
+
+def _mcp_config_file(args: argparse.Namespace) -> str:
+    """The config file whose ``[[mcp_servers]]`` every session gets (read when one starts)."""
+    from .paths import default_config_file
+
+    return os.path.expanduser(args.config) if args.config else default_config_file()
 
 
 def setup_command() -> tuple[str, ...]:

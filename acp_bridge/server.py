@@ -72,6 +72,10 @@ class ServeOptions:
     # The command that runs ``acp-bridge setup``; when set, the ``terminal``
     # auth method is offered to clients that can run one.
     setup_command: tuple[str, ...] | None = None
+    # How long a session's opening waits for its MCP servers (--mcp-start-timeout),
+    # and the config file that may list more servers.
+    mcp_start_timeout: float = 10.0
+    mcp_config_file: str | None = None
 
 
 def _refuse_sessions(reason: str) -> Callable[[], Provider]:
@@ -140,6 +144,8 @@ async def serve(options: ServeOptions) -> int:
         agent.providers.reload = functools.partial(_load_provider, options, agent, again=True)
         agent.auth.forget = options.forget_credentials
         agent.auth.setup_command = options.setup_command
+        agent.mcp.start_timeout = options.mcp_start_timeout
+        agent.mcp.config_file = options.mcp_config_file
         tg.start_soon(outbox.run)
         tg.start_soon(load_provider, agent)
         tg.start_soon(watch_stdout)
@@ -166,6 +172,7 @@ async def serve(options: ServeOptions) -> int:
         stuck = agent.stuck_turns()
         if stuck and options.exit_when_stuck:
             log.warning("%d abandoned turn(s) still running; exiting without them", stuck)
+            agent.mcp.kill_now()
             for session in agent.sessions.values():
                 with contextlib.suppress(OSError):
                     session.log.file.fsync()

@@ -45,7 +45,7 @@ from support.harness import ACP_SCHEMA
 
 from acp_bridge.check.schema import AcpSchema
 
-__all__ = ["AcpSchema", "load_acp_schema", "load_acp_unstable_schema"]
+__all__ = ["AcpSchema", "load_acp_schema", "load_acp_unstable_schema", "load_pinned_sdk_schema"]
 
 
 def load_acp_unstable_schema() -> AcpSchema:
@@ -91,10 +91,24 @@ def _load(path: Path) -> AcpSchema | None:
     return AcpSchema(json.loads(path.read_text(encoding="utf-8")))
 
 
+def load_pinned_sdk_schema() -> AcpSchema:
+    """The schema of the pinned TypeScript SDK package (installed if needed), never
+    the override: for the stable v1 parts newer than the override (``notice``,
+    ``plan`` entries, elicitation, commands with input hints)."""
+    schema = _load(pinned_sdk_schema_path())
+    assert schema is not None
+    return schema
+
+
 def official_schema_path() -> Path:
     """Where the official schema is, installing the SDK package if needed."""
     if ACP_SCHEMA.is_file():
         return ACP_SCHEMA
+    return pinned_sdk_schema_path()
+
+
+def pinned_sdk_schema_path() -> Path:
+    """The pinned TypeScript SDK package's schema, installing the package if needed."""
     # Imported here: that module imports this one.
     from test_ts_sdk_client import (
         SDK_SCHEMA,

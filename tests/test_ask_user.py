@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from acp_schema import load_acp_schema
+from acp_schema import load_pinned_sdk_schema
 from harness import SessionSnapshot, normalize, report, run_bridge, tool_call, write_script
 from syrupy.assertion import SnapshotAssertion
 
@@ -21,7 +21,6 @@ from acp_bridge.tools.base import ClientCapabilities
 
 pytestmark = pytest.mark.anyio
 
-TS_SCHEMA = Path(__file__).resolve().parent.parent.parent / "shared/acp/ts-sdk-2.4.0/schema.json"
 FORMS = {"fs": {"readTextFile": False, "writeTextFile": False}, "elicitation": {"form": {}}}
 NO_FORMS = {"fs": {"readTextFile": False, "writeTextFile": False}}
 ASK = tool_call("call_1", "ask_user", question="Which database?", choices=["sqlite", "postgres"])
@@ -67,7 +66,7 @@ async def ask(
 
     run = await run_bridge(write_script(tmp_path, script()), tmp_path / "state", play)
     run.check_logs()
-    schema = load_acp_schema(TS_SCHEMA)
+    schema = load_pinned_sdk_schema()
     assert schema is not None
     schema.check_transcript(run.client.transcript)
     return box["result"], asked, run

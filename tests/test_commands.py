@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp_schema import AcpSchema, load_acp_schema
+from acp_schema import AcpSchema, load_pinned_sdk_schema
 from harness import SessionSnapshot, cwd_for_tests, write_script
 from syrupy.assertion import SnapshotAssertion
 
@@ -27,7 +27,6 @@ from acp_bridge.testing import NO_CAPABILITIES, AgentLauncher, transcript_snapsh
 pytestmark = pytest.mark.anyio
 
 CWD = cwd_for_tests()
-TS_SCHEMA = Path(__file__).resolve().parent.parent.parent / "shared" / "acp" / "ts-sdk-2.4.0"
 REPORT = ["message_count", "first_user_text", "last_user_text"]
 NAMES = ["regenerate", "compact", "model", "mode", "status", "clear", "help"]
 
@@ -66,7 +65,7 @@ async def test_commands_right_after_session_new(
     assert list(commands) == NAMES
     # A hint where the command takes words; none where it does not.
     assert {name for name, c in commands.items() if "input" in c} == {"compact", "model", "mode"}
-    ts_schema = load_acp_schema(TS_SCHEMA / "schema.json")
+    ts_schema = load_pinned_sdk_schema()
     assert ts_schema is not None
     ts_schema.check_transcript(agent.transcript)
     assert transcript_snapshot(agent, paths={CWD: "<cwd>"}) == snapshot.use_extension(

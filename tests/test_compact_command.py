@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from acp_schema import load_acp_schema
+from acp_schema import load_acp_schema, load_pinned_sdk_schema
 from support.harness import (
     cwd_for_tests,
     record_logged,
@@ -31,7 +31,6 @@ from acp_bridge.log.derive import SUMMARY_HEADER, derive_messages
 pytestmark = pytest.mark.anyio
 
 CWD = cwd_for_tests()
-TS_SCHEMA = Path(__file__).resolve().parent.parent.parent / "shared" / "acp" / "ts-sdk-2.4.0"
 OPTED_IN = {"fs": {"readTextFile": False, "writeTextFile": False}, "session": {"compaction": {}}}
 REPORT = ["message_count", "first_user_text", "last_user_text"]
 
@@ -114,7 +113,7 @@ async def test_compact_now(tmp_path: Path, opted: bool) -> None:
         if r["type"] == "turn/start" and r.get("command") == "compact" and r["turn"] == 4
     )
     assert start["prompt"] == [{"type": "text", "text": "/compact keep the names of places"}]
-    schema = load_acp_schema(TS_SCHEMA / "schema.json") if opted else load_acp_schema()
+    schema = load_pinned_sdk_schema() if opted else load_acp_schema()
     assert schema is not None
     schema.check_transcript(run.client.transcript)
 
@@ -226,7 +225,7 @@ async def test_a_failed_summary_changes_nothing_and_says_so(tmp_path: Path) -> N
     [outcome] = [r for r in records if r["type"] == "compaction" and r["status"] != "in_progress"]
     assert outcome["status"] == "failed"
     assert outcome["error"]["kind"] == "overloaded"
-    schema = load_acp_schema(TS_SCHEMA / "schema.json")
+    schema = load_pinned_sdk_schema()
     assert schema is not None
     schema.check_transcript(run.client.transcript)
 
@@ -316,6 +315,6 @@ async def test_a_failed_compaction_is_a_notice_for_a_client_that_takes_them(
         "title": "Could not compact the conversation",
         "description": "Could not compact the conversation: the model is overloaded",
     }
-    schema = load_acp_schema(TS_SCHEMA / "schema.json")
+    schema = load_pinned_sdk_schema()
     assert schema is not None
     schema.check_transcript(run.client.transcript)

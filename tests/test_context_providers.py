@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
-from acp_schema import load_acp_schema
+from acp_schema import load_acp_schema, load_pinned_sdk_schema
 from provider_server import (
     Reply,
     WireServer,
@@ -31,7 +31,6 @@ from provider_server import (
     openai_text,
     sse,
 )
-from support.harness import ROOT
 
 from acp_bridge.client import AcpClient, bridge_command, running
 from acp_bridge.log.check import check_log
@@ -41,7 +40,6 @@ pytestmark = pytest.mark.anyio
 
 KEY = "sk-test-context-0123456789"
 # The newest stable ACP schema (it has compaction_update).
-TS_SCHEMA = ROOT.parent / "shared" / "acp" / "ts-sdk-2.4.0" / "schema.json"
 
 
 @dataclass
@@ -107,7 +105,7 @@ async def run(
     for log in ran.logs():
         check_log(log)
     opted = bool(((capabilities or {}).get("session") or {}).get("compaction") is not None)
-    schema = load_acp_schema(TS_SCHEMA) if opted else load_acp_schema()
+    schema = load_pinned_sdk_schema() if opted else load_acp_schema()
     assert schema is not None
     schema.check_transcript(client.transcript)
     return ran

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from acp_schema import load_acp_schema
+from acp_schema import load_pinned_sdk_schema
 from harness import cwd_for_tests
 from provider_server import Reply, WireServer, anthropic_text
 
@@ -21,7 +21,6 @@ from acp_bridge.notices import notice_update, wants_notices
 pytestmark = pytest.mark.anyio
 
 CWD = cwd_for_tests()
-TS_SCHEMA = Path(__file__).resolve().parent.parent.parent / "shared/acp/ts-sdk-2.4.0/schema.json"
 NO_FS = {"fs": {"readTextFile": False, "writeTextFile": False}}
 WITH_NOTICES = {**NO_FS, "session": {"notices": {}}}
 
@@ -60,7 +59,7 @@ async def session_with_a_retry(
                 assert "result" in answer
                 replayed = second.updates[start:]
             await second.finish(within=15)
-    schema = load_acp_schema(TS_SCHEMA)
+    schema = load_pinned_sdk_schema()
     assert schema is not None
     schema.check_transcript(client.transcript)
     schema.check_transcript(second.transcript)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp_schema import AcpSchema, load_acp_schema
+from acp_schema import AcpSchema, load_pinned_sdk_schema
 from harness import SessionSnapshot, normalize, run_bridge, tool_call, write_script
 from syrupy.assertion import SnapshotAssertion
 
@@ -17,7 +17,6 @@ from acp_bridge.client import AcpClient, PromptResult
 
 pytestmark = pytest.mark.anyio
 
-TS_SCHEMA = Path(__file__).resolve().parent.parent.parent / "shared" / "acp" / "ts-sdk-2.4.0"
 FIRST = [
     {"content": "Read the failing test", "status": "in_progress", "priority": "high"},
     {"content": "Fix the parser", "status": "pending", "priority": "high"},
@@ -87,7 +86,7 @@ async def test_plan_is_shown_logged_and_replayed(
     two = await run_bridge(write_script(tmp_path, SCRIPT), state, second)
     replayed = plans(two.client.updates)
     assert replayed == [SECOND]  # the latest plan, once
-    ts_schema = load_acp_schema(TS_SCHEMA / "schema.json")
+    ts_schema = load_pinned_sdk_schema()
     assert ts_schema is not None
     for run in (one, two):
         acp_schema.check_transcript(run.client.transcript)

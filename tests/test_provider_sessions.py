@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
-from acp_schema import load_acp_schema
+from acp_schema import load_acp_schema, load_pinned_sdk_schema
 from provider_server import (
     Reply,
     WireServer,
@@ -816,7 +816,6 @@ async def test_thinking_cut_before_its_signature_is_never_sent_back(
     assert s.snapshot() == snapshot
 
 
-TS_SCHEMA = Path(__file__).resolve().parent.parent.parent / "shared/acp/ts-sdk-2.4.0/schema.json"
 
 
 async def test_set_config_option_answers_every_option(tmp_path: Path) -> None:
@@ -834,7 +833,7 @@ async def test_set_config_option_answers_every_option(tmp_path: Path) -> None:
             answers.append(answer["result"])
 
     await run(tmp_path, "openai", [], play, extra=("--model", "m1", "--model", "m2"))
-    ts_schema = load_acp_schema(TS_SCHEMA)
+    ts_schema = load_pinned_sdk_schema()
     assert ts_schema is not None
     for answer in answers:
         assert ts_schema.errors("SetSessionConfigOptionResponse", answer) == []

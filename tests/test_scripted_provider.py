@@ -745,7 +745,8 @@ async def test_report_describes_the_request() -> None:
         'last_assistant_reasoning: "A short one."\n',
         "last_assistant_interrupted: true\n",
         "tool_results: []\n",
-        'first_user_text: "Tell me a story"',
+        'first_user_text: "Tell me a story"\n',
+        "tool_names: []",
     ]
     assert events[-2:] == [BlockEnd(0), Finish("end_turn")]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp_schema import load_acp_schema
+from acp_schema import load_pinned_sdk_schema
 from harness import ROOT, tool_call
 from test_ts_sdk_client import RUN_TIMEOUT_S, ts_client  # noqa: F401  (the fixture)
 
@@ -96,10 +96,7 @@ def test_the_sdk_parses_the_commands_the_plan_and_the_question(
 
 
 def test_the_frames_are_valid_acp(ts_editor_run: dict[str, Any]) -> None:
-    schema = load_acp_schema(
-        Path(__file__).resolve().parent.parent.parent / "shared/acp/ts-sdk-2.4.0/schema.json"
-    )
-    assert schema is not None
+    schema = load_pinned_sdk_schema()
     transcript = [
         ("send" if f["dir"] == "send" else "recv", json.loads(f["line"]))
         for f in ts_editor_run["frames"]

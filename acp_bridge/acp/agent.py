@@ -17,6 +17,8 @@ from .. import __version__
 from ..jsonrpc.connection import Connection
 from ..loop.session import Session
 from ..loop.turn import TurnConfig
+from ..mcp.hub import CAPABILITIES as MCP_CAPABILITIES
+from ..mcp.hub import McpHub
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
 from . import params as P
@@ -73,6 +75,11 @@ class Agent:
     def sessions(self) -> dict[str, Session]:
         return self.table.sessions
 
+    @property
+    def mcp(self) -> McpHub:
+        """The MCP servers of the sessions (`acp_bridge.mcp`)."""
+        return self.table.mcp
+
     def set_provider_factory(self, factory: Callable[[], Provider]) -> None:
         self.providers.set_factory(factory)
 
@@ -93,7 +100,7 @@ class Agent:
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                "mcpCapabilities": dict(MCP_CAPABILITIES),
                 "sessionCapabilities": SESSION_CAPABILITIES,
                 **self.auth.capabilities(),
             },

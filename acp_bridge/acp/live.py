@@ -25,7 +25,7 @@ from . import config_options
 from . import params as P
 from .edge import Handler
 from .prompt_turns import run_command, run_compact, run_prompt, run_regenerate
-from .table import SessionTable, ignore_mcp_servers, require_directory
+from .table import SessionTable, require_directory
 
 __all__ = ["LiveMethods"]
 
@@ -49,7 +49,7 @@ class LiveMethods:
         table = self.table
         cwd = P.absolute_path(params, "cwd")
         extra_dirs = P.additional_directories(params)
-        ignore_mcp_servers(params)
+        table.mcp.editor_specs(params)  # checked before anything is created
         await require_directory(cwd, "cwd")
         # The provider first: if it cannot start, the editor is told why and
         # no session file is left behind.
@@ -83,14 +83,18 @@ class LiveMethods:
             title=None,
             **meta,
         )
+        await table.mcp.attach(session, params)
         table.sessions[session_id] = session
         slog.sync()
+        await table.mcp.ready(session)
         from ..commands.catalog import announce
         from . import tool_session  # the tools load off the start-up path
 
-        # Answered first: the commands follow, for the session the editor now knows.
+        # Answered first: the commands and what the MCP servers' start-up has to
+        # say follow, for the session the editor now knows.
         answer = {"sessionId": session_id, **tool_session.new_session_fields(session)}
         current_reply.get().result(answer)
+        table.mcp.answer(session, answer)
         announce(session)
         return answer
 

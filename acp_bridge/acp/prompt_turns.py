@@ -50,7 +50,10 @@ async def run_prompt(
             # The editor is gone or we were told to stop: start nothing.
             return False
         _check_log_writable(table, session)
-        return _before_turn(table, session, blocks)
+        if not _before_turn(table, session, blocks):
+            return False
+        table.mcp.before_turn(session, blocks)
+        return True
 
     try:
         host = _PromptHost(table, reply, session, before_start, prepare)

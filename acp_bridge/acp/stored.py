@@ -89,7 +89,7 @@ class StoredMethods:
         table = self.table
         session_id = P.session_id(params)
         cwd = P.absolute_path(params, "cwd")
-        ignore_mcp_servers(params)
+        table.mcp.editor_specs(params)  # checked before the session is opened
         session = table.sessions.get(session_id)
         if session is not None:
             if session.prompts.active is not None or session.prompts.waiting:
@@ -146,6 +146,7 @@ class StoredMethods:
 
     async def load(self, params: dict[str, Any]) -> dict[str, Any]:
         session, records, opened = await self._open(params)
+        await self.table.mcp.attach(session, params)
         if not opened:
             session.context.reload()  # the instruction files are read again
             await self.table.prepare_context(session)
@@ -159,20 +160,26 @@ class StoredMethods:
         with gc_paused():
             for item in replay_updates(records, compaction=compaction, notices=notices):
                 send(frame(item["update"]))
-        return self._answer_then_announce(session, records)
+        return await self._answer_then_announce(session, records)
 
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
         session, records, _ = await self._open(params)
+        await self.table.mcp.attach(session, params)
         # No replay: only what the editor needs to use the session again.
         title = title_of(records)
         if title is not None:
             self.table.outbox.send(session.frames.update(title_update(title)))
-        return self._answer_then_announce(session, records)
+        return await self._answer_then_announce(session, records)
 
-    def _answer_then_announce(self, session: Session, records: list[Record]) -> dict[str, Any]:
-        """Answer a load or resume, then send the session's commands."""
+    async def _answer_then_announce(
+        self, session: Session, records: list[Record]
+    ) -> dict[str, Any]:
+        """Answer a load or resume once its MCP servers are up (or the bound has
+        passed), then send the session's commands and what the servers have to say."""
+        await self.table.mcp.ready(session)
         answer = {**self._options(session), "_meta": {"acpBridge": {"turns": _endings(records)}}}
         current_reply.get().result(answer)
+        self.table.mcp.answer(session, answer)
         announce(session)
         return answer
 

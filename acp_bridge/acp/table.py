@@ -29,6 +29,7 @@ from ..log.writer import SessionLog
 from ..loop.session import Session
 from ..loop.turn import Turn, TurnConfig
 from ..loop.updates import UpdateFrames
+from ..mcp.hub import McpHub
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
 from . import params as P
@@ -70,6 +71,8 @@ class SessionTable:
         self.locks: dict[str, LogFile] = {}
         # Sessions that were shown the available commands in this process.
         self.announced: set[str] = set()
+        # The MCP servers of the sessions (acp_bridge.mcp).
+        self.mcp = McpHub(spawn)
 
     # -- finding a session -------------------------------------------------------
 
@@ -155,6 +158,7 @@ class SessionTable:
         active = session.prompts.active
         if active is not None:
             await active.settled.wait()
+        await self.mcp.close(session.id)
         session.log.sync()
         await self.outbox.drain()
         session.log.file.close()
@@ -173,6 +177,7 @@ class SessionTable:
             session.prompts.cancel(self.spawn, cause)
         for turn in turns:
             await turn.settled.wait()
+        await self.mcp.close_all()
 
 
 async def require_directory(path: str, field: str) -> None:
@@ -187,7 +192,7 @@ async def require_directory(path: str, field: str) -> None:
 
 
 def ignore_mcp_servers(params: dict[str, Any]) -> None:
-    """Validate ``mcpServers`` and say on stderr that they are not used."""
+    """Validate ``mcpServers`` and say on stderr that they are not used (session/fork)."""
     servers = P.mcp_servers(params)
     if servers:
-        log.warning("MCP servers are not supported yet; ignoring %d server(s)", len(servers))
+        log.warning("MCP servers are not connected for a fork; ignoring %d server(s)", len(servers))

@@ -224,6 +224,15 @@ class CommandAnswer(Record):
     """``command/answer``: what a slash command answered."""
 
     text: StrictStr
+class McpServer(Record):
+    """``mcp/server``: an MCP server of the session started, connected, changed or failed."""
+
+    name: NonEmpty
+    status: NonEmpty
+    transport: StrictStr | None = None
+    origin: StrictStr | None = None
+    tools: list[dict[str, StrictStr]] | None = None
+    error: StrictStr | None = None
 
 
 RECORD_MODELS: Final[dict[str, type[Record]]] = {
@@ -251,6 +260,7 @@ RECORD_MODELS: Final[dict[str, type[Record]]] = {
     "permission/rule": PermissionRule,
     "compaction": Compaction,
     "command/answer": CommandAnswer,
+    "mcp/server": McpServer,
 }
 """The model of each known record type (every type of `records.RECORD_TYPES` has one)."""
 

@@ -31,6 +31,13 @@ Session level (turn 0, step 0)
   ``permission/rule`` ``{tool, decision}``: a remembered permission choice
                      (``allow_always`` / ``reject_always``) for a tool name;
                      may come at any point after ``session/start``
+  ``mcp/server``     ``{name, status, transport?, origin?, tools?, error?}``:
+                     an MCP server of the session: ``starting`` (with its
+                     transport and origin), ``connected`` or ``tools`` (the
+                     tools it offers: ``{name, tool, schema}``, the name the
+                     model sees, the server's name, a hash of the schema),
+                     ``failed`` (with the error); may come at any point
+                     after ``session/start``
 
 Turn lifecycle
   ``turn/start``     ``{regenerates?, prompt?, command?}``  a regenerate names
@@ -245,7 +252,7 @@ COMPACTION_TRIGGERS: Final[frozenset[str]] = frozenset(get_args(CompactionTrigge
 FINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
 
 # Session-level records that may come at any point after session/start.
-SESSION_SETTING_TYPES: Final = frozenset({"session/mode", "permission/rule"})
+SESSION_SETTING_TYPES: Final = frozenset({"session/mode", "permission/rule", "mcp/server"})
 
 RECORD_TYPES: Final = frozenset(
     {
@@ -271,5 +278,6 @@ RECORD_TYPES: Final = frozenset(
         "permission/rule",
         "compaction",
         "command/answer",
+        "mcp/server",
     }
 )

@@ -92,6 +92,7 @@ ReportFact: TypeAlias = Literal[
     "last_assistant_interrupted",
     "tool_results",
     "first_user_text",
+    "tool_names",
 ]
 REPORT_FACTS: Final[tuple[str, ...]] = ReportFact.__args__  # type: ignore[attr-defined]
 
@@ -334,7 +335,8 @@ class ReportEvent(_Event):
     ``last_assistant_reasoning`` and ``last_assistant_interrupted`` (of the
     last assistant message; null if none); ``tool_results`` (in the last
     message, ``[{"tool_call_id", "is_error", "text"}]``); ``first_user_text``
-    (the text blocks of the first message: after a compaction, its summary).
+    (the text blocks of the first message: after a compaction, its summary);
+    ``tool_names`` (the names of the tools the request offers, in order).
     """
 
     report: Annotated[

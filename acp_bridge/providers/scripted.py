@@ -398,7 +398,8 @@ def report_lines(request: ModelRequest, facts: Sequence[str]) -> list[str]:
     reasoning blocks, concatenated, of the last assistant message (null if
     there is none).  ``last_assistant_interrupted``: its ``interrupted`` flag
     (null if none).  ``tool_results``: the tool results in the last message,
-    as ``[{"tool_call_id", "is_error", "text"}]``.
+    as ``[{"tool_call_id", "is_error", "text"}]``.  ``tool_names``: the tools
+    the request offers.
     """
     messages = request.messages
     assistant = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
@@ -418,6 +419,7 @@ def report_lines(request: ModelRequest, facts: Sequence[str]) -> list[str]:
     )
     first = messages[0] if messages else None
     values["first_user_text"] = _joined(first, "text") if first else None
+    values["tool_names"] = [tool.name for tool in request.tools]
     values["tool_results"] = [
         {
             "tool_call_id": block.get("tool_call_id"),

@@ -1,0 +1,298 @@
+"""One connection to one MCP server, for as long as its session is open.
+
+`ServerLink.run` is the connection's own task (the ``mcp`` client's context
+managers must be entered and left in one task): it starts the transport,
+runs ``initialize``, lists the tools (every page), and then serves calls
+made from the session's turns until `close` or until the server goes away.
+``notifications/tools/list_changed`` lists the tools again.
+
+States: ``starting`` → ``ready`` → ``closed``, or ``failed`` (it could not
+start, or it died).  ``on_change(link)`` is called on every change of state
+or of the tool list.
+
+A call cancelled by a Stop: the ``mcp`` client (2.x) sends
+``notifications/cancelled`` with the call's request id itself, shielded from
+the cancellation and bounded, before the cancellation goes on; nothing else
+is sent for that call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+import anyio.to_thread
+
+from .specs import ServerSpec
+
+__all__ = ["RemoteTool", "ServerLink", "import_client"]
+
+log = logging.getLogger("acp_bridge.mcp")
+
+# The most tools/list pages followed (a server that pages forever is cut off).
+MAX_PAGES: Final = 100
+# How long a call that changed the tools waits for them to be listed again.
+RELIST_BOUND: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteTool:
+    """A tool as the server lists it (JSON fields)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] | None = None
+
+
+class CallFailed(Exception):
+    """The call could not be made or got no result (the message says why)."""
+
+
+def import_client() -> None:
+    """Load the ``mcp`` client (about a second): run in a worker thread."""
+    import mcp.client.session
+    import mcp.client.sse
+    import mcp.client.streamable_http  # noqa: F401
+
+
+_import_lock: anyio.Lock | None = None
+_imported = False
+
+
+async def ensure_client() -> None:
+    global _import_lock, _imported
+    if _imported:
+        return
+    if _import_lock is None:
+        _import_lock = anyio.Lock()
+    async with _import_lock:
+        if not _imported:
+            await anyio.to_thread.run_sync(import_client)
+            _imported = True
+
+
+@dataclass(eq=False)
+class ServerLink:
+    spec: ServerSpec
+    cwd: str
+    on_change: Callable[[ServerLink], None]
+    state: str = "starting"
+    error: str | None = None
+    tools: list[RemoteTool] = field(default_factory=list)
+    # Set once the server is ready or failed (session/new waits on it, bounded).
+    settled: anyio.Event = field(default_factory=anyio.Event)
+    # Set when run() has returned (the process is stopped).
+    done: anyio.Event = field(default_factory=anyio.Event)
+    _stop: anyio.Event = field(default_factory=anyio.Event)
+    _gone: anyio.Event = field(default_factory=anyio.Event)
+    _session: Any = None
+    _relist: anyio.Event = field(default_factory=anyio.Event)
+    # tools/list_changed notifications seen, and how many of them a listing covers.
+    _changes_seen: int = 0
+    _changes_listed: int = 0
+    _listed: anyio.Event = field(default_factory=anyio.Event)
+    # The child's exit status, for a stdio server.
+    _exit_status: Callable[[], int | None] | None = None
+
+    # -- from other tasks --------------------------------------------------------
+
+    def close(self) -> None:
+        self._stop.set()
+
+    async def call(self, name: str, arguments: dict[str, Any], on_progress: Any = None) -> Any:
+        """``tools/call``: the result as JSON (raises CallFailed, or the cancellation)."""
+        session = self._session
+        if self.state != "ready" or session is None:
+            raise CallFailed(f"the MCP server {self.spec.name!r} is not connected ({self.state})")
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            result = await session.call_tool(name, arguments, progress_callback=on_progress)
+        except MCPError as exc:
+            if self._gone.is_set():
+                # The server died: its failure is known (and told) before this call ends.
+                with anyio.move_on_after(1.0):
+                    await self.done.wait()
+            if self._gone.is_set() or self.state != "ready":
+                raise CallFailed(
+                    f"the MCP server {self.spec.name!r} stopped during the call"
+                    + (f" ({self.error})" if self.error else "")
+                ) from None
+            raise CallFailed(f"the MCP server answered an error: {exc}") from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise CallFailed(f"the MCP server {self.spec.name!r} stopped during the call") from None
+        except Exception as exc:  # a result the client refused (schema, shape)
+            raise CallFailed(f"the MCP server's answer was not usable: {_describe(exc)}") from None
+        await self._caught_up()
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def _caught_up(self) -> None:
+        """A call that changed the server's tools (it said so before answering)
+        returns once they are listed again, so the next model request has them."""
+        target = self._changes_seen
+        with anyio.move_on_after(RELIST_BOUND):
+            while self._changes_listed < target and self.state == "ready":
+                await self._listed.wait()
+
+    # -- the connection's task ---------------------------------------------------
+
+    def _set(self, state: str, error: str | None = None) -> None:
+        if self.state in ("failed", "closed"):
+            return
+        self.state, self.error = state, error
+        if state != "starting":
+            self.settled.set()
+        self.on_change(self)
+
+    async def run(self) -> None:
+        try:
+            await self._run()
+        except Exception as exc:  # any failure of the server or its transport
+            why = _describe(exc)
+            log.debug("MCP server %s failed", self.spec.name, exc_info=True)
+            self._set("failed", why)
+        finally:
+            self._session = None
+            if self.state not in ("failed", "closed"):
+                self._set("closed" if self._stop.is_set() else "failed", self.error or "it exited")
+            self.settled.set()
+            self.done.set()
+
+    async def _run(self) -> None:
+        spec = self.spec
+        async with contextlib.AsyncExitStack() as stack:
+            if spec.transport == "stdio":
+                from . import stdio
+
+                try:
+                    process = await stdio.spawn(spec, self.cwd)
+                except OSError as exc:
+                    why = exc.strerror or exc
+                    raise CallFailed(f"cannot start {spec.command}: {why}") from None
+                try:
+                    await ensure_client()  # while the server starts
+                except BaseException:
+                    await stdio.stop(process)
+                    raise
+                read, write = await stack.enter_async_context(
+                    stdio.streams(process, spec.name, self._gone.set)
+                )
+                self._exit_status = lambda: process.returncode
+            else:
+                await ensure_client()
+                read, write = await stack.enter_async_context(self._http())
+            session = await stack.enter_async_context(self._client(read, write))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._watch, tg.cancel_scope)
+                await session.initialize()
+                self.tools = await self._list(session)
+                self._session = session
+                self._set("ready")
+                while True:
+                    await self._relist.wait()
+                    self._relist = anyio.Event()
+                    covered = self._changes_seen
+                    self.tools = await self._list(session)
+                    self._changes_listed = covered
+                    self._listed.set()
+                    self._listed = anyio.Event()
+                    self.on_change(self)
+
+    async def _watch(self, scope: anyio.CancelScope) -> None:
+        """End the connection on close() or when the server goes away."""
+        async with anyio.create_task_group() as tg:
+
+            async def wait(event: anyio.Event) -> None:
+                await event.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(wait, self._stop)
+            tg.start_soon(wait, self._gone)
+        if self._stop.is_set():
+            self._set("closed")
+        else:
+            exit_status = self._exit_status
+            status = None if exit_status is None else exit_status()
+            with anyio.move_on_after(0.5):  # the exit status, if it comes
+                while status is None and exit_status is not None:
+                    await anyio.sleep(0.01)
+                    status = exit_status()
+            how = f"it exited with status {status}" if status is not None else "it closed"
+            self._set("failed", how if status is not None else f"{how} its connection")
+        scope.cancel()
+
+    def _client(self, read: Any, write: Any) -> Any:
+        from mcp.client.session import ClientSession
+        from mcp_types import Implementation
+
+        from .. import __version__
+
+        async def on_message(message: Any) -> None:
+            if getattr(message, "method", None) == "notifications/tools/list_changed":
+                self._changes_seen += 1
+                self._relist.set()
+
+        return ClientSession(
+            read,
+            write,
+            message_handler=on_message,
+            client_info=Implementation(name="acp-bridge", version=__version__),
+        )
+
+    def _http(self) -> Any:
+        spec = self.spec
+        headers = dict(spec.headers)
+        if spec.transport == "sse":
+            from mcp.client.sse import sse_client
+
+            return sse_client(spec.url, headers=headers)
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        @contextlib.asynccontextmanager
+        async def connect() -> Any:
+            async with (
+                create_mcp_http_client(headers=headers) as client,
+                streamable_http_client(spec.url, http_client=client) as (read, write),
+            ):
+                yield read, write
+
+        return connect()
+
+    async def _list(self, session: Any) -> list[RemoteTool]:
+        from mcp_types import PaginatedRequestParams
+
+        tools: list[RemoteTool] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
+            page = await session.list_tools(params=params)
+            for tool in page.tools:
+                data = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+                schema = data.get("inputSchema")
+                tools.append(
+                    RemoteTool(
+                        name=str(data.get("name")),
+                        description=str(data.get("description") or data.get("title") or ""),
+                        input_schema=schema if isinstance(schema, dict) else {"type": "object"},
+                        annotations=data.get("annotations"),
+                    )
+                )
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
+        if inner:
+            return _describe(inner[0])
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -1,0 +1,188 @@
+"""A small MCP server for the tests, built with the official ``mcp`` package.
+
+    python tests/mcp_server.py [--record FILE] [--tools N] [--http PORT] [--name NAME]
+    python tests/mcp_server.py --mute      # reads its stdin, never answers anything
+    python tests/mcp_server.py --stubborn  # a server that ignores EOF and SIGTERM, with a child
+
+Tools: ``echo`` (read-only), ``note`` (destructive: it changes things),
+``picture`` (an image and a resource link), ``wait`` (runs until cancelled,
+reporting progress first), ``crash`` (the process dies), ``grow`` (adds a
+tool and sends ``notifications/tools/list_changed``), ``env`` (one
+variable of its environment), ``shout`` (lines on its stderr); with
+``--tools N`` also ``t0`` .. ``tN-1``.
+
+``--record FILE`` appends one JSON line per event the tests look for:
+``{"event": "started", "tool": ...}`` and ``{"event": "cancelled", ...}``
+when a call was cancelled by the client's ``notifications/cancelled``, and
+``{"event": "exit"}`` when the process leaves normally.
+"""
+
+# No `from __future__ import annotations`: the tools' annotations are read at run time.
+
+import argparse
+import atexit
+import json
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+
+def _record(path: str | None, **event: object) -> None:
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({**event, "pid": os.getpid()}) + "\n")
+
+
+def mute() -> None:
+    """Never answers initialize (nor anything): reads until EOF."""
+    for _ in sys.stdin.buffer:
+        pass
+
+
+def shout(lines: int) -> str:
+    """Write numbered lines to stderr."""
+    for i in range(lines):
+        sys.stderr.write(f"shout line {i} " + "x" * 80 + "\n")
+    sys.stderr.flush()
+    return "shouted"
+
+
+def _be_stubborn(record: str | None) -> None:
+    """Ignore SIGTERM and have a child of its own; `main` then outlives its
+    stdin's EOF: only SIGKILL to the process group ends them."""
+    import signal
+    import subprocess
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = subprocess.Popen(["sleep", "600"])
+    _record(record, event="started-stubborn", child=child.pid)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--record")
+    parser.add_argument("--tools", type=int, default=0)
+    parser.add_argument("--http", type=int)
+    parser.add_argument("--name", default="test-server")
+    parser.add_argument("--mute", action="store_true")
+    parser.add_argument("--stubborn", action="store_true")
+    opts = parser.parse_args()
+    if opts.stubborn:
+        _be_stubborn(opts.record)
+    if opts.mute:
+        _record(opts.record, event="started-mute")
+        mute()
+        return
+    serve(opts)
+
+
+def _add_grow(server: "MCPServer") -> None:
+    """The tool ``grow``, which adds ``later`` and says the list changed; the
+    list is then slow to come, so a client must wait for it."""
+    import anyio
+    from mcp.server.mcpserver import Context
+
+    grown: list[bool] = []
+    listed = server.list_tools
+
+    async def list_tools() -> Any:
+        if grown:  # slow to list once grown: the client must wait for the new list
+            await anyio.sleep(0.5)
+        return await listed()
+
+    server.list_tools = list_tools  # type: ignore[method-assign]
+
+    @server.tool()
+    async def grow(ctx: Context) -> str:
+        """Add the tool ``later``."""
+
+        def later() -> str:
+            """Added later."""
+            return "later"
+
+        server.add_tool(later, name="later")
+        grown.append(True)
+        await ctx.session.send_tool_list_changed()
+        return "grown"
+
+
+def serve(opts: argparse.Namespace) -> None:
+    record = opts.record
+
+    import anyio
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp_types import ImageContent, ResourceLink, TextContent, ToolAnnotations
+
+    atexit.register(lambda: _record(record, event="exit"))
+    server = MCPServer(opts.name)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def echo(text: str) -> str:
+        """Say the text back."""
+        _record(record, event="started", tool="echo", text=text)
+        return f"echo: {text}"
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    def note(text: str) -> str:
+        """Write a note."""
+        _record(record, event="started", tool="note", text=text)
+        return f"noted: {text}"
+
+    @server.tool()
+    def picture() -> list[ImageContent | ResourceLink | TextContent]:
+        """An image, a link and a caption."""
+        return [
+            TextContent(type="text", text="a red dot"),
+            ImageContent(type="image", data="iVBORw0KGgo=", mime_type="image/png"),
+            ResourceLink(type="resource_link", uri="file:///tmp/dot.png", name="dot.png"),
+        ]
+
+    @server.tool()
+    async def wait(ctx: Context) -> str:
+        """Run until cancelled."""
+        await ctx.report_progress(1, 10, "one tenth done")
+        await anyio.sleep(0.3)  # the notification reaches the client before the record
+        _record(record, event="started", tool="wait", request_id=str(ctx.request_id))
+        try:
+            await anyio.sleep(3600)
+        except anyio.get_cancelled_exc_class():
+            _record(record, event="cancelled", tool="wait", request_id=str(ctx.request_id))
+            raise
+        return "finished"
+
+    @server.tool()
+    def crash() -> str:
+        """Die."""
+        _record(record, event="crash")
+        os._exit(3)
+
+    _add_grow(server)
+
+    @server.tool()
+    def env(var: str) -> str:
+        """One variable of the environment."""
+        return os.environ.get(var, "<unset>")
+
+    server.add_tool(shout)
+    for i in range(opts.tools):
+
+        def numbered(x: int = 0, i: int = i) -> str:
+            return f"t{i}: {x}"
+
+        server.add_tool(numbered, name=f"t{i}", description=f"Numbered tool {i}.")
+
+    _record(record, event="up", at=time.time())
+    if opts.http is not None:
+        server.run("streamable-http", host="127.0.0.1", port=opts.http)
+    else:
+        server.run()
+    if opts.stubborn:
+        time.sleep(600)
+
+
+if __name__ == "__main__":
+    main()

@@ -193,25 +193,60 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
         help="environment variable holding the API key "
         "(default: ANTHROPIC_API_KEY or OPENAI_API_KEY)",
     )
-    g.add_argument("--max-tokens", type=_positive_int, default=d(None), metavar="N",
-                   help="most tokens the model may write per request (default: 4096)")
-    g.add_argument("--system", default=d(None), metavar="FILE",
-                   help="file whose text extends (or, with --system-mode replace, replaces) "
-                   "the default system prompt; works with every provider")
-    g.add_argument("--thinking-budget", type=_positive_int, default=d(None), metavar="N",
-                   help="anthropic: enable extended thinking with this token budget")
-    g.add_argument("--reasoning-effort", default=d(None), metavar="LEVEL",
-                   help="openai: reasoning effort to ask for (e.g. low, medium, high)")
-    g.add_argument("--max-retries", type=_retries, default=d(None), metavar="N",
-                   help="retries of a failed request before any output (default: 3)")
-    g.add_argument("--config", default=d(None), metavar="FILE",
-                   help="TOML file of named provider profiles ([profiles.NAME]); flags win "
-                   "(default: config.toml in $ACP_BRIDGE_CONFIG_DIR, else "
-                   "$XDG_CONFIG_HOME/acp-bridge, else ~/.config/acp-bridge, if it exists)")
-    g.add_argument("--profile", default=d(None), metavar="NAME",
-                   help="profile of --config to use (default: 'default' if present)")
-    g.add_argument("--record", default=d(None), metavar="FILE",
-                   help="write what the provider streams as a script for --provider fake")
+    g.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        default=d(None),
+        metavar="N",
+        help="most tokens the model may write per request (default: 4096)",
+    )
+    g.add_argument(
+        "--system",
+        default=d(None),
+        metavar="FILE",
+        help="file whose text extends (or, with --system-mode replace, replaces) "
+        "the default system prompt; works with every provider",
+    )
+    g.add_argument(
+        "--thinking-budget",
+        type=_positive_int,
+        default=d(None),
+        metavar="N",
+        help="anthropic: enable extended thinking with this token budget",
+    )
+    g.add_argument(
+        "--reasoning-effort",
+        default=d(None),
+        metavar="LEVEL",
+        help="openai: reasoning effort to ask for (e.g. low, medium, high)",
+    )
+    g.add_argument(
+        "--max-retries",
+        type=_retries,
+        default=d(None),
+        metavar="N",
+        help="retries of a failed request before any output (default: 3)",
+    )
+    g.add_argument(
+        "--config",
+        default=d(None),
+        metavar="FILE",
+        help="TOML file of named provider profiles ([profiles.NAME]); flags win "
+        "(default: config.toml in $ACP_BRIDGE_CONFIG_DIR, else "
+        "$XDG_CONFIG_HOME/acp-bridge, else ~/.config/acp-bridge, if it exists)",
+    )
+    g.add_argument(
+        "--profile",
+        default=d(None),
+        metavar="NAME",
+        help="profile of --config to use (default: 'default' if present)",
+    )
+    g.add_argument(
+        "--record",
+        default=d(None),
+        metavar="FILE",
+        help="write what the provider streams as a script for --provider fake",
+    )
 
 
 def _seconds(maximum: float, *, zero: bool = True) -> Callable[[str], float]:
@@ -304,6 +339,7 @@ def _fraction(text: str) -> float:
     if not 0.1 <= value <= 1.0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
     return value
+
 
 MAX_RETRIES = 20
 _retries = _count(MAX_RETRIES, minimum=0)
@@ -444,8 +480,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_logout()
     if command == "check":
         # Only reached with options before the name (main hands "check ..." over first).
-        sys.stderr.write("acp-bridge: give check's options after its name: acp-bridge check "
-                         "[options] [-- AGENT COMMAND...]\n")
+        sys.stderr.write(
+            "acp-bridge: give check's options after its name: acp-bridge check "
+            "[options] [-- AGENT COMMAND...]\n"
+        )
         return 2
     if command == "demo":
         from .demo import run_demo

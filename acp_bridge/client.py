@@ -452,9 +452,7 @@ class AcpClient:
         result: Json = {}
 
         async def run_prompt() -> None:
-            result.update(
-                await self.request("session/prompt", prompt_params(session_id, text))
-            )
+            result.update(await self.request("session/prompt", prompt_params(session_id, text)))
             tg.cancel_scope.cancel()
 
         async with anyio.create_task_group() as tg:
@@ -503,9 +501,7 @@ async def spawn(
     directory (default: ours).  `AcpClient.process` is the `AgentProcess`
     (``pid``, ``send_signal``, ``wait``).
     """
-    agent = await open_agent(
-        command, env=env, stderr=stderr, umask=umask, paused=paused, cwd=cwd
-    )
+    agent = await open_agent(command, env=env, stderr=stderr, umask=umask, paused=paused, cwd=cwd)
     return AcpClient(agent, keep=keep)
 
 

@@ -185,5 +185,3 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
         tg.cancel_scope.cancel()
     ok = same and first.stop_reason == "cancelled" and not first.late
     return 0 if ok else 1
-
-

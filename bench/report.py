@@ -89,8 +89,7 @@ def build_rows(cfg: Config) -> list[Row]:
         Row("startup_p90", "startup: p90 (ms)", "lower", _ms, _q(lambda r: r.startup_ms, 0.9)),
         Row(
             "session_new_p50",
-            "startup: spawn → session/new response (sent once initialize is answered), "
-            "median (ms)",
+            "startup: spawn → session/new response (sent once initialize is answered), median (ms)",
             "lower",
             _ms,
             _q(lambda r: r.session_new_ms, 0.5),

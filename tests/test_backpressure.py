@@ -95,8 +95,10 @@ async def test_few_bytes_wait_ahead_of_the_answer_to_a_stop(tmp_path: Path) -> N
         prompt = await client.send_request("session/prompt", params)
         # A chunk of the reply (the commands announced after session/new came first).
         first = await client.wait_for(
-            lambda m: m.get("method") == "session/update"
-            and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            lambda m: (
+                m.get("method") == "session/update"
+                and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            )
         )
         frame_size = len(orjson.dumps(first)) + 1
         # The editor is busy: it reads nothing while the bridge streams on until

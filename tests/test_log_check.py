@@ -78,7 +78,11 @@ class LogBuilder:
     def add(self, type: str, **fields: Any) -> Record:
         level_turn = 0 if type == "session/start" else self.turn
         turn_level = type in (
-            "session/start", "turn/start", "user/message", "turn/end", "compaction"
+            "session/start",
+            "turn/start",
+            "user/message",
+            "turn/end",
+            "compaction",
         )
         record = {
             "v": 1,

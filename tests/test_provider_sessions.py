@@ -816,8 +816,6 @@ async def test_thinking_cut_before_its_signature_is_never_sent_back(
     assert s.snapshot() == snapshot
 
 
-
-
 async def test_set_config_option_answers_every_option(tmp_path: Path) -> None:
     """Both the model and the mode answer with the full list (some clients replace
     their state with it): two ``select`` options with their categories, valid

@@ -168,8 +168,14 @@ async def test_a_slow_editor_is_not_a_silent_provider(tmp_path: Path) -> None:
     script.write_text(json.dumps({"responses": [{"events": [{"text": text, "chunk_size": 5}]}]}))
     state = tmp_path / "state"
     command = bridge_command(
-        "--provider", "fake", "--script", str(script), "--state-dir", str(state),
-        "--idle-timeout", "0.3",
+        "--provider",
+        "fake",
+        "--script",
+        str(script),
+        "--state-dir",
+        str(state),
+        "--idle-timeout",
+        "0.3",
     )
     async with running(command, stderr=subprocess.DEVNULL) as client:
         await client.initialize()

@@ -93,9 +93,7 @@ def _model(session: Session, wanted: str | None) -> str:
         choices = ", ".join(models) if models else current
         return f"No model {wanted!r} in this setup; the models it offers: {choices}."
     config_options.set_option(provider, {"configId": config_options.MODEL_OPTION, "value": wanted})
-    session.outbox.send(
-        session.frames.update(config_option_update(config_options_of(session)))
-    )
+    session.outbox.send(session.frames.update(config_option_update(config_options_of(session))))
     return f"Switched the model from {current} to {wanted}: it answers from your next message."
 
 

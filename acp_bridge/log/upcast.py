@@ -51,9 +51,7 @@ def upcast(record: Record, current: int | None = None) -> Record:
     if type(version) is not int:
         raise ValueError(f"unknown format version {version!r}")
     if version > target:
-        raise ValueError(
-            f"unknown format version {version}: newer than this acp-bridge ({target})"
-        )
+        raise ValueError(f"unknown format version {version}: newer than this acp-bridge ({target})")
     while version < target:
         step = UPCASTERS.get(version)
         if step is None:

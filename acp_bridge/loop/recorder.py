@@ -99,9 +99,7 @@ class TurnRecorder:
         if self.step_open and not self._append("step/end", self.step, reason=reason):
             self.open.step_open = False
 
-    def turn_end(
-        self, reason: TurnEndReason, *, forced: bool, left_out: bool = False
-    ) -> None:
+    def turn_end(self, reason: TurnEndReason, *, forced: bool, left_out: bool = False) -> None:
         """``left_out``: the turn leaves the model history (its prompt did not fit)."""
         extra = {"left_out": True} if left_out else {}
         self._append("turn/end", 0, reason=reason, forced=forced, **extra)
@@ -119,9 +117,7 @@ class TurnRecorder:
         closing a crash shares): each record appended before the next is
         built; a tool call's final status is shown through ``show_tool`` (it
         records it), a stream's end through the writer, which owns the stream."""
-        for kind, _, step, fields in self.open.closing(
-            reason, forced=forced, delivered=delivered
-        ):
+        for kind, _, step, fields in self.open.closing(reason, forced=forced, delivered=delivered):
             if kind == "tool/update":
                 show_tool(tool_call_update(fields["update"]))
             elif kind == "stream/end":
@@ -238,9 +234,7 @@ class TurnRecorder:
 
     # -- tools --------------------------------------------------------------
 
-    def tool_call(
-        self, call_id: str, name: str, input: object, status: ToolCallStatus
-    ) -> None:
+    def tool_call(self, call_id: str, name: str, input: object, status: ToolCallStatus) -> None:
         self._append(
             "tool/call", self.step, tool_call_id=call_id, name=name, input=input, status=status
         )

@@ -371,9 +371,11 @@ def default_summary(request: ModelRequest) -> str:
         for m in request.messages[:-1]
         if m.get("role") == "user" and (text := _joined(m, "text")) is not None
     ]
-    return "Summary of the conversation: the user said " + " / ".join(
-        json.dumps(" ".join(text.split())[:200], ensure_ascii=False) for text in said
-    ) + "."
+    return (
+        "Summary of the conversation: the user said "
+        + " / ".join(json.dumps(" ".join(text.split())[:200], ensure_ascii=False) for text in said)
+        + "."
+    )
 
 
 def parse_report(text: str) -> dict[str, Any]:

@@ -30,6 +30,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(import_module(where, __name__), name)
 
+
 __all__ = [
     "TOOLS",
     "ClientCapabilities",

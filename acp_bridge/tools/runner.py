@@ -115,9 +115,7 @@ class ToolRunner:
         if self.queue and self.queue[0] is call:
             self.queue.pop(0)
 
-    def _finish(
-        self, call: dict[str, Any], status: ToolCallStatus, output: ToolOutput
-    ) -> None:
+    def _finish(self, call: dict[str, Any], status: ToolCallStatus, output: ToolOutput) -> None:
         """Record and show a call's result: the one way every tool result takes
         to the log, the editor and the model, so the environment's secrets are
         redacted here (`acp_bridge.tools.secret_env`)."""
@@ -265,11 +263,7 @@ class ToolRunner:
         where = f" ({perm.outside_text(outside)})" if outside else ""
         if option is None:
             return "they dismissed the permission request" + where
-        if (
-            option in (perm.ALLOW_ALWAYS, perm.REJECT_ALWAYS)
-            and not outside
-            and not turn.ended
-        ):
+        if option in (perm.ALLOW_ALWAYS, perm.REJECT_ALWAYS) and not outside and not turn.ended:
             state.remember(name, option)
         if option in (perm.ALLOW_ONCE, perm.ALLOW_ALWAYS):
             return None

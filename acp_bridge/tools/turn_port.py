@@ -38,9 +38,7 @@ class ToolRecords(Protocol):
         """Tool calls recorded without their result yet: id -> name."""
         ...
 
-    def tool_call(
-        self, call_id: str, name: str, input: object, status: ToolCallStatus
-    ) -> None: ...
+    def tool_call(self, call_id: str, name: str, input: object, status: ToolCallStatus) -> None: ...
 
     def tool_result(
         self, call_id: str, content: list[dict[str, Any]], *, is_error: bool

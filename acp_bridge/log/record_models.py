@@ -224,6 +224,8 @@ class CommandAnswer(Record):
     """``command/answer``: what a slash command answered."""
 
     text: StrictStr
+
+
 class McpServer(Record):
     """``mcp/server``: an MCP server of the session started, connected, changed or failed."""
 

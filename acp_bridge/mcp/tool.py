@@ -16,7 +16,7 @@ that fails takes its tools away).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import anyio
 from pydantic import BaseModel, ConfigDict
@@ -27,8 +27,16 @@ from ..tools.registry import ToolRegistry
 from .content import kind_of, map_result, read_only_of
 from .link import CallFailed, RemoteTool, ServerLink
 
-if TYPE_CHECKING:
-    from .servers import SessionServers
+
+class ServedTools(Protocol):
+    """What the merged registry needs of a session's servers (`servers.SessionServers`)."""
+
+    @property
+    def tools(self) -> dict[str, McpTool]: ...
+
+    @property
+    def version(self) -> int: ...
+
 
 __all__ = ["McpArgs", "McpTool", "SessionTools", "make_tool"]
 
@@ -112,7 +120,7 @@ def make_tool(name: str, link: ServerLink, remote: RemoteTool) -> McpTool:
 class SessionTools(ToolRegistry):
     """The built-in tools of ``base``, then the MCP tools of ``servers``."""
 
-    def __init__(self, base: ToolRegistry, servers: SessionServers) -> None:
+    def __init__(self, base: ToolRegistry, servers: ServedTools) -> None:
         super().__init__()
         self.base = base
         self.servers = servers

@@ -29,6 +29,11 @@ unreachable and rejected, as is a ``tool_args`` that does not follow a
 
 `load_script` and `parse_script` raise `ScriptError`, whose message names the
 file and the JSON path of the first problem (``responses[1].events[0]: ...``).
+
+Why this module is over 400 lines: it is the script format's one definition,
+every event model with its validation and error wording, from which
+``schemas/script.schema.json`` is generated; split, the models and the rules
+that check them across events would have to be read in two places.
 """
 
 from __future__ import annotations

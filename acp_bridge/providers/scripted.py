@@ -11,6 +11,10 @@ nothing is suspended across the caller's cancel scopes, and leaving the
 ``stream()`` context manager simply discards it.  It reaches an anyio
 checkpoint at every pause and after every 16 events, so a cancel lands within
 a few microseconds even when nothing sleeps.
+
+Why this module is a little over 400 lines: the provider and its one stream
+class, whose event pacing, reports and compaction answers share the stream's
+state; the script's format is apart (`acp_bridge.providers.script_format`).
 """
 
 from __future__ import annotations

@@ -50,6 +50,10 @@ class FdSink:
     async def send(self, data: bytes, /) -> None:
         view = memoryview(data)
         while view:
+            if self.closed:
+                # Never wait on (or write to) a closed descriptor: its number
+                # may already belong to another file.
+                raise anyio.ClosedResourceError
             await anyio.wait_writable(self.fd)
             try:
                 n = os.write(self.fd, view)

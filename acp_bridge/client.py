@@ -35,6 +35,7 @@ so they stay together.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
@@ -390,7 +391,10 @@ class AcpClient:
         self._serving.pop(id_key(rid), None)
         if scope.cancelled_caught:
             answer = {"error": RpcError.cancelled().to_wire()}
-        await self.send({"jsonrpc": "2.0", "id": rid, **answer})
+        # The editor side may have closed the agent's stdin while this request
+        # was being answered: then there is no one left to answer.
+        with contextlib.suppress(anyio.ClosedResourceError):
+            await self.send({"jsonrpc": "2.0", "id": rid, **answer})
 
     def _cancel_served(self, params: object) -> None:
         if isinstance(params, dict) and "requestId" in params:

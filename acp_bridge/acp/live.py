@@ -94,7 +94,7 @@ class LiveMethods:
         # say follow, for the session the editor now knows.
         answer = {"sessionId": session_id, **tool_session.new_session_fields(session)}
         current_reply.get().result(answer)
-        table.mcp.answer(session, answer)
+        table.mcp.answered(session)
         announce(session)
         return answer
 

@@ -179,7 +179,7 @@ class StoredMethods:
         await self.table.mcp.ready(session)
         answer = {**self._options(session), "_meta": {"acpBridge": {"turns": _endings(records)}}}
         current_reply.get().result(answer)
-        self.table.mcp.answer(session, answer)
+        self.table.mcp.answered(session)
         announce(session)
         return answer
 

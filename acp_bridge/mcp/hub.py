@@ -110,18 +110,15 @@ class McpHub:
         if entry is not None:
             await entry[0].wait(self.start_timeout)
 
-    def answer(self, session: Session, result: dict[str, Any]) -> dict[str, Any]:
-        """Answer the current request with ``result`` now, then what the user is to be told."""
+    def answered(self, session: Session) -> None:
+        """The request that opened ``session`` is answered: what the user is to be
+        told about its servers may be sent now."""
         entry = self.sessions.get(session.id)
         if entry is None:
-            return result
-        from ..jsonrpc.connection import current_reply
-
-        current_reply.get().result(result)
+            return
         reporter = entry[1]
         reporter.open = True
         reporter.flush()
-        return result
 
     def before_turn(self, session: Session, blocks: list[dict[str, Any]]) -> None:
         """Tell the model, in the user message that starts the turn, what failed."""

@@ -21,6 +21,8 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from .update_builders import text_chunk
+
 if TYPE_CHECKING:
     from .loop.session_core import SessionCore as Session
 
@@ -59,11 +61,7 @@ def notice_update(severity: Severity, title: str, description: str | None = None
 
 def fallback_update(title: str, description: str | None = None) -> dict[str, Any]:
     """What a client without notices is shown: a thought chunk marked as a notice."""
-    return {
-        "sessionUpdate": "agent_thought_chunk",
-        "content": {"type": "text", "text": description or title},
-        "_meta": {"acpBridge": {"notice": True}},
-    }
+    return text_chunk("agent_thought_chunk", description or title, meta={"notice": True})
 
 
 def notify(

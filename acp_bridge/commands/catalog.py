@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from ..update_builders import available_commands_update
+
 if TYPE_CHECKING:
     from ..loop.session import Session
 
@@ -66,10 +68,7 @@ def available_commands(session: Session | None = None) -> list[dict[str, Any]]:
 
 
 def commands_update(session: Session | None = None) -> dict[str, Any]:
-    return {
-        "sessionUpdate": "available_commands_update",
-        "availableCommands": available_commands(session),
-    }
+    return available_commands_update(available_commands(session))
 
 
 def announce(session: Session, *, again: bool = True) -> None:

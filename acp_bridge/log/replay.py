@@ -183,11 +183,7 @@ def replay_updates(
 
 def command_answer(text: str) -> dict[str, Any]:
     """How a slash command's answer is shown (live and replayed)."""
-    return {
-        "sessionUpdate": "agent_message_chunk",
-        "content": {"type": "text", "text": text},
-        "_meta": {"acpBridge": {"command": True}},
-    }
+    return text_chunk("agent_message_chunk", text, meta={"command": True})
 
 
 def retry_notice(fields: Mapping[str, Any]) -> dict[str, Any]:

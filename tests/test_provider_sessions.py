@@ -48,6 +48,7 @@ pytestmark = pytest.mark.anyio
 
 KEY = "sk-ant-PLANTED0123456789secretKEYvalue"
 CWD = cwd_for_tests()
+SYSTEM = "You are a test agent."
 
 
 @pytest.fixture
@@ -70,9 +71,7 @@ class Session:
         out: dict[str, Any] = normalize(
             {
                 "wire": [[d, m] for d, m in self.client.transcript],
-                "requests": [
-                    {"path": r.path, "body": without_system(r.body)} for r in self.server.requests
-                ],
+                "requests": [{"path": r.path, "body": r.body} for r in self.server.requests],
                 "history": [derive_messages(r) for r in logs],
             },
             paths={str(self.state): "<state>", CWD: "<cwd>"},
@@ -96,8 +95,17 @@ async def run(
     env = dict(os.environ)
     env[key_env or ("ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY")] = KEY
     stderr_path = tmp_path / "stderr.txt"
+    # The default system prompt names this machine (its OS release, shell, date), and a
+    # response without usage gets an estimate that counts it: a fixed prompt keeps the
+    # snapshots the same on every machine (the default one is tested in test_context_prompt.py).
+    system = tmp_path / "system.md"
+    system.write_text(SYSTEM)
     with WireServer(replies) as server:
         command = bridge_command(
+            "--system",
+            str(system),
+            "--system-mode",
+            "replace",
             "--provider",
             provider,
             "--base-url",
@@ -124,23 +132,11 @@ async def run(
     return session
 
 
-def without_system(body: dict[str, Any]) -> dict[str, Any]:
-    """A request body with its system prompt (machine- and date-dependent, snapshotted
-    on its own in test_context_prompt.py) as a placeholder."""
-    body = dict(body)
-    if "system" in body:
-        body["system"] = "<system prompt>"
-    messages = body.get("messages")
-    if messages and messages[0].get("role") == "system":
-        body["messages"] = [{"role": "system", "content": "<system prompt>"}, *messages[1:]]
-    return body
-
-
 def chat(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The Chat Completions messages of a request after its system message."""
     messages: list[dict[str, Any]] = body["messages"]
     assert messages[0]["role"] == "system"
-    assert "You are acp-bridge" in messages[0]["content"]
+    assert messages[0]["content"] == SYSTEM
     return messages[1:]
 
 

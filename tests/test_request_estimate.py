@@ -116,3 +116,16 @@ async def test_sessions_of_one_project_share_one_system_prompt(tmp_path: Path) -
     two = await second.system_prompt(TOOLS)
     assert one == two
     assert one is two
+
+
+def test_other_tools_are_measured_again() -> None:
+    """The tools' size is kept between requests, but only while they are the same tools."""
+    projection = HistoryProjection()
+    text = [{"type": "text", "text": "question"}]
+    projection.append({"type": "user/message", "turn": 1, "step": 0, "content": text})
+    records, messages = projection.records, projection.messages()
+    more = (*TOOLS, ToolSpec("write_file", "Write a file " * 50, {"type": "object"}))
+    estimate = RequestEstimate()
+    for tools in (TOOLS, TOOLS, more, more, TOOLS, ()):
+        expected = next_request_tokens(records, messages, SYSTEM, tools)
+        assert estimate.next_request_tokens(records, messages, SYSTEM, tools) == expected

@@ -12,25 +12,16 @@ plan again on ``session/load`` (`latest_plan`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
-from pydantic import BaseModel, Field
+from .base import LazyArgs, Tool, ToolContext, ToolError, ToolOutput
 
-from .base import Tool, ToolContext, ToolError, ToolOutput
+if TYPE_CHECKING:
+    from .arguments import PlanArgs
 
-__all__ = ["NAME", "PlanArgs", "UpdatePlan", "latest_plan", "plan_update"]
+__all__ = ["NAME", "UpdatePlan", "latest_plan", "plan_update"]
 
 NAME: Final = "update_plan"
-
-
-class PlanEntry(BaseModel):
-    content: str = Field(min_length=1)
-    status: Literal["pending", "in_progress", "completed"]
-    priority: Literal["high", "medium", "low"] = "medium"
-
-
-class PlanArgs(BaseModel):
-    entries: list[PlanEntry]
 
 
 def plan_update(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -44,11 +35,11 @@ def plan_update(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-class UpdatePlan(Tool[PlanArgs]):
+class UpdatePlan(Tool["PlanArgs"]):
     name = NAME
     description = "Show the user your plan of a multi-step task: all its steps, each call."
     kind = "think"
-    args_model = PlanArgs
+    args_model = LazyArgs["PlanArgs"]("PlanArgs")
     read_only = True
 
     def title(self, args: PlanArgs) -> str:
@@ -76,7 +67,7 @@ def latest_plan(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]] | 
         if kind == "tool/call" and record.get("name") == NAME:
             if record.get("status") == "dispatched":
                 try:
-                    args = PlanArgs.model_validate(record.get("input"))
+                    args = UpdatePlan.args_model.model_validate(record.get("input"))
                 except ValueError:
                     continue
                 calls[str(record.get("tool_call_id"))] = [e.model_dump() for e in args.entries]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from datetime import UTC
 
 
 def _run(code: str) -> str:
@@ -61,3 +62,20 @@ def test_the_warm_up_loads_what_a_turn_needs_once() -> None:
         """
     )
     assert out.splitlines() == ["before []", "same thread True", "missing []"]
+
+
+def test_a_retry_after_date_is_read_though_its_parser_loads_late() -> None:
+    """``Retry-After`` as an HTTP date (its parser is imported on first use)."""
+    from datetime import datetime, timedelta
+    from email.utils import format_datetime
+
+    from acp_bridge.providers.retry import retry_after_seconds
+
+    when = datetime.now(UTC) + timedelta(seconds=120)
+    seconds = retry_after_seconds({"retry-after": format_datetime(when, usegmt=True)})
+    assert seconds is not None
+    assert 100 < seconds <= 120
+    assert retry_after_seconds({"retry-after": "not a date"}) is None
+    assert "email.utils" not in _run(
+        "import sys, acp_bridge.server; print(sorted(m for m in sys.modules if 'email' in m))"
+    )

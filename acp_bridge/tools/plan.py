@@ -14,25 +14,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from ..update_builders import plan_update
 from .base import LazyArgs, Tool, ToolContext, ToolError, ToolOutput
 
 if TYPE_CHECKING:
     from .arguments import PlanArgs
 
-__all__ = ["NAME", "UpdatePlan", "latest_plan", "plan_update"]
+__all__ = ["NAME", "UpdatePlan", "latest_plan"]
 
 NAME: Final = "update_plan"
-
-
-def plan_update(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The ACP ``plan`` update of a plan's entries."""
-    return {
-        "sessionUpdate": "plan",
-        "entries": [
-            {"content": e["content"], "priority": e["priority"], "status": e["status"]}
-            for e in entries
-        ],
-    }
 
 
 class UpdatePlan(Tool["PlanArgs"]):

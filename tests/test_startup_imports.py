@@ -79,3 +79,18 @@ def test_a_retry_after_date_is_read_though_its_parser_loads_late() -> None:
     assert "email.utils" not in _run(
         "import sys, acp_bridge.server; print(sorted(m for m in sys.modules if 'email' in m))"
     )
+
+
+def test_httpx_loads_without_its_command_line_client() -> None:
+    """An HTTP provider's first session does not pay for rich, click and pygments."""
+    out = _run(
+        """
+        import sys
+        from acp_bridge.providers import http
+        import httpx
+        print(sys.modules.get("httpx._main"), "rich" in sys.modules, callable(httpx.main))
+        client = httpx.AsyncClient()
+        print(type(client).__name__)
+        """
+    )
+    assert out.splitlines() == ["None False True", "AsyncClient"]

@@ -202,7 +202,7 @@ class FakeServer:
 
 @pytest.mark.anyio
 async def test_the_handshake_starts_a_connection_as_the_mcp_client_would() -> None:
-    pages = [
+    pages: list[dict[str, Any]] = [
         {"tools": [{"name": "a", "inputSchema": {"type": "object"}}], "nextCursor": "1"},
         {"tools": [{"name": "b", "inputSchema": {}, "annotations": None}]},
     ]

@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 import pytest
-from acp_schema import AcpSchema, load_pinned_sdk_schema
+from acp_schema import AcpSchema, load_acp_unstable_schema, load_pinned_sdk_schema
 from harness import (
     Run,
     SessionSnapshot,
@@ -774,6 +774,51 @@ async def test_load_of_a_session_that_used_mcp_tools(tmp_path: Path, acp_schema:
     schema_check(run.client.transcript)
     statuses = [r["status"] for r in records if r["type"] == "mcp/server"]
     assert statuses == ["starting", "connected", "starting", "connected"]
+
+
+async def test_a_fork_connects_the_servers_it_is_given(tmp_path: Path) -> None:
+    """session/fork with mcpServers: the fork connects them (its log says so) and
+    offers their tools from its first request on, and a call goes through; the
+    source session, opened without servers, stays without them."""
+    # Each session's scripted provider starts at the script's first response:
+    # these are the fork's.
+    script = {
+        "responses": [
+            {
+                "events": [
+                    {"report": ["tool_names"]},
+                    tool_call("call_1", "mcp__files__echo", text="forked"),
+                ]
+            },
+            {"events": [{"report": ["tool_results"]}]},
+        ]
+    }
+    forked: dict[str, Any] = {}
+
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        params = {"sessionId": sid, "cwd": str(editor.root), "mcpServers": [stdio_server("files")]}
+        forked.update(await client.request("session/fork", params))
+        fork_id = forked["result"]["sessionId"]
+        return [await client.prompt(fork_id, "Echo in the fork")]
+
+    played = await play(tmp_path, script, [], turns)
+    assert "result" in forked, forked
+    fork_id = forked["result"]["sessionId"]
+    (second,) = played.results
+    offered, results = second.text().removeprefix("tool_names: ").split("tool_results: ")
+    assert "mcp__files__echo" in json.loads(offered)
+    assert json.loads(results) == [
+        {"tool_call_id": "call_1", "is_error": False, "text": "echo: forked"}
+    ]
+    fork_log = played.run.logs()[fork_id]
+    servers = [r for r in fork_log if r["type"] == "mcp/server"]
+    assert [(r["name"], r["status"]) for r in servers] == [
+        ("files", "starting"),
+        ("files", "connected"),
+    ]
+    assert played.of_type("mcp/server") == []  # the source session had none
+    check_history(derive_messages(fork_log))
+    check(played, load_acp_unstable_schema())  # session/fork is in the unstable schema only
 
 
 async def _one_prompt(client: AcpClient, sid: str, text: str) -> list[PromptResult]:

@@ -207,12 +207,12 @@ def _load_in_worker(
     load_provider: Callable[[], Callable[[], Provider]],
 ) -> Callable[[], Provider]:
     """In a worker thread while ``initialize`` is answered: the provider, and
-    the tool machinery (its pydantic models cost more than the rest of
-    start-up), so that the first ``session/new`` finds both ready."""
+    what ``session/new`` needs of the tools and the context, so that the first
+    ``session/new`` finds them ready.  What only a turn needs (the tools'
+    pydantic models, the runner) loads once a session is answered
+    (`acp_bridge.warm_up`)."""
     import_module("acp_bridge.acp.tool_session")
-    import_module("acp_bridge.tools.runner")
     import_module("acp_bridge.context.session")  # the system prompt, made at session/new
-    import_module("acp_bridge.loop.compact")
     return load_provider()
 
 

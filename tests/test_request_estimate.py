@@ -10,15 +10,22 @@ images, and a history read back from the log (a new records list).
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_history_projection import surface_logs
 
 from acp_bridge.context.config import ContextConfig
-from acp_bridge.context.estimate import RequestEstimate, next_request_tokens
+from acp_bridge.context.estimate import (
+    RequestEstimate,
+    _measure,
+    _measure_stripped,
+    next_request_tokens,
+)
 from acp_bridge.context.session import SessionContext
 from acp_bridge.log.projection import HistoryProjection
 from acp_bridge.providers.base import ToolSpec
@@ -116,3 +123,51 @@ async def test_sessions_of_one_project_share_one_system_prompt(tmp_path: Path) -
     two = await second.system_prompt(TOOLS)
     assert one == two
     assert one is two
+
+
+def test_other_tools_are_measured_again() -> None:
+    """The tools' size is kept between requests, but only while they are the same tools."""
+    projection = HistoryProjection()
+    text = [{"type": "text", "text": "question"}]
+    projection.append({"type": "user/message", "turn": 1, "step": 0, "content": text})
+    records, messages = projection.records, projection.messages()
+    more = (*TOOLS, ToolSpec("write_file", "Write a file " * 50, {"type": "object"}))
+    estimate = RequestEstimate()
+    for tools in (TOOLS, TOOLS, more, more, TOOLS, ()):
+        expected = next_request_tokens(records, messages, SYSTEM, tools)
+        assert estimate.next_request_tokens(records, messages, SYSTEM, tools) == expected
+
+
+_leaves = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=8)
+_keys = st.sampled_from(["type", "text", "data", "blob", "image", "resource", "uri"]) | st.text(
+    max_size=4
+)
+_types = st.sampled_from(["image", "resource", "text", "blob"])
+
+
+def _json_values(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    objects = st.dictionaries(_keys, children, max_size=4)
+    typed = st.builds(lambda kind, rest: {"type": kind, **rest}, _types, objects)
+    return (
+        st.lists(children, max_size=4)
+        | objects
+        | typed
+        | st.tuples(children)
+        | objects.map(MappingProxyType)
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.recursive(_leaves, _json_values, max_leaves=20))
+@example([{"type": "text", "text": "a"}, {"type": "resource", "blob": "AAAA", "uri": "x"}])
+@example({"content": [{"type": "image", "data": "AAAA"}]})
+@example({"content": MappingProxyType({"type": "text", "text": "a"})})
+def test_a_value_is_measured_as_when_its_images_were_stripped(value: Any) -> None:
+    """The quick measure (JSON that names no image as it is) equals the copy without images."""
+    try:
+        expected = _measure_stripped(value)
+    except orjson.JSONEncodeError:
+        with pytest.raises(orjson.JSONEncodeError):
+            _measure(value)
+        return
+    assert _measure(value) == expected

@@ -13,6 +13,7 @@ import os
 import uuid
 from typing import Any
 
+from .. import warm_up
 from ..errors import LogNotCreated
 from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RequestId, RpcError
@@ -96,6 +97,7 @@ class LiveMethods:
         current_reply.get().result(answer)
         table.mcp.answered(session)
         announce(session)
+        warm_up.start()  # what the first prompt needs, now that the editor has its session
         return answer
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -54,6 +54,25 @@ def estimate_json(value: Any) -> int:
 
 def _measure(value: Any) -> tuple[int, int]:
     """The bytes of ``value``'s JSON with its images left out, and how many images."""
+    # Most values hold no image: their JSON as it is, when it names none.
+    try:
+        data = orjson.dumps(value, default=_plain)
+    except orjson.JSONEncodeError:  # a mapping orjson does not know: the long way
+        return _measure_stripped(value)
+    if b'"image"' in data or b'"blob"' in data:
+        return _measure_stripped(value)
+    return len(data), 0
+
+
+def _plain(value: Any) -> str:
+    """orjson's fallback: what `_measure_stripped` leaves as it is, as text."""
+    if isinstance(value, Mapping):
+        raise TypeError("a mapping that is not a dict")
+    return str(value)
+
+
+def _measure_stripped(value: Any) -> tuple[int, int]:
+    """`_measure`, by copying ``value`` without its images."""
     images = 0
 
     def strip(v: Any) -> Any:
@@ -147,6 +166,8 @@ class RequestEstimate:
         "_scanned",
         "_sizes",
         "_stable",
+        "_tools",
+        "_tools_tokens",
         "_totals",
     )
 
@@ -163,6 +184,11 @@ class RequestEstimate:
         # (bytes, images) of each stable message measured so far, and their sums.
         self._sizes: list[tuple[int, int]] = []
         self._totals = (0, 0)
+        # The tool definitions last measured (a registry hands out the same
+        # tuple until its tools change) and their tokens: their JSON Schemas
+        # are the bulk of a short session's request.
+        self._tools: object = None
+        self._tools_tokens = 0
 
     def next_request_tokens(
         self,
@@ -178,10 +204,17 @@ class RequestEstimate:
                 -(-size // CHARS_PER_TOKEN)
                 + images * IMAGE_TOKENS
                 + estimate_text(system or "")
-                + estimate_json(_specs(tools))
+                + self._tool_tokens(tools)
             )
         used, since = anchored
         return used + sum(estimate_json(record.get("content")) for record in since)
+
+    def _tool_tokens(self, tools: Sequence[Any]) -> int:
+        """``estimate_json(_specs(tools))``, measured again only for other tools."""
+        if tools is not self._tools:
+            self._tools_tokens = estimate_json(_specs(tools))
+            self._tools = tools
+        return self._tools_tokens
 
     def _anchor(self, records: Sequence[Record]) -> tuple[int, list[Record]] | None:
         """`_anchor` of ``records``."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from time import time
 
 __all__ = ["RetryPolicy", "retry_after_seconds"]
@@ -49,6 +48,8 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
         return float(value)
     except ValueError:
         pass
+    from email.utils import parsedate_to_datetime  # an HTTP date: rare, and not at start-up
+
     try:
         return float(parsedate_to_datetime(value).timestamp() - time())
     except (TypeError, ValueError):

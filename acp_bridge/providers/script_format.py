@@ -42,7 +42,6 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from functools import cache
-from importlib.resources import files
 from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, cast
 
 from pydantic import (
@@ -560,6 +559,8 @@ def _validate(text: str, data: object, source: str) -> Script:
 @cache
 def script_schema() -> dict[str, Any]:
     """The committed script JSON Schema (draft 2020-12), generated from these models."""
+    from importlib.resources import files  # not needed to load a script
+
     resource = files("acp_bridge") / "schemas" / "script.schema.json"
     return cast(dict[str, Any], json.loads(resource.read_text(encoding="utf-8")))
 

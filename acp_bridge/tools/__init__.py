@@ -9,9 +9,9 @@ if TYPE_CHECKING:
     from .base import ClientCapabilities, Tool, ToolContext, ToolError, ToolKind, ToolOutput
     from .registry import TOOLS, ToolRegistry
 
-# Loaded on first use: the tools' argument models import pydantic, which costs
-# more than the rest of start-up (the server loads them in a worker thread
-# while it answers ``initialize``).
+# Loaded on first use.  The built-in tools' argument models (pydantic, which
+# costs more than the rest of start-up) load later still, once a session is
+# answered (`acp_bridge.warm_up`).
 _WHERE = {
     "TOOLS": ".registry",
     "ToolRegistry": ".registry",

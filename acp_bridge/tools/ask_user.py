@@ -20,13 +20,14 @@ it runs in every mode without a permission prompt.
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from pydantic import BaseModel, Field
+from .base import LazyArgs, Tool, ToolContext, ToolOutput
 
-from .base import Tool, ToolContext, ToolOutput
+if TYPE_CHECKING:
+    from .arguments import AskArgs
 
-__all__ = ["NAME", "AskArgs", "AskUser", "answer_text", "requested_schema"]
+__all__ = ["NAME", "AskUser", "answer_text", "requested_schema"]
 
 log = logging.getLogger("acp_bridge.tools")
 
@@ -41,18 +42,6 @@ DISMISSED: Final = (
     "you know, and say what you assumed."
 )
 STOPPED: Final = "The user stopped the turn while the question was open; it was not answered."
-
-
-class AskArgs(BaseModel):
-    question: str = Field(min_length=1, description="One clear question for the user")
-    choices: list[str] | None = Field(
-        default=None, description="Answers to pick from, if there are a few (optional)"
-    )
-    free_text: bool = Field(
-        default=True,
-        description="Whether the user may answer in their own words (default true; "
-        "with no choices the answer is always free text)",
-    )
 
 
 def requested_schema(args: AskArgs) -> dict[str, Any]:
@@ -99,7 +88,7 @@ def answer_text(result: Any) -> str:
     return "The user answered: " + "; and ".join(parts)
 
 
-class AskUser(Tool[AskArgs]):
+class AskUser(Tool["AskArgs"]):
     name = NAME
     description = (
         "Ask the user a question and wait for the answer. Use it when you need a decision "
@@ -107,7 +96,7 @@ class AskUser(Tool[AskArgs]):
         "or dismisses it, do not ask again."
     )
     kind = "other"
-    args_model = AskArgs
+    args_model = LazyArgs["AskArgs"]("AskArgs")
     read_only = True
 
     def title(self, args: AskArgs) -> str:

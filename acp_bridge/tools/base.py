@@ -41,20 +41,23 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, cast
 
 import anyio
 import anyio.to_thread
-from pydantic import BaseModel
 
 from . import localfs
 from .paths import resolve
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 ToolKind = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
 ]
 
-A = TypeVar("A", bound=BaseModel)
+A = TypeVar("A", bound="BaseModel")
 R = TypeVar("R")
 
 
@@ -220,6 +223,29 @@ async def _on_disk(verb: str, path: str, work: Callable[[], R]) -> R:
     except OSError as exc:
         what = "read" if verb == "read" else "write"
         raise ToolError(f"cannot {what} {path}: {exc.strerror or exc}") from None
+
+
+class LazyArgs(Generic[A]):
+    """An ``args_model`` imported when it is first used: ``args_model =
+    LazyArgs("ReadArgs")`` is the class ``ReadArgs`` of ``module`` (by default
+    `acp_bridge.tools.arguments`, the built-in tools' models).
+
+    The built-in tools use it so that a session can start before pydantic is
+    loaded (the system prompt needs only their names and descriptions).
+    """
+
+    __slots__ = ("_model", "module", "name")
+
+    def __init__(self, name: str, module: str = "acp_bridge.tools.arguments") -> None:
+        self.name = name
+        self.module = module
+        self._model: type[A] | None = None
+
+    def __get__(self, obj: object, owner: type | None = None) -> type[A]:
+        model = self._model
+        if model is None:
+            model = self._model = cast("type[A]", getattr(import_module(self.module), self.name))
+        return model
 
 
 class Tool(ABC, Generic[A]):

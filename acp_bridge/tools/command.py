@@ -13,34 +13,26 @@ capability the tool says so and runs nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from pydantic import BaseModel, Field
 
-from .base import Tool, ToolContext, ToolError, ToolOutput
+from .base import LazyArgs, Tool, ToolContext, ToolError, ToolOutput
 from .paths import truncate
+
+if TYPE_CHECKING:
+    from .arguments import CommandArgs
 
 OUTPUT_BYTE_LIMIT = 256 * 1024
 
 
-class CommandArgs(BaseModel):
-    command: str = Field(description="Shell command line, run with /bin/sh -c")
-    cwd: str | None = Field(
-        default=None, description="Absolute working directory (default: the session's)"
-    )
-    timeout_s: float | None = Field(
-        default=None, gt=0, description="Kill the command after this many seconds"
-    )
-
-
-class RunCommand(Tool[CommandArgs]):
+class RunCommand(Tool["CommandArgs"]):
     name = "run_command"
     description = (
         "Run a shell command in the editor's terminal and return its output and exit status."
     )
     kind = "execute"
-    args_model = CommandArgs
+    args_model = LazyArgs["CommandArgs"]("CommandArgs")
 
     def title(self, args: CommandArgs) -> str:
         return f"Run `{args.command}`"

@@ -9,31 +9,24 @@ Writes and edits carry a ``diff`` in their tool call.
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, Field
+from typing import TYPE_CHECKING, Any
 
 from ..jsonrpc.errors import RemoteError
-from .base import Tool, ToolContext, ToolError, ToolOutput
+from .base import LazyArgs, Tool, ToolContext, ToolError, ToolOutput
 from .paths import truncate
 
-
-class ReadArgs(BaseModel):
-    path: str = Field(
-        description="Absolute path of the file (a relative one is taken from the cwd)"
-    )
-    line: int | None = Field(default=None, ge=1, description="First line to read (1-based)")
-    limit: int | None = Field(default=None, ge=1, description="Most lines to read")
+if TYPE_CHECKING:
+    from .arguments import EditArgs, ReadArgs, WriteArgs
 
 
-class ReadFile(Tool[ReadArgs]):
+class ReadFile(Tool["ReadArgs"]):
     name = "read_file"
     description = (
         "Read a text file, including unsaved changes open in the editor. "
         "Use line and limit to read part of a large file."
     )
     kind = "read"
-    args_model = ReadArgs
+    args_model = LazyArgs["ReadArgs"]("ReadArgs")
     read_only = True
 
     def title(self, args: ReadArgs) -> str:
@@ -57,11 +50,6 @@ class ReadFile(Tool[ReadArgs]):
         )
 
 
-class WriteArgs(BaseModel):
-    path: str = Field(description="Absolute path of the file to create or overwrite")
-    content: str = Field(description="The whole new content of the file")
-
-
 async def _current(ctx: ToolContext, path: str) -> str | None:
     """The file's current text, or None when it does not exist (or cannot be read)."""
     try:
@@ -74,11 +62,11 @@ def _diff(path: str, old: str | None, new: str) -> dict[str, Any]:
     return {"type": "diff", "path": path, "oldText": old, "newText": new}
 
 
-class WriteFile(Tool[WriteArgs]):
+class WriteFile(Tool["WriteArgs"]):
     name = "write_file"
     description = "Create a text file or replace its whole content."
     kind = "edit"
-    args_model = WriteArgs
+    args_model = LazyArgs["WriteArgs"]("WriteArgs")
 
     def title(self, args: WriteArgs) -> str:
         return f"Write {args.path}"
@@ -98,20 +86,14 @@ class WriteFile(Tool[WriteArgs]):
         )
 
 
-class EditArgs(BaseModel):
-    path: str = Field(description="Absolute path of the file to edit")
-    old_text: str = Field(description="Exact text to replace; it must occur exactly once")
-    new_text: str = Field(description="The replacement text")
-
-
-class EditFile(Tool[EditArgs]):
+class EditFile(Tool["EditArgs"]):
     name = "edit_file"
     description = (
         "Replace one exact occurrence of old_text with new_text in a text file. "
         "old_text must match the file exactly once; include surrounding lines to make it unique."
     )
     kind = "edit"
-    args_model = EditArgs
+    args_model = LazyArgs["EditArgs"]("EditArgs")
 
     def title(self, args: EditArgs) -> str:
         return f"Edit {args.path}"

@@ -12,33 +12,24 @@ plan again on ``session/load`` (`latest_plan`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, Literal
-
-from pydantic import BaseModel, Field
+from typing import TYPE_CHECKING, Any, Final
 
 from ..update_builders import plan_update
-from .base import Tool, ToolContext, ToolError, ToolOutput
+from .base import LazyArgs, Tool, ToolContext, ToolError, ToolOutput
 
-__all__ = ["NAME", "PlanArgs", "UpdatePlan", "latest_plan"]
+if TYPE_CHECKING:
+    from .arguments import PlanArgs
+
+__all__ = ["NAME", "UpdatePlan", "latest_plan"]
 
 NAME: Final = "update_plan"
 
 
-class PlanEntry(BaseModel):
-    content: str = Field(min_length=1)
-    status: Literal["pending", "in_progress", "completed"]
-    priority: Literal["high", "medium", "low"] = "medium"
-
-
-class PlanArgs(BaseModel):
-    entries: list[PlanEntry]
-
-
-class UpdatePlan(Tool[PlanArgs]):
+class UpdatePlan(Tool["PlanArgs"]):
     name = NAME
     description = "Show the user your plan of a multi-step task: all its steps, each call."
     kind = "think"
-    args_model = PlanArgs
+    args_model = LazyArgs["PlanArgs"]("PlanArgs")
     read_only = True
 
     def title(self, args: PlanArgs) -> str:
@@ -66,7 +57,7 @@ def latest_plan(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]] | 
         if kind == "tool/call" and record.get("name") == NAME:
             if record.get("status") == "dispatched":
                 try:
-                    args = PlanArgs.model_validate(record.get("input"))
+                    args = UpdatePlan.args_model.model_validate(record.get("input"))
                 except ValueError:
                     continue
                 calls[str(record.get("tool_call_id"))] = [e.model_dump() for e in args.entries]

@@ -26,16 +26,18 @@ import os
 import re
 import threading
 from collections.abc import Callable
-from typing import IO, Any, Final, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import re2
-from pydantic import BaseModel, Field
 
 from . import localfs
-from .base import Tool, ToolContext, ToolError, ToolOutput
+from .base import LazyArgs, Tool, ToolContext, ToolError, ToolOutput
 from .paths import truncate
 from .walk import Walk
+
+if TYPE_CHECKING:
+    from .arguments import FindArgs, SearchArgs
 
 MAX_MATCHES = 200
 
@@ -49,31 +51,8 @@ def _scope(ctx: ToolContext) -> Scope:
     return list(ctx.roots), ctx.allowed
 
 
-class FindArgs(BaseModel):
-    pattern: str = Field(
-        description="Glob matched against paths relative to the directory, e.g. '**/*.py' or '*.md'"
-    )
-    path: str | None = Field(
-        default=None, description="Directory to search (default: all the session's directories)"
-    )
-
-
-class SearchArgs(BaseModel):
-    pattern: str = Field(
-        description="Regular expression (RE2 syntax, like Python's without backreferences "
-        "or lookaround) searched line by line"
-    )
-    path: str | None = Field(
-        default=None,
-        description="File or directory to search (default: all the session's directories)",
-    )
-    glob: str | None = Field(
-        default=None, description="Only files whose name matches this glob, e.g. '*.py'"
-    )
-
-
 # The arguments of a search: each names in ``path`` the directory (or file) to search.
-S = TypeVar("S", FindArgs, SearchArgs)
+S = TypeVar("S", "FindArgs", "SearchArgs")
 
 
 class _SearchTool(Tool[S]):
@@ -90,10 +69,10 @@ class _SearchTool(Tool[S]):
         return []
 
 
-class FindFiles(_SearchTool[FindArgs]):
+class FindFiles(_SearchTool["FindArgs"]):
     name = "find_files"
     description = "Find files by name (a glob pattern) in the session's directories."
-    args_model = FindArgs
+    args_model = LazyArgs["FindArgs"]("FindArgs")
 
     def title(self, args: FindArgs) -> str:
         return f"Find {args.pattern}"
@@ -138,10 +117,10 @@ def _find(scope: Scope, roots: list[str], pattern: str, stop: threading.Event) -
     return out, walk.notes()
 
 
-class SearchText(_SearchTool[SearchArgs]):
+class SearchText(_SearchTool["SearchArgs"]):
     name = "search_text"
     description = "Search text files in the session's directories for a regular expression."
-    args_model = SearchArgs
+    args_model = LazyArgs["SearchArgs"]("SearchArgs")
 
     def title(self, args: SearchArgs) -> str:
         return f"Search for {args.pattern!r}"

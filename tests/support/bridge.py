@@ -23,24 +23,18 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from itertools import count
 from pathlib import Path
 from typing import IO, Any, Literal
 
 import anyio
 
-from acp_bridge.client import AcpClient, bridge_command, id_key, running
+from acp_bridge.client import BARRIER_METHOD, AcpClient, bridge_command, running
 
 Mode = Literal["subprocess", "inprocess"]
 MODES: tuple[Mode, ...] = ("subprocess", "inprocess")
 # What the ``bridge`` fixture is: `start_bridge` with the state directory (and
 # stderr) in the test's ``tmp_path``: ``async with bridge(*options, script=path)``.
 BridgeStarter = Callable[..., AbstractAsyncContextManager[AcpClient]]
-
-# An extension method nobody implements: the bridge answers it "method not
-# found" in its turn, after everything it wrote before.
-BARRIER_METHOD = "_acp_bridge_tests/barrier"
-_barrier_ids = count(1)
 
 
 def bridge_args(
@@ -105,7 +99,8 @@ async def start_bridge(
 
 
 async def barrier(client: AcpClient, *, within: float = 30) -> None:
-    """Return once the bridge has answered a cheap request sent now.
+    """Return once the bridge has answered a cheap request sent now
+    (`AcpClient.barrier`).
 
     The bridge writes in order, so everything it wrote before it read this
     request has been received when this returns: a test that must see that
@@ -114,19 +109,7 @@ async def barrier(client: AcpClient, *, within: float = 30) -> None:
     in the client's transcript, messages or responses, so snapshots of the
     transcript do not see it.
     """
-    rid = f"barrier-{next(_barrier_ids)}"
-    start = len(client.transcript)
-    answer = await client.request(BARRIER_METHOD, {}, rid=rid, within=within)
-    assert "error" in answer or "result" in answer, answer
-    client.responses.pop(id_key(rid), None)
-    client.messages[:] = [m for m in client.messages if m.get("id") != rid]
-    kept = [
-        i
-        for i in range(len(client.transcript))
-        if i < start or client.transcript[i][1].get("id") != rid
-    ]
-    client.transcript[:] = [client.transcript[i] for i in kept]
-    client.times[:] = [client.times[i] for i in kept]
+    await client.barrier(within=within)
 
 
 __all__ = [

@@ -144,13 +144,9 @@ def report(result: PromptResult) -> dict[str, Any]:
 async def prompt_and_look(
     client: AcpClient, session_id: str, text: str, **options: Any
 ) -> PromptResult:
-    """`AcpClient.prompt`, then a `barrier`: ``late`` holds every update that
-    arrived after the response and before the barrier's answer (the
-    ``settle`` of `AcpClient.prompt` is a sleep; this is not)."""
-    result = await client.prompt(session_id, text, **options, settle=0)
-    end = len(client.updates) - len(result.late)
-    await barrier(client)
-    return PromptResult(result.response, result.updates, client.updates[end:])
+    """`AcpClient.prompt`: ``late`` holds every update that arrived after the
+    response and before the answer to a `barrier` (the client's ``settle``)."""
+    return await client.prompt(session_id, text, **options)
 
 
 def assert_cancelled(result: PromptResult) -> None:
@@ -230,7 +226,7 @@ async def prompt_until(
     until: Callable[[AcpClient, int], Callable[[], bool]],
     *,
     then: str = "cancel",
-    settle: float = 0.05,
+    settle: bool | float = True,
 ) -> PromptResult:
     """Send a prompt; once ``until(client, first_update_index)()`` holds, stop the turn.
 
@@ -238,9 +234,8 @@ async def prompt_until(
     (close the bridge's stdin; the transcript gets a `STDIN_CLOSED` entry).
     If the turn ends first, nothing is sent.  The result is that of
     `AcpClient.prompt`; after a disconnect with no answer, the response is ``{}``.
-    Updates after the response are in ``late``: unless ``settle`` is 0, they are
-    looked for up to a `barrier` (after a disconnect: up to the bridge's EOF);
-    any non-zero ``settle`` means "look"; it is no longer a time.
+    Updates after the response are in ``late``: unless ``settle`` is false, they
+    are looked for up to a `barrier` (after a disconnect: up to the bridge's EOF).
     """
     start = len(client.updates)
     condition = until(client, start)

@@ -32,7 +32,8 @@ from acp_bridge.providers.scripted import parse_report
 from acp_bridge.testing import STDIN_CLOSED, TranscriptSnapshot
 from acp_bridge.testing import coalesce_deltas as coalesce_deltas
 from acp_bridge.testing import normalize as normalize
-from support.bridge import barrier, start_bridge
+from support.bridge import Mode, barrier, start_bridge
+from support.pipe_peer import InProcessClient
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -99,16 +100,21 @@ async def run_bridge(
     close_stdin: bool = True,
     command: list[str] | None = None,
     stderr: Path | None = None,
+    mode: Mode = "subprocess",
 ) -> Run:
     """Start the bridge (`support.bridge.start_bridge`; or ``command``, given the
     bridge's options), run ``play``, then close stdin and wait for exit.  With
-    ``stderr``, the bridge's stderr goes to that file (read as `Run.stderr`)."""
+    ``stderr``, the bridge's stderr goes to that file (read as `Run.stderr`).
+    ``mode="inprocess"`` serves it in this process (no ``command``, no ``stderr``)."""
     async with start_bridge(
         state_dir,
         *extra,
         script=script,
         command=command,
-        stderr=stderr if stderr is not None else subprocess.DEVNULL,
+        stderr=(stderr if stderr is not None else subprocess.DEVNULL)
+        if mode == "subprocess"
+        else None,
+        mode=mode,
     ) as client:
         run = Run(client, state_dir, stderr_path=stderr)
         with anyio.fail_after(30):
@@ -117,10 +123,19 @@ async def run_bridge(
             await client.close_stdin()
         # A failure (a hang past its bound, say) fails now, not whenever a
         # wedged bridge exits; start_bridge leaves no bridge behind.
-        with anyio.fail_after(15):
-            run.returncode = await client.agent.wait()
-            await client.eof.wait()
+        run.returncode = await wait_exit(client, within=15)
     return run
+
+
+async def wait_exit(client: AcpClient, *, within: float = 15) -> int:
+    """The bridge's exit status once it has exited and its stdout is at EOF, in
+    either mode (stdin left as it is)."""
+    if isinstance(client, InProcessClient):
+        return await client.wait_exit(within=within)
+    with anyio.fail_after(within):
+        status = await client.agent.wait()
+        await client.eof.wait()
+    return status
 
 
 def read_available(fd: int) -> bytes:

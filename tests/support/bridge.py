@@ -125,6 +125,7 @@ INPROCESS_OPTIONS = frozenset(
         "idle_timeout",
         "max_steps",
         "tool_timeout",
+        "pass_env",
         "system",
         "system_mode",
         "compact_threshold",
@@ -156,6 +157,7 @@ def _inprocess_options(
         cancel_deadline=args.cancel_deadline,
         idle_timeout=args.idle_timeout or None,
         tool_timeout=args.tool_timeout,
+        pass_env=serve_cli._pass_env(args.pass_env),
     )
     flags = serve_cli._flags(args)
     return turn, lambda: serve_cli._load_fake_provider(args.script, flags, args)

@@ -102,7 +102,7 @@ async def bridge(
     mode: Mode = "inprocess",
 ) -> Run:
     """A bridge on ``script``, served in this process, or the real command: for
-    regenerate and delete (their tests through the process), and for a bridge
+    regenerate, delete and close (their tests through the process), and for a bridge
     whose session a later one opens again (a bridge served in this process
     keeps its sessions' log locks until the test process exits)."""
     path = tmp / f"{name}.json"
@@ -412,7 +412,9 @@ async def test_close_during_a_stream_cancels_it_first(
         again = await load(client, sid[0], "session/resume")
         assert "result" in again
 
-    run = await bridge(tmp_path, "one", story_then(REPORT), play)
+    # Through the real command: served in this process, the reopen after the close
+    # was once refused as still locked (seen under load, not yet explained).
+    run = await bridge(tmp_path, "one", story_then(REPORT), play, mode="subprocess")
     records = run.logs()[sid[0]]
     assert [r["reason"] for r in records if r["type"] == "turn/end"] == ["cancelled"]
     check_all([run], schema)

@@ -62,6 +62,10 @@ or raises `RemoteError` to answer with that error."""
 
 CHUNK_KINDS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 
+BARRIER_METHOD = "_acp_bridge_client/barrier"
+"""The request of `AcpClient.barrier`: an extension method nobody implements,
+answered "method not found" in its turn, after everything written before."""
+
 
 class AgentExited(Exception):
     """The agent closed its stdout while a request was waiting for its answer."""
@@ -152,6 +156,7 @@ class AcpClient:
         self._on_update: Callable[[Json], None] | None = None
         self._framer = LineFramer()
         self._ids = count(1)
+        self._barriers = count(1)
         self._waiters: dict[bytes, anyio.Event] = {}
         self._changed = anyio.Event()
         self._write_lock = anyio.Lock()
@@ -341,6 +346,40 @@ class AcpClient:
             await self.eof.wait()
         return status
 
+    async def barrier(self, *, within: float = 30) -> None:
+        """Return once the agent has answered a cheap request sent now.
+
+        An agent answers in order, so everything it wrote before it read this
+        request has been received when this returns: to see that something
+        did NOT happen (no late update, no second response), look after a
+        barrier, not after a sleep.  The request (`BARRIER_METHOD`, an
+        extension method nobody implements: its answer is an error, which is
+        fine) and its answer are left out of `transcript`, `times`,
+        `messages` and `responses`.  An agent that has gone needs no
+        barrier: its output is whole at EOF.
+        """
+        if not self.eof.is_set() and self.stdin_closed:
+            with anyio.fail_after(within):
+                await self.eof.wait()
+        if self.eof.is_set():
+            return
+        rid = f"barrier-{next(self._barriers)}"
+        start = len(self.transcript)
+        try:
+            await self.request(BARRIER_METHOD, {}, rid=rid, within=within)
+        except (AgentExited, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            with anyio.fail_after(within):
+                await self.eof.wait()
+        self.responses.pop(id_key(rid), None)
+        self.messages[:] = [m for m in self.messages if m.get("id") != rid]
+        kept = [
+            i
+            for i in range(len(self.transcript))
+            if i < start or self.transcript[i][1].get("id") != rid
+        ]
+        self.transcript[:] = [self.transcript[i] for i in kept]
+        self.times[:] = [self.times[i] for i in kept]
+
     async def exchange(self, frame: bytes, *, within: float = 10) -> list[Json]:
         """Send raw ``frame`` and then a ping (``initialize``); return what came
         back before the ping's answer, ``session/update`` notifications left out.
@@ -429,15 +468,16 @@ class AcpClient:
         *,
         cancel_after: int | None = None,
         on_update: Callable[[Json], None] | None = None,
-        settle: float = 0.05,
+        settle: bool | float = True,
         cancel_when_quiet: float | None = None,
     ) -> PromptResult:
         """Send a prompt; optionally send session/cancel after N message chunks
         (or, with ``cancel_when_quiet``, as soon as no chunk has arrived for
         that many seconds, for a stream that ends its output before N).
 
-        After the response, watches ``settle`` seconds for updates that
-        arrive late (there must be none) and reports them in ``late``.
+        After the response, unless ``settle`` is false, runs a `barrier` and
+        reports in ``late`` the updates that arrived after the response and
+        before the barrier's answer (there must be none).
         """
         start = len(self.updates)
         chunks = 0
@@ -475,8 +515,7 @@ class AcpClient:
             await anyio.sleep_forever()
         end = len(self.updates)
         if settle:
-            # Watching for something that must not happen: only a time window can.
-            await anyio.sleep(settle)
+            await self.barrier()
         self._on_update = None
         return PromptResult(result, self.updates[start:end], self.updates[end:])
 
@@ -547,6 +586,7 @@ def prompt_params(session_id: str, text: str) -> Json:
 
 
 __all__ = [
+    "BARRIER_METHOD",
     "AcpClient",
     "AgentExited",
     "AgentPipes",

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from acp_schema import AcpSchema, load_acp_schema
+from hypothesis import settings
 from support.bridge import BridgeStarter, Mode, start_bridge
 
 from acp_bridge.client import AcpClient
@@ -22,15 +23,39 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# In the fast tier a hypothesis test runs this fraction of its examples (at
+# least FAST_MIN_EXAMPLES): every property still runs, on fewer cases.
+FAST_EXAMPLES_FRACTION = 10
+FAST_MIN_EXAMPLES = 5
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The fast tier: without ``--all`` or a ``-m`` expression, tests marked
-    ``slow`` are deselected (reported as such in the summary line)."""
+    ``slow`` are deselected (reported as such in the summary line) and each
+    hypothesis test runs a tenth of its ``max_examples``."""
     if config.getoption("--all") or config.getoption("markexpr"):
         return
     slow = [item for item in items if item.get_closest_marker("slow") is not None]
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+    for item in items:
+        _fewer_examples(getattr(item, "obj", None))
+
+
+def _fewer_examples(test: Any) -> None:
+    """Cut a hypothesis test's examples for the fast tier (once per function:
+    the parametrized items of a test share it)."""
+    if not getattr(test, "is_hypothesis_test", False):
+        return
+    if getattr(test, "_acp_bridge_fast_tier", False):
+        return
+    full: settings = test._hypothesis_internal_use_settings
+    fewer = max(FAST_MIN_EXAMPLES, -(-full.max_examples // FAST_EXAMPLES_FRACTION))
+    test._hypothesis_internal_use_settings = settings(
+        parent=full, max_examples=min(full.max_examples, fewer)
+    )
+    test._acp_bridge_fast_tier = True
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import anyio
 import pytest
 from acp_schema import load_pinned_sdk_schema
 from harness import SessionSnapshot, normalize, report, run_bridge, tool_call, write_script
+from support.bridge import Mode
 from syrupy.assertion import SnapshotAssertion
 
 from acp_bridge.acp.tool_session import registry_for
@@ -32,10 +33,15 @@ def script() -> dict[str, Any]:
 
 
 async def ask(
-    tmp_path: Path, answer: dict[str, Any] | None, *, stop: bool = False
+    tmp_path: Path,
+    answer: dict[str, Any] | None,
+    *,
+    stop: bool = False,
+    mode: Mode = "inprocess",
 ) -> tuple[PromptResult, list[dict[str, Any]], Any]:
     """One prompt whose model asks; the editor answers ``answer`` (or, with
-    ``stop``, never: the user presses Stop while the question is open)."""
+    ``stop``, never: the user presses Stop while the question is open).  The
+    bridge is served in this process unless ``mode`` says otherwise."""
     asked: list[dict[str, Any]] = []
     box: dict[str, Any] = {}
     open_now = anyio.Event()
@@ -64,7 +70,7 @@ async def ask(
             await open_now.wait()
             await client.notify("session/cancel", {"sessionId": sid})
 
-    run = await run_bridge(write_script(tmp_path, script()), tmp_path / "state", play)
+    run = await run_bridge(write_script(tmp_path, script()), tmp_path / "state", play, mode=mode)
     run.check_logs()
     schema = load_pinned_sdk_schema()
     assert schema is not None
@@ -150,7 +156,8 @@ async def test_not_offered_without_form_elicitation(tmp_path: Path) -> None:
 
 async def test_the_question_is_replayed_as_a_tool_call(tmp_path: Path) -> None:
     answer = {"action": "accept", "content": {"choice": "sqlite"}}
-    _, _, run = await ask(tmp_path, answer)
+    # Through the real command: a later bridge opens this session again.
+    _, _, run = await ask(tmp_path, answer, mode="subprocess")
     (sid,) = run.logs()
 
     async def load(client: AcpClient) -> None:
@@ -160,7 +167,9 @@ async def test_the_question_is_replayed_as_a_tool_call(tmp_path: Path) -> None:
         )
         assert "result" in response
 
-    again = await run_bridge(write_script(tmp_path, script()), tmp_path / "state", load)
+    again = await run_bridge(
+        write_script(tmp_path, script()), tmp_path / "state", load, mode="inprocess"
+    )
     calls = [u for u in again.client.updates if u.get("toolCallId") == "call_1"]
     assert calls[0]["sessionUpdate"] == "tool_call"
     assert calls[-1]["status"] == "completed"

@@ -68,7 +68,7 @@ async def test_compact_now(tmp_path: Path, opted: bool) -> None:
         box["compact"] = await client.prompt(sid, "/compact keep the names of places")
         box["after"] = await client.prompt(sid, "Where were we?")
 
-    run = await run_bridge(path, tmp_path / "state", play)
+    run = await run_bridge(path, tmp_path / "state", play, mode="inprocess")
     run.check_logs()
     empty = box["empty"]
     assert empty.stop_reason == "end_turn"
@@ -141,7 +141,7 @@ async def test_a_stop_during_compact_cancels_it(tmp_path: Path) -> None:
         box["after"] = await client.prompt(sid, "Where were we?")
         box["log"] = run_records(log)
 
-    run = await run_bridge(path, tmp_path / "state", play)
+    run = await run_bridge(path, tmp_path / "state", play, mode="inprocess")
     run.check_logs()
     stopped = box["stopped"]
     assert stopped.stop_reason == "cancelled"
@@ -179,7 +179,7 @@ async def test_load_replays_a_compact_turn(tmp_path: Path) -> None:
         assert "result" in await client.request("session/load", params)
         box["replayed"] = list(client.updates)
 
-    run = await run_bridge(path, tmp_path / "state", second)
+    run = await run_bridge(path, tmp_path / "state", second, mode="inprocess")
     run.check_logs()
     replayed = box["replayed"]
     users = [u["content"]["text"] for u in replayed if u["sessionUpdate"] == "user_message_chunk"]
@@ -211,7 +211,7 @@ async def test_a_failed_summary_changes_nothing_and_says_so(tmp_path: Path) -> N
         box["failed"] = await client.prompt(sid, "/compact")
         box["after"] = await client.prompt(sid, "Where were we?")
 
-    run = await run_bridge(path, tmp_path / "state", play)
+    run = await run_bridge(path, tmp_path / "state", play, mode="inprocess")
     run.check_logs()
     failed = box["failed"]
     assert failed.stop_reason == "end_turn"
@@ -239,7 +239,7 @@ async def test_show_lists_the_compaction_and_the_records_it_summarized(tmp_path:
         await client.prompt(sid, "What is the capital of France?")
         await client.prompt(sid, "/compact")
 
-    run = await run_bridge(path, tmp_path / "state", play)
+    run = await run_bridge(path, tmp_path / "state", play, mode="inprocess")
     [records] = run.logs().values()
     from acp_bridge.sessions_cli import timeline
 
@@ -267,7 +267,9 @@ async def test_a_failed_automatic_compaction_lets_the_turn_go_on(tmp_path: Path)
         box["first"] = await client.prompt(sid, "What is the capital of France?")
         box["second"] = await client.prompt(sid, "And its river?")
 
-    run = await run_bridge(path, tmp_path / "state", play, extra=("--context-window", "2000"))
+    run = await run_bridge(
+        path, tmp_path / "state", play, extra=("--context-window", "2000"), mode="inprocess"
+    )
     run.check_logs()
     second = box["second"]
     assert second.stop_reason == "end_turn"
@@ -304,7 +306,9 @@ async def test_a_failed_compaction_is_a_notice_for_a_client_that_takes_them(
         await client.prompt(sid, "What is the capital of France?")
         box["second"] = await client.prompt(sid, "And its river?")
 
-    run = await run_bridge(path, tmp_path / "state", play, extra=("--context-window", "2000"))
+    run = await run_bridge(
+        path, tmp_path / "state", play, extra=("--context-window", "2000"), mode="inprocess"
+    )
     second = box["second"]
     assert second.stop_reason == "end_turn"
     assert [u for u in second.updates if u["sessionUpdate"] == "agent_thought_chunk"] == []

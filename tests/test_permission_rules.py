@@ -109,7 +109,7 @@ async def test_always_applies_to_new_sessions_of_the_project_only(
         await client.prompt(elsewhere, "Write a note")
         seen["elsewhere"] = len(asked.asked)
 
-    run = await run_bridge(path, state, second)
+    run = await run_bridge(path, state, second, mode="inprocess")
     run.check_logs()
     assert seen["same"] == 0
     assert (one / "note.txt").read_text() == "hi"

@@ -83,7 +83,7 @@ async def test_plan_is_shown_logged_and_replayed(
         )
         assert "result" in response
 
-    two = await run_bridge(write_script(tmp_path, SCRIPT), state, second)
+    two = await run_bridge(write_script(tmp_path, SCRIPT), state, second, mode="inprocess")
     replayed = plans(two.client.updates)
     assert replayed == [SECOND]  # the latest plan, once
     ts_schema = load_pinned_sdk_schema()

@@ -38,6 +38,7 @@ from test_ts_sdk_client import (
 )
 
 from acp_bridge import __version__
+from acp_bridge.client import BARRIER_METHOD
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records, session_path
 from acp_bridge.providers.scripted import parse_report
@@ -45,7 +46,6 @@ from acp_bridge.providers.scripted import parse_report
 STORY: Final = EXAMPLES / "story-then-report.json"
 FIRST_PROMPT: Final = "Tell me a story about a lighthouse keeper."
 FOLLOW_UP_PROMPT: Final = "Expand on your second point."
-GRACE_S: Final = 0.3
 CANCEL_AFTER: Final = (1, 14)
 
 
@@ -85,9 +85,25 @@ class PyRun:
     text_at_cancel: str = ""
     returncode: int | None = None
 
+    barrier_ids: set[Any] = field(default_factory=set)
+
     def observe(self, event: StreamEvent) -> None:
         direction = "recv" if event.direction is StreamDirection.INCOMING else "send"
+        message = event.message
+        # The barrier's request and its answer are the test's, not the session's.
+        if message.get("method") == BARRIER_METHOD:
+            self.barrier_ids.add(message.get("id"))
+            return
+        if "method" not in message and message.get("id") in self.barrier_ids:
+            return
         self.transcript.append((direction, event.message))
+
+
+async def barrier(conn: Any) -> None:
+    """Until the bridge answers a request sent now: everything it wrote before
+    (a late update, say) has been observed by then."""
+    with pytest.raises(acp.RequestError):  # an unknown method, answered in order
+        await conn.ext_method(BARRIER_METHOD.removeprefix("_"), {})
 
 
 async def stopped_prompt(conn: Any, client: Client, run: PyRun) -> PromptResponse:
@@ -133,7 +149,7 @@ async def play(tmp: Path, cancel_after: int) -> PyRun:
                 ).session_id
                 run.answers.append(await stopped_prompt(conn, client, run))
                 run.texts.append("".join(client.chunks()))
-                await anyio.sleep(GRACE_S)
+                await barrier(conn)
                 client.updates = []
                 run.answers.append(
                     await conn.prompt(
@@ -141,7 +157,7 @@ async def play(tmp: Path, cancel_after: int) -> PyRun:
                     )
                 )
                 run.texts.append("".join(client.chunks()))
-                await anyio.sleep(GRACE_S)
+                await barrier(conn)
                 assert proc.stdin is not None
                 proc.stdin.close()
                 run.returncode = await proc.wait()

@@ -61,7 +61,7 @@ async def test_load_replays_a_command_as_its_output_text(
         response = await client.request("session/load", load_params(sid[0], workspace))
         assert "result" in response
 
-    two = await run_bridge(write_script(tmp_path, SCRIPT), state, second)
+    two = await run_bridge(write_script(tmp_path, SCRIPT), state, second, mode="inprocess")
     replayed = [u for u in two.client.updates if u["sessionUpdate"].startswith("tool_call")]
     assert "terminal" not in json.dumps(replayed)
     final = replayed[-1]

@@ -12,6 +12,7 @@ search's thread stops too, or the interpreter would wait for it at exit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import sys
 from collections.abc import Callable
@@ -21,13 +22,17 @@ from typing import Any, cast
 import anyio
 import pytest
 from support.harness import assert_cancelled, prompt_until, report, tool_call, wait_until
-from test_tools import REPORT, play
+from test_tools import REPORT
+from test_tools import play as play_in_either_mode
 from workspace_editor import WorkspaceEditor
 
 from acp_bridge.client import AcpClient, AgentExited, PromptResult, prompt_params
 
 pytestmark = pytest.mark.anyio
 linux = pytest.mark.skipif(sys.platform != "linux", reason="watches /proc/PID/fd")
+
+# Every test of this file runs the real command (its /proc entry, its signals, its exit).
+play = functools.partial(play_in_either_mode, mode="subprocess")
 
 HUGE = 1 << 40  # a terabyte, sparse: it takes no disk, and reading it takes hours
 

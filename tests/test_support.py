@@ -47,7 +47,7 @@ async def test_both_modes_put_the_same_session_on_the_wire(tmp_path: Path) -> No
 
 async def test_the_in_process_bridge_refuses_what_it_cannot_do(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="extra options"):
-        async with start_bridge(tmp_path, "--idle-timeout", "1", script=HELLO, mode="inprocess"):
+        async with start_bridge(tmp_path, "--log-level", "debug", script=HELLO, mode="inprocess"):
             pass
 
 

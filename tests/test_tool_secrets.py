@@ -11,6 +11,7 @@ whatever its variable is called.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -19,12 +20,16 @@ import anyio
 import pytest
 from provider_server import Reply, WireServer, openai_chunk, openai_text, sse
 from support.harness import report, tool_call
-from test_tools import REPORT, Played, play
+from test_tools import REPORT, Played
+from test_tools import play as play_in_either_mode
 from workspace_editor import WorkspaceEditor
 
 from acp_bridge.client import AcpClient, PromptResult, bridge_command, running
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
+
+# Every test of this file runs the real command: the secrets are its environment's.
+play = functools.partial(play_in_either_mode, mode="subprocess")
 
 pytestmark = pytest.mark.anyio
 

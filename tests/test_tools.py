@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import pytest
 from acp_schema import AcpSchema
+from support.bridge import Mode
 from support.harness import (
     EXAMPLES,
     Run,
@@ -89,7 +90,11 @@ async def play(
     extra: tuple[str, ...] = (),
     editor_setup: Callable[[WorkspaceEditor], None] | None = None,
     stderr: Path | None = None,
+    mode: Mode = "inprocess",
 ) -> Played:
+    """Play ``turns`` against a bridge on ``script``, served in this process (the
+    tests of a read, an edit, a command and a Stop of a command run the real
+    command; with ``stderr``, so does any test that reads it)."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     for name, text in (files or {}).items():
@@ -111,7 +116,12 @@ async def play(
 
     script = {"when_exhausted": "error", **script}
     run = await run_bridge(
-        write_script(tmp_path, script), tmp_path / "state", go, extra=extra, stderr=stderr
+        write_script(tmp_path, script),
+        tmp_path / "state",
+        go,
+        extra=extra,
+        stderr=stderr,
+        mode="subprocess" if stderr is not None else mode,
     )
     return Played(run, session[0], results, editor, workspace)
 
@@ -173,7 +183,9 @@ async def test_read(tmp_path: Path, acp_schema: AcpSchema, snapshot: SnapshotAss
     async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
         return [await client.prompt(sid, "What do my notes say?")]
 
-    played = await play(tmp_path, script, turns, files={"notes.txt": "buy milk\n"})
+    played = await play(
+        tmp_path, script, turns, files={"notes.txt": "buy milk\n"}, mode="subprocess"
+    )
     (result,) = played.results
     assert result.stop_reason == "end_turn"
     assert played.editor.calls == [
@@ -215,7 +227,9 @@ async def test_edit_with_diff(
         editor.permission_answers = ["allow_once"]
         return [await client.prompt(sid, "Set x to 2")]
 
-    played = await play(tmp_path, script, turns, files={"a.py": "x = 1\ny = 3\n"})
+    played = await play(
+        tmp_path, script, turns, files={"a.py": "x = 1\ny = 3\n"}, mode="subprocess"
+    )
     (result,) = played.results
     assert (played.workspace / "a.py").read_text() == "x = 2\ny = 3\n"
     assert played.editor.methods() == [
@@ -261,7 +275,7 @@ async def test_command(
         editor.permission_answers = ["allow_once"]
         return [await client.prompt(sid, "Run it")]
 
-    played = await play(tmp_path, script, turns)
+    played = await play(tmp_path, script, turns, mode="subprocess")
     (result,) = played.results
     methods = played.editor.methods()
     assert methods == [
@@ -613,7 +627,7 @@ async def test_stop_while_a_command_runs(
         )
         return [stopped, await follow_up(client, sid)]
 
-    played = await play(tmp_path, script, turns)
+    played = await play(tmp_path, script, turns, mode="subprocess")
     stopped, after = played.results
     assert_cancelled(stopped)
     methods = played.editor.methods()

@@ -9,6 +9,7 @@ workspace under the bridge's feet.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Awaitable, Callable
@@ -19,12 +20,17 @@ import anyio
 import pytest
 from acp_schema import AcpSchema
 from support.harness import report, tool_call, update_seen, wait_until
-from test_tools import REPORT, Played, play
+from test_tools import REPORT, Played
+from test_tools import play as play_in_either_mode
 from workspace_editor import FULL_CAPABILITIES, WorkspaceEditor
 
 from acp_bridge.client import AcpClient, PromptResult
 
 pytestmark = pytest.mark.anyio
+
+# Every test of this file runs the real command (a FIFO opened in this process
+# would block the test itself).
+play = functools.partial(play_in_either_mode, mode="subprocess")
 
 PLANTED = "sk-planted-confinement-0123456789"
 OUTSIDE_TEXT = "the outside secret"

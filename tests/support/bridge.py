@@ -23,24 +23,20 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from itertools import count
 from pathlib import Path
 from typing import IO, Any, Literal
 
 import anyio
 
-from acp_bridge.client import AcpClient, bridge_command, id_key, running
+from acp_bridge.client import BARRIER_METHOD, AcpClient, bridge_command, running
+from acp_bridge.loop.turn import TurnConfig
+from acp_bridge.providers.base import Provider
 
 Mode = Literal["subprocess", "inprocess"]
 MODES: tuple[Mode, ...] = ("subprocess", "inprocess")
 # What the ``bridge`` fixture is: `start_bridge` with the state directory (and
 # stderr) in the test's ``tmp_path``: ``async with bridge(*options, script=path)``.
 BridgeStarter = Callable[..., AbstractAsyncContextManager[AcpClient]]
-
-# An extension method nobody implements: the bridge answers it "method not
-# found" in its turn, after everything it wrote before.
-BARRIER_METHOD = "_acp_bridge_tests/barrier"
-_barrier_ids = count(1)
 
 
 def bridge_args(
@@ -83,7 +79,6 @@ async def start_bridge(
     if mode != "inprocess":
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     unsupported = {
-        "extra options": extra,
         "command": command,
         "stderr": stderr,
         "env": env,
@@ -99,13 +94,78 @@ async def start_bridge(
     from support.pipe_peer import bridge_on_pipes
 
     assert script is not None
+    turn, load_provider = _inprocess_options(state_dir, extra, script)
     parsed = json.loads(await anyio.Path(script).read_text())
-    async with bridge_on_pipes(parsed, str(state_dir), keep=keep) as served:
+    from acp_bridge import serve_cli
+
+    # What `serve_cli.serve_command` adds: logout and the setup command.
+    command_line = {
+        "forget_credentials": serve_cli._forget_credentials,
+        "setup_command": serve_cli.setup_command(),
+    }
+    async with bridge_on_pipes(
+        parsed,
+        str(state_dir),
+        keep=keep,
+        turn=turn,
+        load_provider=load_provider,
+        command_line=command_line,
+    ) as served:
         yield served.client
 
 
+# What the in-process bridge takes from the command line: the turn's bounds and
+# the scripted provider's context settings; any other option is the process's.
+INPROCESS_OPTIONS = frozenset(
+    {
+        "provider",
+        "script",
+        "state_dir",
+        "cancel_deadline",
+        "idle_timeout",
+        "max_steps",
+        "tool_timeout",
+        "pass_env",
+        "system",
+        "system_mode",
+        "compact_threshold",
+        "context_window",
+    }
+)
+
+
+def _inprocess_options(
+    state_dir: Path | str, extra: Sequence[str], script: Path
+) -> tuple[TurnConfig, Callable[[], Callable[[], Provider]]]:
+    """The turn settings and provider loader ``acp-bridge`` would build from these
+    options (parsed by its own parser, built as `serve_cli.serve_command` does)."""
+    from acp_bridge import serve_cli
+    from acp_bridge.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(bridge_args(state_dir, *extra, script=script))
+    defaults = vars(parser.parse_args([]))
+    other = sorted(
+        f"--{name.replace('_', '-')}"
+        for name, value in vars(args).items()
+        if name not in INPROCESS_OPTIONS and value != defaults.get(name)
+    )
+    if other:
+        raise ValueError(f"extra options the in-process bridge cannot take: {', '.join(other)}")
+    turn = TurnConfig(
+        max_steps=args.max_steps,
+        cancel_deadline=args.cancel_deadline,
+        idle_timeout=args.idle_timeout or None,
+        tool_timeout=args.tool_timeout,
+        pass_env=serve_cli._pass_env(args.pass_env),
+    )
+    flags = serve_cli._flags(args)
+    return turn, lambda: serve_cli._load_fake_provider(args.script, flags, args)
+
+
 async def barrier(client: AcpClient, *, within: float = 30) -> None:
-    """Return once the bridge has answered a cheap request sent now.
+    """Return once the bridge has answered a cheap request sent now
+    (`AcpClient.barrier`).
 
     The bridge writes in order, so everything it wrote before it read this
     request has been received when this returns: a test that must see that
@@ -114,19 +174,7 @@ async def barrier(client: AcpClient, *, within: float = 30) -> None:
     in the client's transcript, messages or responses, so snapshots of the
     transcript do not see it.
     """
-    rid = f"barrier-{next(_barrier_ids)}"
-    start = len(client.transcript)
-    answer = await client.request(BARRIER_METHOD, {}, rid=rid, within=within)
-    assert "error" in answer or "result" in answer, answer
-    client.responses.pop(id_key(rid), None)
-    client.messages[:] = [m for m in client.messages if m.get("id") != rid]
-    kept = [
-        i
-        for i in range(len(client.transcript))
-        if i < start or client.transcript[i][1].get("id") != rid
-    ]
-    client.transcript[:] = [client.transcript[i] for i in kept]
-    client.times[:] = [client.times[i] for i in kept]
+    await client.barrier(within=within)
 
 
 __all__ = [

@@ -32,7 +32,8 @@ from acp_bridge.providers.scripted import parse_report
 from acp_bridge.testing import STDIN_CLOSED, TranscriptSnapshot
 from acp_bridge.testing import coalesce_deltas as coalesce_deltas
 from acp_bridge.testing import normalize as normalize
-from support.bridge import barrier, start_bridge
+from support.bridge import Mode, barrier, start_bridge
+from support.pipe_peer import InProcessClient
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -99,16 +100,21 @@ async def run_bridge(
     close_stdin: bool = True,
     command: list[str] | None = None,
     stderr: Path | None = None,
+    mode: Mode = "subprocess",
 ) -> Run:
     """Start the bridge (`support.bridge.start_bridge`; or ``command``, given the
     bridge's options), run ``play``, then close stdin and wait for exit.  With
-    ``stderr``, the bridge's stderr goes to that file (read as `Run.stderr`)."""
+    ``stderr``, the bridge's stderr goes to that file (read as `Run.stderr`).
+    ``mode="inprocess"`` serves it in this process (no ``command``, no ``stderr``)."""
     async with start_bridge(
         state_dir,
         *extra,
         script=script,
         command=command,
-        stderr=stderr if stderr is not None else subprocess.DEVNULL,
+        stderr=(stderr if stderr is not None else subprocess.DEVNULL)
+        if mode == "subprocess"
+        else None,
+        mode=mode,
     ) as client:
         run = Run(client, state_dir, stderr_path=stderr)
         with anyio.fail_after(30):
@@ -117,10 +123,19 @@ async def run_bridge(
             await client.close_stdin()
         # A failure (a hang past its bound, say) fails now, not whenever a
         # wedged bridge exits; start_bridge leaves no bridge behind.
-        with anyio.fail_after(15):
-            run.returncode = await client.agent.wait()
-            await client.eof.wait()
+        run.returncode = await wait_exit(client, within=15)
     return run
+
+
+async def wait_exit(client: AcpClient, *, within: float = 15) -> int:
+    """The bridge's exit status once it has exited and its stdout is at EOF, in
+    either mode (stdin left as it is)."""
+    if isinstance(client, InProcessClient):
+        return await client.wait_exit(within=within)
+    with anyio.fail_after(within):
+        status = await client.agent.wait()
+        await client.eof.wait()
+    return status
 
 
 def read_available(fd: int) -> bytes:
@@ -144,13 +159,9 @@ def report(result: PromptResult) -> dict[str, Any]:
 async def prompt_and_look(
     client: AcpClient, session_id: str, text: str, **options: Any
 ) -> PromptResult:
-    """`AcpClient.prompt`, then a `barrier`: ``late`` holds every update that
-    arrived after the response and before the barrier's answer (the
-    ``settle`` of `AcpClient.prompt` is a sleep; this is not)."""
-    result = await client.prompt(session_id, text, **options, settle=0)
-    end = len(client.updates) - len(result.late)
-    await barrier(client)
-    return PromptResult(result.response, result.updates, client.updates[end:])
+    """`AcpClient.prompt`: ``late`` holds every update that arrived after the
+    response and before the answer to a `barrier` (the client's ``settle``)."""
+    return await client.prompt(session_id, text, **options)
 
 
 def assert_cancelled(result: PromptResult) -> None:
@@ -230,7 +241,7 @@ async def prompt_until(
     until: Callable[[AcpClient, int], Callable[[], bool]],
     *,
     then: str = "cancel",
-    settle: float = 0.05,
+    settle: bool | float = True,
 ) -> PromptResult:
     """Send a prompt; once ``until(client, first_update_index)()`` holds, stop the turn.
 
@@ -238,9 +249,8 @@ async def prompt_until(
     (close the bridge's stdin; the transcript gets a `STDIN_CLOSED` entry).
     If the turn ends first, nothing is sent.  The result is that of
     `AcpClient.prompt`; after a disconnect with no answer, the response is ``{}``.
-    Updates after the response are in ``late``: unless ``settle`` is 0, they are
-    looked for up to a `barrier` (after a disconnect: up to the bridge's EOF);
-    any non-zero ``settle`` means "look"; it is no longer a time.
+    Updates after the response are in ``late``: unless ``settle`` is false, they
+    are looked for up to a `barrier` (after a disconnect: up to the bridge's EOF).
     """
     start = len(client.updates)
     condition = until(client, start)

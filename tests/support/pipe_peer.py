@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import anyio
 import anyio.abc
@@ -215,11 +215,33 @@ class CorkedSend(PipeSend):
         await super().send(data)
 
 
+class InProcessClient(AcpClient):
+    """The editor's side of an in-process bridge (`bridge_on_pipes`): like a
+    client of a subprocess, `finish` closes stdin and returns the exit status;
+    there is no process (``agent`` raises `TypeError`)."""
+
+    served: InProcess
+
+    async def wait_exit(self, *, within: float = 60) -> int:
+        """The bridge's exit status once `serve` has returned and stdout is at EOF."""
+        with anyio.fail_after(within):
+            await self.served.done.wait()
+            await self.eof.wait()
+        assert self.served.status is not None, "serve() raised"
+        return self.served.status
+
+    async def finish(self, *, within: float = 60) -> int:
+        await self.close_stdin()
+        return await self.wait_exit(within=within)
+
+
 @dataclass
 class InProcess:
-    client: AcpClient
+    client: InProcessClient
     state_dir: str
     status: int | None = None
+    # Set when `serve` has returned (or raised).
+    done: anyio.Event = field(default_factory=anyio.Event)
 
     def records(self, session_id: str) -> list[Json]:
         return read_records(os.path.join(self.state_dir, "sessions", f"{session_id}.jsonl"))
@@ -242,12 +264,18 @@ async def bridge_on_pipes(
     keep: bool = True,
     cancel_deadline: float = 5.0,
     provider: Callable[[], Provider] | None = None,
+    turn: TurnConfig | None = None,
+    load_provider: Callable[[], Callable[[], Provider]] | None = None,
+    command_line: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[InProcess]:
     """Serve ``script`` (or the providers ``provider`` makes) in this process;
     on exit close stdin and read stdout to EOF.
 
     The body plays the editor through ``served.client``; when it ends (or closes
     stdin itself), the bridge shuts down and ``served.status`` is its exit status.
+    ``turn`` replaces the turn settings (``cancel_deadline``, no idle timeout),
+    ``load_provider`` the loading of the provider, and ``command_line`` adds
+    the other `ServeOptions` the command sets (`support.bridge.start_bridge`).
     """
     factory = provider or scripted_factory(script)
     to_agent_r, to_agent_w = os.pipe()
@@ -265,20 +293,26 @@ async def bridge_on_pipes(
 
     options = ServeOptions(
         state_dir=state_dir,
-        load_provider=lambda: factory,
-        turn=TurnConfig(cancel_deadline=cancel_deadline, idle_timeout=None),
+        load_provider=load_provider or (lambda: factory),
+        turn=turn or TurnConfig(cancel_deadline=cancel_deadline, idle_timeout=None),
         stdin_fd=to_agent_r,
         stdout_fd=from_agent_w,
         handle_signals=False,
+        # An abandoned turn must not make the test's own process exit.
+        exit_when_stuck=False,
+        **(command_line or {}),
     )
-    client = AcpClient.over(_Stdin(to_agent_w), PipeReceive(from_agent_r), keep=keep)
+    client = InProcessClient.over(_Stdin(to_agent_w), PipeReceive(from_agent_r), keep=keep)
+    assert isinstance(client, InProcessClient)
     served = InProcess(client, state_dir)
+    client.served = served
 
     async def run_server() -> None:
         try:
             served.status = await serve(options)
         finally:
             close(from_agent_w)  # the bridge is done: the client sees EOF
+            served.done.set()
 
     try:
         async with anyio.create_task_group() as tg:

@@ -31,6 +31,8 @@ from support.harness import write_script
 
 from acp_bridge.client import AcpClient, RequestId, prompt_params
 from acp_bridge.log.check import check_log
+from acp_bridge.log.lock import SessionLocked
+from acp_bridge.log.logfile import LogFiles
 from acp_bridge.log.reader import read_records
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
@@ -245,3 +247,25 @@ def test_a_log_cut_short_mid_stream_is_lost_like_a_deleted_one(tmp_path: Path) -
     kept = copy.read_bytes().splitlines()
     assert kept, "the records the file could not take were not saved"
     assert b'"type":"turn/end"' in kept[-1]
+
+
+def test_a_closed_session_s_lock_goes_at_once_though_its_sync_still_runs(tmp_path: Path) -> None:
+    """``session/close`` then ``session/resume`` at once: the resume is never refused
+    as locked because a worker thread was still syncing the closed session's log."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"")
+    pool = LogFiles()
+    file = pool.claim(str(path))
+    job = file.begin_sync()  # a worker thread syncs the descriptor now
+    pool.release(file)  # the session is closed meanwhile
+    assert file.syncing
+    again = LogFiles().claim(str(path))  # another descriptor, as a new open would
+    job()
+    file.end_sync()
+    assert not file.syncing
+    again.close()
+    # While it was held, the same claim was refused: the test can tell.
+    held = LogFiles().claim(str(path))
+    with pytest.raises(SessionLocked):
+        LogFiles().claim(str(path))
+    held.close()

@@ -16,7 +16,7 @@ import errno
 import fcntl
 import os
 
-__all__ = ["SessionLocked", "lock_log"]
+__all__ = ["SessionLocked", "lock_log", "unlock_log"]
 
 _PROC_LOCKS = "/proc/locks"
 
@@ -37,6 +37,11 @@ def lock_log(fd: int, path: str) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         raise SessionLocked(path, holder_of(fd)) from None
+
+
+def unlock_log(fd: int) -> None:
+    """Give up the lock of the log open on ``fd`` (the descriptor stays open)."""
+    fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def holder_of(fd: int) -> str:

@@ -43,7 +43,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Final, NoReturn
 
-from .lock import SessionLocked, lock_log
+from .lock import SessionLocked, lock_log, unlock_log
 
 __all__ = [
     "LogFile",
@@ -107,9 +107,13 @@ class LogFiles:
         return file
 
     def release(self, file: LogFile) -> None:
-        """Close ``file`` (and forget its claim, if it was never taken)."""
+        """Close ``file`` (and forget its claim, if it was never taken): its session
+        is closed, so the lock goes now, even while a worker thread still syncs the
+        descriptor (which then closes after the sync): an editor that opens the
+        session again right after ``session/close`` is never refused."""
         if self._claimed.get(file.path) is file:
             del self._claimed[file.path]
+        file.unlock()
         file.close()
 
     def close_idle(self) -> None:
@@ -341,6 +345,11 @@ class LogFile:
         self._syncs -= 1
         if not self._syncs and self._close_later:
             self.close()
+
+    def unlock(self) -> None:
+        """Give up the session's lock now; nothing is written through this file after."""
+        if self._fd is not None:
+            unlock_log(self._fd)
 
     def close(self) -> None:
         if self._fd is None:

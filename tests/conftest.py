@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,6 +14,11 @@ from hypothesis import settings
 from support.bridge import BridgeStarter, Mode, start_bridge
 
 from acp_bridge.client import AcpClient
+
+# The suite spawns hundreds of bridges: let them keep the bytecode they compile
+# (an environment that sets PYTHONDONTWRITEBYTECODE would make each one compile
+# the whole package again).  __pycache__ is ignored by git.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

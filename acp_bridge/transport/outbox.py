@@ -53,7 +53,7 @@ from ..log.logfile import LogFile
 from ..log.writer import LogTarget
 from ..log.writes import LOG_HOLD_LIMIT, LogWrites
 from .merge import MERGE_ABOVE, ChunkMerger
-from .pipe import IN_FLIGHT, STDOUT_PIPE_SIZE, StdoutPipe
+from .pipe import IN_FLIGHT, RECHECK, STDOUT_PIPE_SIZE, StdoutPipe
 
 __all__ = [
     "HIGH_WATER",
@@ -297,6 +297,13 @@ class Outbox:
                         break
                     await self._wakeup.wait()
                     self._wakeup = anyio.Event()
+                    continue
+                if self._pipe.over_in_flight() and not self.stdout_broken.is_set():
+                    # Little in flight: the next batch waits until the editor
+                    # has read this much (the answer to a Stop does not wait:
+                    # `flush_now`); what queues meanwhile goes out together.
+                    with anyio.move_on_after(RECHECK):
+                        await anyio.wait_writable(self._pipe.fd)
                     continue
                 # Not while writing: a Stop read here answers with flush_now.
                 self.poll_input()

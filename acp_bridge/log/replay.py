@@ -65,6 +65,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from ..update_builders import (
+    plan_update,
     session_info_update,
     text_chunk,
     tool_call,
@@ -173,7 +174,7 @@ def replay_updates(
             if notices and _is_notice(update):
                 continue
             append({"sessionId": session_id, "update": update})
-    from ..tools.plan import latest_plan, plan_update
+    from ..tools.plan import latest_plan
 
     plan = latest_plan(records)
     if plan is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+import anyio
 import orjson
 import pytest
 
@@ -141,3 +142,37 @@ async def test_an_editor_that_reads_nothing_gets_a_full_pipe(
     monkeypatch.setattr(pipe_module, "STALL", 0.0)
     pipe.unread_bytes = IN_FLIGHT + 1
     assert not pipe.over_in_flight()
+
+
+async def test_the_writer_holds_the_next_batch_while_the_pipe_is_over_the_bound() -> None:
+    """Through a real pipe: with more than the bound unread, what is queued
+    stays queued (retractable) until the editor reads; then it goes out."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    outbox = Outbox(write_end)
+    first = b"x" * (IN_FLIGHT + 100) + b"\n"
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(outbox.run)
+            outbox.send(first)
+            with anyio.fail_after(10):
+                await outbox.drain()
+            outbox.send(b"next\n")
+            # A barrier: the writer has looked at the queue at least once more
+            # (it wakes every few milliseconds while it waits for the editor).
+            with anyio.fail_after(10):
+                while outbox._pipe._stalled_from is None:  # noqa: ASYNC110
+                    await anyio.sleep(0.001)
+            assert outbox.backlog == len(b"next\n")  # still queued: not in flight
+            got = b""
+            with anyio.fail_after(10):
+                while not got.endswith(b"next\n"):
+                    try:
+                        got += os.read(read_end, 1 << 16)
+                    except BlockingIOError:
+                        await anyio.sleep(0.001)
+            assert got == first + b"next\n"
+            outbox.close()
+    finally:
+        os.close(read_end)
+        os.close(write_end)

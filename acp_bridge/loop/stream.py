@@ -29,15 +29,30 @@ from ..providers.base import (
     ToolCallStart,
     Usage,
 )
+from ..transport.merge import MERGE_ABOVE
 from ..update_builders import tool_call
 from .assembler import StreamAssembler
 from .updates import CHUNK_SUFFIX
 from .usage import UsageTurn, report_usage
 
-__all__ = ["POLL_SLICE", "TIME_SLICE", "IdleWatch", "StepStream", "StreamingTurn", "consume"]
+__all__ = [
+    "BATCH_BYTES",
+    "POLL_SLICE",
+    "TIME_SLICE",
+    "IdleWatch",
+    "StepStream",
+    "StreamingTurn",
+    "consume",
+]
 
 # Longest stretch of stream handling between two yields to the event loop.
-TIME_SLICE: Final = 50e-6
+TIME_SLICE: Final = 400e-6
+# A streaming turn also yields once this much waits for the writer: the
+# writer then takes a batch of about this size (a few dozen chunk frames at
+# full rate), big enough that its fixed cost per batch (the log record, the
+# two writes, a loop pass) is small per chunk, and no bigger than a batch
+# the writer sends as queued (`acp_bridge.transport.merge.MERGE_ABOVE`).
+BATCH_BYTES: Final = MERGE_ABOVE - 512
 # Longest stretch of stream handling between two looks at stdin: a Stop is
 # handled within this much of streaming after it arrives (a look costs under
 # a microsecond; the loop itself reads stdin only between slices).
@@ -133,7 +148,10 @@ async def consume(
     outbox.merge_chunks(stream.chunk_prefixes, CHUNK_SUFFIX)
     feed, send, delta = stream.asm.feed, outbox.send, turn.rec.delta
     poll_input = outbox.poll_input
+    high_water = outbox.high_water
+    batch_bytes = min(BATCH_BYTES, high_water)
     dumps = orjson.dumps
+    join = b"".join
     clock = time.perf_counter
     poll_at = clock() + POLL_SLICE
     yield_at = poll_at + TIME_SLICE
@@ -162,9 +180,14 @@ async def consume(
                 feed(ev)
                 prefix, block_kind = chunk
                 text_ev: TextDelta = ev  # type: ignore[assignment]  # or ReasoningDelta: same fields
-                send(prefix + dumps(text_ev.text) + CHUNK_SUFFIX)
+                send(join((prefix, dumps(text_ev.text), CHUNK_SUFFIX)))
                 delta(text_ev.index, block_kind, text_ev.text)
-                if outbox.backlog > outbox.high_water:
+                if outbox.backlog > batch_bytes:
+                    if outbox.backlog <= high_water:
+                        # A batch for the writer: let it take it now.
+                        await anyio.lowlevel.checkpoint()
+                        yield_at = clock() + TIME_SLICE
+                        continue
                     # Waiting for the editor to read is not provider silence.
                     idle.paused = True
                     try:

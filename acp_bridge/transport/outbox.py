@@ -53,7 +53,7 @@ from ..log.logfile import LogFile
 from ..log.writer import LogTarget
 from ..log.writes import LOG_HOLD_LIMIT, LogWrites
 from .merge import MERGE_ABOVE, ChunkMerger
-from .pipe import IN_FLIGHT, STDOUT_PIPE_SIZE, StdoutPipe
+from .pipe import IN_FLIGHT, RECHECK, STDOUT_PIPE_SIZE, StdoutPipe
 
 __all__ = [
     "HIGH_WATER",
@@ -109,6 +109,9 @@ class Outbox:
         self._queued_gen = 0
         self._written_gen = 0
         self._wakeup = anyio.Event()
+        # True once `send` has set ``_wakeup`` (until the writer replaces it):
+        # a stream of chunks sets it once, not once per chunk.
+        self._woken = False
         self._progress = anyio.Event()
         self._closed = False
         self._pre_flush: list[Callable[[], None]] = []
@@ -130,7 +133,9 @@ class Outbox:
         self._queue.append(frame)
         self._queued_bytes += len(frame)
         self._queued_gen += 1
-        self._wakeup.set()
+        if not self._woken:
+            self._woken = True
+            self._wakeup.set()
 
     def retract(self, prefixes: tuple[bytes, ...], count: int) -> bool:
         """Take back the last ``count`` stdout frames that start with one of
@@ -297,6 +302,14 @@ class Outbox:
                         break
                     await self._wakeup.wait()
                     self._wakeup = anyio.Event()
+                    self._woken = False
+                    continue
+                if self._pipe.over_in_flight() and not self.stdout_broken.is_set():
+                    # Little in flight: the next batch waits until the editor
+                    # has read this much (the answer to a Stop does not wait:
+                    # `flush_now`); what queues meanwhile goes out together.
+                    with anyio.move_on_after(RECHECK):
+                        await anyio.wait_writable(self._pipe.fd)
                     continue
                 # Not while writing: a Stop read here answers with flush_now.
                 self.poll_input()

@@ -41,13 +41,14 @@ __all__ = [
 # client, which pauses after a small read, keeps the full rate as long as its
 # pause is sized to the pipe it reads).
 STDOUT_PIPE_SIZE: Final = 8 * 1024
-# Not switched on yet (the writer does not call `StdoutPipe.over_in_flight`:
-# it changes which chunks a snapshot session sees before a Stop).  Meant:
-# while the editor reads, a new batch is written only once no more than
-# this is left in the stdout pipe (one page of `STDOUT_PIPE_SIZE`: the pipe
-# polls writable again exactly then): what it still has to read when it
-# presses Stop stays small, while what queued meanwhile goes out in one
-# batch, merged (`acp_bridge.transport.merge`).  An editor that reads
+# While the editor reads, the writer (`acp_bridge.transport.outbox.Outbox.run`)
+# writes a new batch only once no more than this is left in the stdout pipe
+# (one page of `STDOUT_PIPE_SIZE`: the pipe polls writable again exactly
+# then): what it still has to read when it presses Stop stays small, while
+# what queued meanwhile goes out in one batch, merged
+# (`acp_bridge.transport.merge`).  The chunks still queued then are taken
+# back by a Stop, so the editor sees fewer of them before it, and the
+# interrupted message holds exactly those it saw.  An editor that reads
 # nothing for `STALL` gets a full pipe, as without the bound.
 IN_FLIGHT: Final = 4 * 1024
 STALL: Final = 0.01

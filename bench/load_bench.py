@@ -32,7 +32,7 @@ CWD = "/home/user/project"
 DELTAS = 20
 
 
-def synthetic_log(session_id: str, records_wanted: int) -> list[dict[str, Any]]:
+def synthetic_log(session_id: str, records_wanted: int, cwd: str = CWD) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     at = 1_700_000_000.0
 
@@ -44,7 +44,7 @@ def synthetic_log(session_id: str, records_wanted: int) -> list[dict[str, Any]]:
             | fields
         )
 
-    add("session/start", 0, 0, session_id=session_id, cwd=CWD, provider="fake", title=None)
+    add("session/start", 0, 0, session_id=session_id, cwd=cwd, provider="fake", title=None)
     turn = 0
     while len(records) < records_wanted:
         turn += 1
@@ -101,7 +101,7 @@ def synthetic_log(session_id: str, records_wanted: int) -> list[dict[str, Any]]:
 UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update"'
 
 
-async def time_load(state: Path, session_id: str) -> tuple[float, int]:
+async def time_load(state: Path, session_id: str, cwd: str) -> tuple[float, int]:
     """Spawn the bridge, load the session, and time the request to its response.
 
     The client reads raw lines and parses only the responses, so the figure
@@ -139,10 +139,12 @@ async def time_load(state: Path, session_id: str) -> tuple[float, int]:
         await request(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         # A session/new is answered once the agent has finished starting (its
         # provider and tools load in a worker thread after initialize): the
-        # figure is the load, not the start-up.
-        await request(3, "session/new", {"cwd": CWD, "mcpServers": []})
+        # figure is the load, not the start-up.  Its cwd must exist, or the
+        # answer is an error that does not wait for the start-up.
+        new = await request(3, "session/new", {"cwd": cwd, "mcpServers": []})
+        assert "result" in new, new
         updates = 0  # what that session announced is not part of the load
-        params = {"sessionId": session_id, "cwd": CWD, "mcpServers": []}
+        params = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
         start = time.perf_counter()
         answer = await request(2, "session/load", params)
         elapsed = time.perf_counter() - start
@@ -157,15 +159,17 @@ async def main_async(sizes: list[int], runs: int) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp)
         (state / "sessions").mkdir()
+        project = state / "project"
+        project.mkdir()
         for size in sizes:
             session_id = f"sess_bench_{size}"
-            records = synthetic_log(session_id, size)
+            records = synthetic_log(session_id, size, str(project))
             path = state / "sessions" / f"{session_id}.jsonl"
             path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
             times = []
             updates = 0
             for _ in range(runs):
-                elapsed, updates = await time_load(state, session_id)
+                elapsed, updates = await time_load(state, session_id, str(project))
                 times.append(elapsed)
             median = statistics.median(times)
             rows.append(

@@ -27,7 +27,7 @@ from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RpcError
 from ..log.reader import LogCorrupt, session_path
 from ..log.reopen import reopen
-from ..log.replay import replay_updates, title_update
+from ..log.replay import replay_frames, title_update, without_deltas
 from ..log.upcast import gc_paused, load_log
 from ..loop.session import Session
 from ..sessions.fork import ForkError, fork_records
@@ -84,7 +84,9 @@ class StoredMethods:
     async def _open(self, params: dict[str, Any]) -> tuple[Session, list[Record], bool]:
         """The session of a load or resume, opened from its log if not open here.
 
-        Returns the session, its records, and whether it was opened now.
+        Returns the session, its records, and whether it was opened now.  Only
+        the replay reads the ``stream/delta`` records: everything else is given
+        the others (`without_deltas`).
         """
         table = self.table
         session_id = P.session_id(params)
@@ -112,8 +114,9 @@ class StoredMethods:
                 session_id,
                 reopened.closed[-1].get("reason"),
             )
-        session = await self._register(session_id, cwd, reopened.log, reopened.records)
-        session.prompts.turns = _last_turn(reopened.records)
+        others = without_deltas(reopened.records)
+        session = await self._register(session_id, cwd, reopened.log, others)
+        session.prompts.turns = _last_turn(others)
         return session, reopened.records, True
 
     def _read(self, path: str) -> Any:
@@ -158,8 +161,10 @@ class StoredMethods:
 
         notices = opted_in(session)
         with gc_paused():
-            for item in replay_updates(records, compaction=compaction, notices=notices):
-                send(frame(item["update"]))
+            replay = replay_frames(records, frame, compaction=compaction, notices=notices)
+            send(replay)  # all of it at once: the writer joins a batch's frames anyway
+            del replay
+            records = without_deltas(records)
         return await self._answer_then_announce(session, records)
 
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:

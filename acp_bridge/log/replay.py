@@ -61,8 +61,10 @@ message of that turn.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, TypeVar
+
+import orjson
 
 from ..update_builders import (
     session_info_update,
@@ -77,12 +79,15 @@ from .derive import replaced_turns
 __all__ = [
     "CHUNK_UPDATES",
     "command_answer",
+    "replay_frames",
     "replay_updates",
     "retry_notice",
     "title_update",
+    "without_deltas",
 ]
 
 Record = Mapping[str, Any]
+R = TypeVar("R", bound=Mapping[str, Any])
 
 # stream/delta part kind -> the session update that showed it.
 CHUNK_UPDATES: Final = {"text": "agent_message_chunk", "reasoning": "agent_thought_chunk"}
@@ -130,29 +135,126 @@ def replay_updates(
     ``notices``: the client takes ACP notices, which are live only, so the
     thought chunks marked ``_meta.acpBridge.notice`` are left out.
     """
-    from .compaction import compaction_updates, nothing_to_compact_update
-
     records = list(records)
-    # A /compact turn that has not (yet) shown a compaction.
-    compact_turn: object = None
     session_id = _session_id(records)
-    markers = _markers(records)
-    replaced = replaced_turns(records)
-    message_ids: dict[str, str] = {}
     updates: list[dict[str, Any]] = []
     append = updates.append
+
+    def update(item: dict[str, Any]) -> None:
+        append({"sessionId": session_id, "update": item})
+
+    def chunk(kind: str, text: Any, message_id: str | None, meta: Meta, replaced: bool) -> None:
+        item = text_chunk(kind, text, message_id=message_id, meta=meta)
+        if replaced:
+            item.setdefault("_meta", {"acpBridge": {}})["acpBridge"]["replaced"] = True
+        append({"sessionId": session_id, "update": item})
+
+    _walk(records, update, chunk, compaction=compaction, notices=notices)
+    return updates
+
+
+def replay_frames(
+    records: Iterable[Record],
+    frame: Callable[[dict[str, Any]], bytes],
+    *,
+    compaction: bool = False,
+    notices: bool = False,
+) -> bytes:
+    """The serialized frames of `replay_updates`, joined: ``frame(update)`` of each.
+
+    What ``session/load`` writes.  The text chunks, most of a long log, are
+    not built as updates: each is the frame of its message's first chunk cut
+    where the text goes (one template per attempt and kind, made by ``frame``
+    from `text_chunk`, as the live stream's are), with the chunk's JSON text
+    in the cut.  Byte for byte the frames of `replay_updates` (a test compares
+    them on every log it has).
+    """
+    out: list[bytes] = []
+    add = out.append
+    dumps = orjson.dumps
+    templates: dict[tuple[str, Any, int, bool], tuple[bytes, bytes] | None] = {}
+
+    def update(item: dict[str, Any]) -> None:
+        add(frame(item))
+
+    def chunk(kind: str, text: Any, message_id: str | None, meta: Meta, replaced: bool) -> None:
+        key = (kind, message_id, id(meta), replaced)
+        try:
+            template = templates[key]
+        except KeyError:
+            template = templates[key] = _template(frame, kind, message_id, meta, replaced)
+        if template is None:  # the cut is not unique: the whole frame
+            marks = {**(meta or {}), "replaced": True} if replaced else meta
+            add(frame(text_chunk(kind, text, message_id=message_id, meta=marks)))
+        else:
+            add(template[0])
+            add(dumps(text))
+            add(template[1])
+
+    _walk(list(records), update, chunk, compaction=compaction, notices=notices)
+    return b"".join(out)
+
+
+# A stand-in text (ids and markers never hold its JSON): where a chunk's text goes.
+_CUT: Final = "\x00"
+_CUT_JSON: Final = orjson.dumps(_CUT)
+
+
+def _template(
+    frame: Callable[[dict[str, Any]], bytes],
+    kind: str,
+    message_id: str | None,
+    meta: Meta,
+    replaced: bool,
+) -> tuple[bytes, bytes] | None:
+    marks = {**(meta or {}), "replaced": True} if replaced else meta
+    pieces = frame(text_chunk(kind, _CUT, message_id=message_id, meta=marks)).split(_CUT_JSON)
+    return (pieces[0], pieces[1]) if len(pieces) == 2 else None
+
+
+Meta = Mapping[str, Any] | None
+UpdateSink = Callable[[dict[str, Any]], None]
+ChunkSink = Callable[[str, Any, "str | None", Meta, bool], None]
+
+
+def _walk(
+    records: list[Record],
+    update: UpdateSink,
+    chunk: ChunkSink,
+    *,
+    compaction: bool,
+    notices: bool,
+) -> None:
+    """The one walk of a replay: each update to ``update``, except the text
+    chunks of ``stream/delta`` records, which go to ``chunk`` as (update kind,
+    text, message id, marker, replaced) so that the caller can build them as
+    it likes."""
+    from .compaction import compaction_updates, nothing_to_compact_update
+
+    # A /compact turn that has not (yet) shown a compaction.
+    compact_turn: object = None
+    # What the walk looks up ahead and the plan come from the other records:
+    # a pass over these is a quarter of one over a long log.
+    others = without_deltas(records)
+    markers = _markers(others)
+    replaced = replaced_turns(others)
+    message_ids: dict[str, str] = {}
     first_turn = True
+    chunk_updates = CHUNK_UPDATES
     for record in records:
         kind = record.get("type")
         if kind == "stream/delta":
             # The hot path: most records of a long session are deltas.
-            chunks = _chunks(record, message_ids, markers)
-            if record.get("turn") in replaced:
-                for update in chunks:
-                    meta = update.setdefault("_meta", {"acpBridge": {}})
-                    meta["acpBridge"]["replaced"] = True
-            for update in chunks:
-                append({"sessionId": session_id, "update": update})
+            attempt = record.get("attempt")
+            if isinstance(attempt, str):
+                message_id, marker = message_ids.get(attempt), markers.get(attempt)
+            else:
+                message_id = marker = None
+            was_replaced = record.get("turn") in replaced
+            for _, part_kind, text in record.get("parts", ()):
+                update_kind = chunk_updates.get(part_kind)
+                if update_kind is not None:
+                    chunk(update_kind, text, message_id, marker, was_replaced)
             continue
         produced = _updates_of(record, message_ids, markers)
         if kind == "turn/start" and record.get("command") == "compact":
@@ -169,16 +271,21 @@ def replay_updates(
             title = title_from_prompt(record.get("prompt", record.get("content")) or ())
             if title is not None:
                 produced.append(title_update(title))
-        for update in produced:
-            if notices and _is_notice(update):
+        for item in produced:
+            if notices and _is_notice(item):
                 continue
-            append({"sessionId": session_id, "update": update})
+            update(item)
     from ..tools.plan import latest_plan, plan_update
 
-    plan = latest_plan(records)
+    plan = latest_plan(others)
     if plan is not None:
-        append({"sessionId": session_id, "update": plan_update(plan)})
-    return updates
+        update(plan_update(plan))
+
+
+def without_deltas(records: Iterable[R]) -> list[R]:
+    """The records that are not ``stream/delta``: all that any reader of a log
+    but the replay of its text needs (most records of a long log are deltas)."""
+    return [record for record in records if record.get("type") != "stream/delta"]
 
 
 def command_answer(text: str) -> dict[str, Any]:
@@ -296,18 +403,3 @@ def _outliving(update: dict[str, Any]) -> list[dict[str, Any]]:
     if set(rest) <= {"sessionUpdate", "toolCallId"}:
         return []  # nothing left to show
     return [rest]
-
-
-def _chunks(
-    record: Record, message_ids: dict[str, str], markers: dict[str, dict[str, Any]]
-) -> list[dict[str, Any]]:
-    attempt = record.get("attempt")
-    message_id = message_ids.get(attempt) if isinstance(attempt, str) else None
-    marker = markers.get(attempt) if isinstance(attempt, str) else None
-    out: list[dict[str, Any]] = []
-    for _, part_kind, text in record.get("parts", ()):
-        update_kind = CHUNK_UPDATES.get(part_kind)
-        if update_kind is None:
-            continue
-        out.append(text_chunk(update_kind, text, message_id=message_id, meta=marker))
-    return out

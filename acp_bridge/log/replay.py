@@ -61,7 +61,7 @@ message of that turn.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import orjson
@@ -149,7 +149,7 @@ def replay_updates(
             item.setdefault("_meta", {"acpBridge": {}})["acpBridge"]["replaced"] = True
         append({"sessionId": session_id, "update": item})
 
-    _walk(records, update, chunk, compaction=compaction, notices=notices)
+    _walk(records, update, chunk, None, compaction=compaction, notices=notices)
     return updates
 
 
@@ -157,6 +157,7 @@ def replay_frames(
     records: Iterable[Record],
     frame: Callable[[dict[str, Any]], bytes],
     *,
+    others: Sequence[Record] | None = None,
     compaction: bool = False,
     notices: bool = False,
 ) -> bytes:
@@ -167,7 +168,8 @@ def replay_frames(
     where the text goes (one template per attempt and kind, made by ``frame``
     from `text_chunk`, as the live stream's are), with the chunk's JSON text
     in the cut.  Byte for byte the frames of `replay_updates` (a test compares
-    them on every log it has).
+    them on every log it has).  ``others``: `without_deltas` of ``records``,
+    if the caller has it already.
     """
     out: list[bytes] = []
     add = out.append
@@ -191,7 +193,7 @@ def replay_frames(
             add(dumps(text))
             add(template[1])
 
-    _walk(list(records), update, chunk, compaction=compaction, notices=notices)
+    _walk(list(records), update, chunk, others, compaction=compaction, notices=notices)
     return b"".join(out)
 
 
@@ -221,6 +223,7 @@ def _walk(
     records: list[Record],
     update: UpdateSink,
     chunk: ChunkSink,
+    others: Sequence[Record] | None,
     *,
     compaction: bool,
     notices: bool,
@@ -229,57 +232,82 @@ def _walk(
     chunks of ``stream/delta`` records, which go to ``chunk`` as (update kind,
     text, message id, marker, replaced) so that the caller can build them as
     it likes."""
-    from .compaction import compaction_updates, nothing_to_compact_update
-
-    # A /compact turn that has not (yet) shown a compaction.
-    compact_turn: object = None
     # What the walk looks up ahead and the plan come from the other records:
     # a pass over these is a quarter of one over a long log.
-    others = without_deltas(records)
+    if others is None:
+        others = without_deltas(records)
     markers = _markers(others)
     replaced = replaced_turns(others)
-    message_ids: dict[str, str] = {}
-    first_turn = True
+    shown = _Shown(markers, compaction)
     chunk_updates = CHUNK_UPDATES
+    # What the last delta's attempt and turn came to (consecutive deltas share
+    # them; any other record, a stream/start among them, starts over).
+    last: tuple[Any, Any] | None = None
+    message_id: str | None = None
+    marker: Meta = None
+    was_replaced = False
     for record in records:
-        kind = record.get("type")
-        if kind == "stream/delta":
-            # The hot path: most records of a long session are deltas.
-            attempt = record.get("attempt")
+        if record.get("type") != "stream/delta":
+            last = None
+            for item in shown.updates(record):
+                if notices and _is_notice(item):
+                    continue
+                update(item)
+            continue
+        # The hot path: most records of a long session are deltas.
+        attempt, turn = record.get("attempt"), record.get("turn")
+        if last is None or last[0] != attempt or last[1] != turn:
+            last = (attempt, turn)
             if isinstance(attempt, str):
-                message_id, marker = message_ids.get(attempt), markers.get(attempt)
+                message_id, marker = shown.message_ids.get(attempt), markers.get(attempt)
             else:
                 message_id = marker = None
-            was_replaced = record.get("turn") in replaced
-            for _, part_kind, text in record.get("parts", ()):
-                update_kind = chunk_updates.get(part_kind)
-                if update_kind is not None:
-                    chunk(update_kind, text, message_id, marker, was_replaced)
-            continue
-        produced = _updates_of(record, message_ids, markers)
-        if kind == "turn/start" and record.get("command") == "compact":
-            compact_turn = record.get("turn")
-        elif kind == "compaction" and record.get("status") != "in_progress":
-            produced = compaction_updates(record, opted=compaction, live=False)
-            compact_turn = None
-        elif kind == "turn/end" and compact_turn is not None:
-            if record.get("turn") == compact_turn and record.get("reason") == "end_turn":
-                produced.append(nothing_to_compact_update())
-            compact_turn = None
-        if first_turn and kind == "user/message":
-            first_turn = False
-            title = title_from_prompt(record.get("prompt", record.get("content")) or ())
-            if title is not None:
-                produced.append(title_update(title))
-        for item in produced:
-            if notices and _is_notice(item):
-                continue
-            update(item)
+            was_replaced = turn in replaced
+        for _, part_kind, text in record.get("parts", ()):
+            update_kind = chunk_updates.get(part_kind)
+            if update_kind is not None:
+                chunk(update_kind, text, message_id, marker, was_replaced)
     from ..tools.plan import latest_plan, plan_update
 
     plan = latest_plan(others)
     if plan is not None:
         update(plan_update(plan))
+
+
+class _Shown:
+    """The updates of the records other than ``stream/delta``, in log order."""
+
+    __slots__ = ("compact_turn", "compaction", "first_turn", "markers", "message_ids")
+
+    def __init__(self, markers: dict[str, dict[str, Any]], compaction: bool) -> None:
+        self.markers = markers
+        self.compaction = compaction
+        # attempt id -> the message id of its stream/start.
+        self.message_ids: dict[str, str] = {}
+        # A /compact turn that has not (yet) shown a compaction.
+        self.compact_turn: object = None
+        self.first_turn = True
+
+    def updates(self, record: Record) -> list[dict[str, Any]]:
+        from .compaction import compaction_updates, nothing_to_compact_update
+
+        kind = record.get("type")
+        produced = _updates_of(record, self.message_ids, self.markers)
+        if kind == "turn/start" and record.get("command") == "compact":
+            self.compact_turn = record.get("turn")
+        elif kind == "compaction" and record.get("status") != "in_progress":
+            produced = compaction_updates(record, opted=self.compaction, live=False)
+            self.compact_turn = None
+        elif kind == "turn/end" and self.compact_turn is not None:
+            if record.get("turn") == self.compact_turn and record.get("reason") == "end_turn":
+                produced.append(nothing_to_compact_update())
+            self.compact_turn = None
+        if self.first_turn and kind == "user/message":
+            self.first_turn = False
+            title = title_from_prompt(record.get("prompt", record.get("content")) or ())
+            if title is not None:
+                produced.append(title_update(title))
+        return produced
 
 
 def without_deltas(records: Iterable[R]) -> list[R]:
@@ -327,7 +355,7 @@ def _session_id(records: list[Record]) -> str | None:
     return None
 
 
-def _markers(records: list[Record]) -> dict[str, dict[str, Any]]:
+def _markers(records: Iterable[Record]) -> dict[str, dict[str, Any]]:
     """attempt id -> the ``_meta.acpBridge`` marker of its chunks, if any."""
     markers: dict[str, dict[str, Any]] = {}
     for record in records:

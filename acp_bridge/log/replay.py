@@ -277,9 +277,21 @@ def _walk(
 class _Shown:
     """The updates of the records other than ``stream/delta``, in log order."""
 
-    __slots__ = ("compact_turn", "compaction", "first_turn", "markers", "message_ids")
+    __slots__ = (
+        "compact_turn",
+        "compaction",
+        "compaction_updates",
+        "first_turn",
+        "markers",
+        "message_ids",
+        "nothing_to_compact",
+    )
 
     def __init__(self, markers: dict[str, dict[str, Any]], compaction: bool) -> None:
+        from .compaction import compaction_updates, nothing_to_compact_update
+
+        self.compaction_updates = compaction_updates
+        self.nothing_to_compact = nothing_to_compact_update
         self.markers = markers
         self.compaction = compaction
         # attempt id -> the message id of its stream/start.
@@ -289,18 +301,16 @@ class _Shown:
         self.first_turn = True
 
     def updates(self, record: Record) -> list[dict[str, Any]]:
-        from .compaction import compaction_updates, nothing_to_compact_update
-
         kind = record.get("type")
         produced = _updates_of(record, self.message_ids, self.markers)
         if kind == "turn/start" and record.get("command") == "compact":
             self.compact_turn = record.get("turn")
         elif kind == "compaction" and record.get("status") != "in_progress":
-            produced = compaction_updates(record, opted=self.compaction, live=False)
+            produced = self.compaction_updates(record, opted=self.compaction, live=False)
             self.compact_turn = None
         elif kind == "turn/end" and self.compact_turn is not None:
             if record.get("turn") == self.compact_turn and record.get("reason") == "end_turn":
-                produced.append(nothing_to_compact_update())
+                produced.append(self.nothing_to_compact())
             self.compact_turn = None
         if self.first_turn and kind == "user/message":
             self.first_turn = False

@@ -129,3 +129,16 @@ def test_records_that_are_not_json_data_are_kept_as_they_are() -> None:
     slog = reopened([odd])
     assert not slog.packed
     assert slog.records == [odd]
+
+
+@pytest.mark.parametrize("zip_below", [0, 1 << 30])
+def test_compressed_or_not_the_history_is_the_same(
+    zip_below: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import acp_bridge.log.writer as writer
+
+    monkeypatch.setattr(writer, "ZIP_BELOW", zip_below)
+    for _, records in SNAPSHOT_LOGS:
+        slog = reopened(records)
+        assert slog._zipped is (zip_below > 0)
+        assert list(slog.history.messages()) == derive_messages(records)

@@ -17,6 +17,7 @@ ordered writer implements it) and the `LogTarget` files it opens.
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
@@ -80,6 +81,12 @@ dumps = orjson.dumps
 # ignores every other type.
 MODEL_TYPES: Final = SURFACE_TYPES | {"turn/start", "turn/end", "compaction"}
 
+# The model records of a log read back are kept compressed below this many
+# bytes of JSON (a few turns compress about sixfold, in well under a
+# millisecond); a longer log keeps its JSON as it is, so that its load does
+# not wait for the compression.
+ZIP_BELOW: Final = 256 * 1024
+
 
 class SessionLog:
     __slots__ = (
@@ -92,6 +99,7 @@ class SessionLog:
         "_t0",
         "_timed",
         "_turn",
+        "_zipped",
         "file",
         "outbox",
         "path",
@@ -108,6 +116,7 @@ class SessionLog:
         # until the session is used.
         self._history: HistoryProjection | None = HistoryProjection()
         self._packed: bytes | None = None
+        self._zipped = False
         self.seq = next_seq
         self._attempt: str | None = None
         self._turn = 0
@@ -124,9 +133,10 @@ class SessionLog:
         """Start the in-memory history from the records of a log read back.
 
         They are kept as one JSON array until the history or the records are
-        first asked for (`history`): a session loaded and left idle holds a
-        few bytes per record, not the dicts (several times that), and one
-        never used costs no projection.  They are the records of the file
+        first asked for (`history`), compressed when it is small enough to
+        cost no more than a millisecond (`ZIP_BELOW`): a session loaded and
+        left idle holds a few bytes per record, not the dicts (dozens of
+        times that), and one never used costs no projection.  They are the records of the file
         as read, so they serialize, and read back equal (a test compares
         the history derived after a round trip with the eager one).
         """
@@ -136,7 +146,8 @@ class SessionLog:
         except (TypeError, orjson.JSONEncodeError):  # not JSON data: keep the dicts
             self._history, self._packed = HistoryProjection(kept), None
             return
-        self._history, self._packed = None, packed
+        self._zipped = len(packed) <= ZIP_BELOW
+        self._history, self._packed = None, zlib.compress(packed, 1) if self._zipped else packed
 
     @property
     def history(self) -> HistoryProjection:
@@ -144,6 +155,8 @@ class SessionLog:
         history = self._history
         if history is None:
             packed, self._packed = self._packed, None
+            if packed is not None and self._zipped:
+                packed = zlib.decompress(packed)
             history = self._history = HistoryProjection(
                 orjson.loads(packed) if packed is not None else None
             )

@@ -32,9 +32,9 @@ def assert_same_frames(records: list[Record], session_id: str = "sess_x") -> Non
     frames = UpdateFrames(session_id)
     for compaction in (False, True):
         for notices in (False, True):
-            flags = {"compaction": compaction, "notices": notices}
-            expected = reference(records, frames, **flags)
-            assert replay_frames(records, frames.update, **flags) == expected, flags
+            expected = reference(records, frames, compaction=compaction, notices=notices)
+            got = replay_frames(records, frames.update, compaction=compaction, notices=notices)
+            assert got == expected, (compaction, notices)
 
 
 def snapshot_logs() -> list[tuple[str, list[Record]]]:
@@ -157,3 +157,38 @@ def random_log(draw: st.DrawFn) -> list[Record]:
 @given(random_log(), st.sampled_from(["sess_r", "sess_\x00"]))
 def test_random_logs_replay_to_the_same_bytes(records: list[Record], session_id: str) -> None:
     assert_same_frames(records, session_id)
+
+
+tricky = st.lists(
+    st.one_of(
+        st.text(alphabet=st.sampled_from(['"', ",", "\\", "\x00", "u", "0", "a", "\n", "\x01"])),
+        st.text(),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(tricky)
+def test_a_run_of_chunks_is_each_chunk_serialized(texts: list[str]) -> None:
+    """The run's texts serialized at once equal each serialized alone, whatever
+    quotes, commas, backslashes, NULs and escapes-lookalikes they hold."""
+    import orjson
+
+    from acp_bridge.log.replay import _run_frames
+
+    head, tail = b'{"a":', b"}\n"
+    expected = b"".join(head + orjson.dumps(text) + tail for text in texts)
+    assert _run_frames(head, tail, texts) == expected
+
+
+def test_texts_that_are_not_strings_are_serialized_one_by_one() -> None:
+    import orjson
+
+    from acp_bridge.log.replay import _run_frames
+
+    texts: list[Any] = ["a", 5, None, {"k": "v", "w": ","}]
+    head, tail = b"[", b"]"
+    assert _run_frames(head, tail, texts) == b"".join(
+        head + orjson.dumps(text) + tail for text in texts
+    )

@@ -172,29 +172,79 @@ def replay_frames(
     if the caller has it already.
     """
     out: list[bytes] = []
-    add = out.append
-    dumps = orjson.dumps
-    templates: dict[tuple[str, Any, int, bool], tuple[bytes, bytes] | None] = {}
+    runs = _ChunkRuns(out, frame)
 
     def update(item: dict[str, Any]) -> None:
-        add(frame(item))
+        runs.flush()
+        out.append(frame(item))
 
-    def chunk(kind: str, text: Any, message_id: str | None, meta: Meta, replaced: bool) -> None:
-        key = (kind, message_id, id(meta), replaced)
-        try:
-            template = templates[key]
-        except KeyError:
-            template = templates[key] = _template(frame, kind, message_id, meta, replaced)
-        if template is None:  # the cut is not unique: the whole frame
-            marks = {**(meta or {}), "replaced": True} if replaced else meta
-            add(frame(text_chunk(kind, text, message_id=message_id, meta=marks)))
-        else:
-            add(template[0])
-            add(dumps(text))
-            add(template[1])
-
-    _walk(list(records), update, chunk, others, compaction=compaction, notices=notices)
+    _walk(list(records), update, runs.chunk, others, compaction=compaction, notices=notices)
+    runs.flush()
     return b"".join(out)
+
+
+class _ChunkRuns:
+    """The chunk frames of `replay_frames`: a run of consecutive chunks of one
+    message, kind and marker is serialized at once (`_run_frames`)."""
+
+    __slots__ = ("frame", "key", "out", "spec", "templates", "texts")
+
+    def __init__(self, out: list[bytes], frame: Callable[[dict[str, Any]], bytes]) -> None:
+        self.out = out
+        self.frame = frame
+        self.templates: dict[tuple[str, Any, int, bool], tuple[bytes, bytes] | None] = {}
+        self.key: tuple[str, Any, int, bool] | None = None
+        self.spec: tuple[str, str | None, Meta, bool] = ("", None, None, False)
+        self.texts: list[Any] = []
+
+    def chunk(
+        self, kind: str, text: Any, message_id: str | None, meta: Meta, replaced: bool
+    ) -> None:
+        key = (kind, message_id, id(meta), replaced)
+        if key != self.key:
+            self.flush()
+            self.key, self.spec = key, (kind, message_id, meta, replaced)
+        self.texts.append(text)
+
+    def flush(self) -> None:
+        texts = self.texts
+        if not texts or self.key is None:
+            return
+        self.texts = []
+        kind, message_id, meta, replaced = self.spec
+        try:
+            template = self.templates[self.key]
+        except KeyError:
+            template = self.templates[self.key] = _template(
+                self.frame, kind, message_id, meta, replaced
+            )
+        if template is None:  # the cut is not unique: each whole frame
+            marks = {**(meta or {}), "replaced": True} if replaced else meta
+            for text in texts:
+                chunk = text_chunk(kind, text, message_id=message_id, meta=marks)
+                self.out.append(self.frame(chunk))
+        else:
+            self.out.append(_run_frames(template[0], template[1], texts))
+
+
+def _run_frames(head: bytes, tail: bytes, texts: list[Any]) -> bytes:
+    """``head + dumps(text) + tail`` for each text, joined.
+
+    Texts that are strings without a backslash or a NUL are joined with NULs
+    and serialized in one call: in the JSON, ``\\u0000`` then stands for the
+    joins only (a NUL is the one character written so, and without
+    backslashes in the texts no other escape can look like it), and each is
+    replaced by the end of one frame and the start of the next.
+    """
+    dumps = orjson.dumps
+    if len(texts) == 1:
+        return head + dumps(texts[0]) + tail
+    if set(map(type, texts)) == {str}:
+        joined = "\x00".join(texts)
+        if "\\" not in joined and joined.count("\x00") == len(texts) - 1:
+            body = dumps(joined).replace(b"\\u0000", b'"' + tail + head + b'"')
+            return head + body + tail
+    return b"".join([head + dumps(text) + tail for text in texts])
 
 
 # A stand-in text (ids and markers never hold its JSON): where a chunk's text goes.

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from acp_bridge.log.replay import replay_frames, replay_updates, without_deltas
@@ -170,6 +170,9 @@ tricky = st.lists(
 
 @settings(max_examples=500, deadline=None)
 @given(tricky)
+@example(["\\u0000", "x"])  # reads like the NUL that joins the texts
+@example(["a\\", "\x00b"])
+@example(['",', "x"])
 def test_a_run_of_chunks_is_each_chunk_serialized(texts: list[str]) -> None:
     """The run's texts serialized at once equal each serialized alone, whatever
     quotes, commas, backslashes, NULs and escapes-lookalikes they hold."""

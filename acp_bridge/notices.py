@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from .update_builders import text_chunk
+from .update_builders import notice_update, text_chunk
 
 if TYPE_CHECKING:
     from .loop.session_core import SessionCore as Session
@@ -50,13 +50,6 @@ def opt_in(session: Session, client_capabilities: object) -> None:
 
 def opted_in(session: Session) -> bool:
     return _opted.get(session, False)
-
-
-def notice_update(severity: Severity, title: str, description: str | None = None) -> dict[str, Any]:
-    update: dict[str, Any] = {"sessionUpdate": "notice", "severity": severity, "title": title}
-    if description:
-        update["description"] = description
-    return update
 
 
 def fallback_update(title: str, description: str | None = None) -> dict[str, Any]:

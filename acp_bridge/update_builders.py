@@ -20,6 +20,8 @@ __all__ = [
     "compaction_update",
     "config_option_update",
     "current_mode_update",
+    "notice_update",
+    "plan_update",
     "session_info_update",
     "text_chunk",
     "tool_call",
@@ -95,4 +97,23 @@ def compaction_update(compaction_id: str, status: str, **fields: Any) -> Update:
         "compactionId": compaction_id,
         "status": status,
         **fields,
+    }
+
+
+def notice_update(severity: str, title: str, description: str | None = None) -> Update:
+    """A ``notice`` (for clients that opted in; `acp_bridge.notices` decides)."""
+    update: Update = {"sessionUpdate": "notice", "severity": severity, "title": title}
+    if description:
+        update["description"] = description
+    return update
+
+
+def plan_update(entries: Iterable[Mapping[str, Any]]) -> Update:
+    """The ``plan`` update of a plan's entries (the whole list: the client replaces its plan)."""
+    return {
+        "sessionUpdate": "plan",
+        "entries": [
+            {"content": e["content"], "priority": e["priority"], "status": e["status"]}
+            for e in entries
+        ],
     }

@@ -16,7 +16,8 @@ from harness import cwd_for_tests
 from provider_server import Reply, WireServer, anthropic_text
 
 from acp_bridge.client import AcpClient, bridge_command, running
-from acp_bridge.notices import notice_update, wants_notices
+from acp_bridge.notices import wants_notices
+from acp_bridge.update_builders import notice_update
 
 pytestmark = pytest.mark.anyio
 

@@ -50,8 +50,10 @@ pytestmark = [
 ]
 
 FUZZ_SECONDS = float(os.environ.get("ACP_BRIDGE_FUZZ_SECONDS", "60"))
-# The bound on how long another session's request may wait: a hang guard.
-PING_BOUND = 1.0
+# How long another session's request may wait: a hang guard, not a speed limit.
+# What it catches (a FIFO or a device opened on the event loop) blocks for ever;
+# a busy shared machine (load 8 on 2 cores) has delayed a healthy ping by 1.1 s.
+PING_BOUND = 5.0
 BIG_BYTES = 4 << 20
 CANARY_VAR = "ACP_BRIDGE_FUZZ_MARK"  # a name no secret filter knows: only confinement hides it
 
@@ -410,7 +412,7 @@ async def test_fuzzed_tool_arguments_stay_confined_and_never_block(tmp_path: Pat
         assert after[name] == facts, (seed, name)
     assert not world.shm.exists(), seed
     assert not world.shm.is_symlink(), seed
-    # Another session's request never waited a second.
+    # Another session's request never waited long (a blocked event loop waits for ever).
     assert latencies
     assert max(latencies) < PING_BOUND, (seed, max(latencies))
     for log in records:

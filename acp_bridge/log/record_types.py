@@ -13,6 +13,10 @@ orjson, and does not import pydantic); the readers stay open
 tolerated).  A test holds the readers' models, `records.RECORD_TYPES` and the
 schema file to this module.
 
+Why this module is over 400 lines: it is the one definition of every record
+type (about 25 small classes and the parts they share); split, the
+vocabulary would again live in several places.
+
 Adding a record type: write its class below (its ``type`` Literal, its
 ``level``, its fields) and add it to `RECORDS`; then regenerate the schema.
 """

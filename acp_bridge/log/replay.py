@@ -67,6 +67,7 @@ from typing import Any, Final, TypeVar
 import orjson
 
 from ..update_builders import (
+    plan_update,
     session_info_update,
     text_chunk,
     tool_call,
@@ -317,7 +318,7 @@ def _walk(
             update_kind = chunk_updates.get(part_kind)
             if update_kind is not None:
                 chunk(update_kind, text, message_id, marker, was_replaced)
-    from ..tools.plan import latest_plan, plan_update
+    from ..tools.plan import latest_plan
 
     plan = latest_plan(others)
     if plan is not None:

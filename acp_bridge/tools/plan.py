@@ -16,9 +16,10 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
+from ..update_builders import plan_update
 from .base import Tool, ToolContext, ToolError, ToolOutput
 
-__all__ = ["NAME", "PlanArgs", "UpdatePlan", "latest_plan", "plan_update"]
+__all__ = ["NAME", "PlanArgs", "UpdatePlan", "latest_plan"]
 
 NAME: Final = "update_plan"
 
@@ -31,17 +32,6 @@ class PlanEntry(BaseModel):
 
 class PlanArgs(BaseModel):
     entries: list[PlanEntry]
-
-
-def plan_update(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The ACP ``plan`` update of a plan's entries."""
-    return {
-        "sessionUpdate": "plan",
-        "entries": [
-            {"content": e["content"], "priority": e["priority"], "status": e["status"]}
-            for e in entries
-        ],
-    }
 
 
 class UpdatePlan(Tool[PlanArgs]):

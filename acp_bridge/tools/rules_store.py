@@ -9,7 +9,10 @@ server and tool); it never applies to a call that touches a path outside the
 session's directories (`acp_bridge.tools.permissions.decide` asks for those
 every time).
 
-The file is JSON, private to its user (0600), replaced atomically::
+The file is JSON, private to its user (0600), replaced atomically, and every
+read-modify-write holds an exclusive lock on ``.permissions.lock`` beside it
+(``flock``), so two bridges (two editor windows) remembering at the same
+moment both keep their rule::
 
     {"version": 1, "projects": {"/home/me/project": {"write_file": "allow_always"}}}
 
@@ -25,6 +28,7 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
 from typing import Any, Final
 
 import orjson
@@ -51,8 +55,31 @@ VERSION: Final = 1
 Rules = dict[str, str]
 
 # One read-modify-write at a time in this process (sessions remember from
-# worker threads).
+# worker threads); `_locked` adds the lock between processes.
 _lock = threading.Lock()
+LOCK_NAME: Final = ".permissions.lock"
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: the in-process lock only
+    fcntl = None  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def _locked(state_dir: str) -> Iterator[None]:
+    """The in-process lock, then an exclusive ``flock`` on the lock file."""
+    with _lock:
+        if fcntl is None:  # pragma: no cover
+            yield
+            return
+        make_private_dirs(state_dir)
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(os.path.join(state_dir, LOCK_NAME), flags, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
 
 
 def path_of(state_dir: str) -> str:
@@ -101,7 +128,7 @@ def remember(state_dir: str, cwd: str, tool: str, decision: str) -> None:
     """Keep ``decision`` for ``tool`` in the project of ``cwd``."""
     if decision not in DECISIONS:
         raise ValueError(decision)
-    with _lock:
+    with _locked(state_dir):
         projects = load_all(state_dir)
         projects.setdefault(project_of(cwd), {})[tool] = decision
         _write(state_dir, projects)
@@ -109,7 +136,7 @@ def remember(state_dir: str, cwd: str, tool: str, decision: str) -> None:
 
 def forget(state_dir: str, tool: str, project: str | None = None) -> int:
     """Drop the rules for ``tool`` (in ``project`` only, if given); how many were dropped."""
-    with _lock:
+    with _locked(state_dir):
         projects = load_all(state_dir)
         dropped = 0
         for name, rules in list(projects.items()):

@@ -10,10 +10,12 @@ Built with the official ``mcp`` package the same way as ``tests/mcp_server.py``.
 
 def main() -> None:
     from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
 
     server = MCPServer("bench-echo")
 
-    @server.tool()
+    # Read-only: the bridge runs it without asking (the benchmark's G calls it).
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def echo(text: str) -> str:
         """Say the text back."""
         return f"echo: {text}"

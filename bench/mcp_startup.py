@@ -4,7 +4,7 @@
 
 The goal: with one stdio MCP server, ``session/new`` costs at most the
 server's own start-up plus a few milliseconds.  Per run, each a fresh process
-(or several), in the order A, B, C, D, E:
+(or several), in the order A to G:
 
 * A: the bridge without MCP: spawn ``python -m acp_bridge --provider fake``,
   ``initialize``, ``session/new`` with ``mcpServers: []``; spawn -> answer;
@@ -14,11 +14,21 @@ server's own start-up plus a few milliseconds.  Per run, each a fresh process
   process (already imported): spawn -> ``initialize`` -> ``tools/list`` answered;
 * D: ``python -c "import mcp.client.session"``: spawn -> exit, the client
   library's import cost (plus an interpreter's start), which the bridge pays too;
-* E: ``python -c pass``: spawn -> exit, the interpreter alone (D - E is the import).
+* E: ``python -c pass``: spawn -> exit, the interpreter alone (D - E is the import);
+* F: C again, while another process imports the ``mcp`` client (D's import,
+  started with the server): the server's start-up when something else needs
+  the same CPU, as it did in B while the bridge imported ``mcp`` during it
+  (F - C is what that costs on this machine);
+* G: B, then one prompt whose (scripted) model calls the server's tool:
+  spawn -> the prompt's answer.  The bridge loads the ``mcp`` client after
+  the server has started, so G - B holds what is left of that import when
+  the call is made at once, besides the turn itself.
 
-One untimed round first warms the bytecode and page caches.  Printed: median
-and p90 of each, then B - A - C (the bridge's own extra cost with one server)
-and B / (A + C), both from the medians and as the median of the per-run values.
+A to E are measured as before (F and G were added later), so their figures
+compare with older runs.  One untimed round first warms the bytecode and page
+caches.  Printed: median and p90 of each, then B - A - C (the bridge's own
+extra cost with one server) and B / (A + C), both from the medians and as the
+median of the per-run values, then F - C and G - B.
 """
 
 from __future__ import annotations
@@ -39,14 +49,28 @@ from bench.results import quantile
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVER = str(Path(__file__).resolve().parent / "mcp_echo_server.py")
-NAMES = ("A", "B", "C", "D", "E")
+NAMES = ("A", "B", "C", "D", "E", "F", "G")
 LABELS = {
     "A": "bridge, no MCP: spawn -> session/new",
     "B": "bridge, one stdio server: spawn -> session/new",
     "C": "server alone: spawn -> tools/list",
     "D": "python -c 'import mcp.client.session'",
     "E": "python -c pass",
+    "F": "C, with an mcp import in another process",
+    "G": "B, then a prompt calling the tool: -> answer",
 }
+# G's model: call the server's tool, then answer.
+CALL_SCRIPT = {
+    "responses": [
+        {
+            "events": [
+                {"tool_call": {"id": "c1", "name": "mcp__s__echo", "arguments": {"text": "x"}}}
+            ]
+        },
+        {"events": [{"text": "done"}]},
+    ]
+}
+IMPORT = "import mcp.client.session"
 
 
 def now() -> float:
@@ -108,14 +132,19 @@ class Pipe:
         self.proc.stdout.close()
 
 
-def bridge_once(with_server: bool, timeout: float) -> float:
-    """ms from spawn to the ``session/new`` answer (A, or B with one server)."""
+def bridge_once(with_server: bool, timeout: float, call: bool = False) -> float:
+    """ms from spawn to the ``session/new`` answer (A, or B with one server),
+    or, with ``call``, to the answer of a prompt that calls its tool (G)."""
     with tempfile.TemporaryDirectory() as state, tempfile.TemporaryDirectory() as cwd:
         cmd = [sys.executable, "-m", "acp_bridge", "--provider", "fake", "--state-dir", state]
         servers: list[dict[str, Any]] = []
         if with_server:
             cmd += ["--mcp-start-timeout", "30"]
             servers = [{"name": "s", "command": sys.executable, "args": [SERVER], "env": []}]
+        if call:
+            script = Path(state) / "script.json"
+            script.write_text(json.dumps(CALL_SCRIPT))
+            cmd += ["--script", str(script)]
         t0 = now()
         proc = subprocess.Popen(
             cmd,
@@ -133,19 +162,30 @@ def bridge_once(with_server: bool, timeout: float) -> float:
             elapsed = (now() - t0) * 1000
             if not result.get("sessionId"):
                 raise RuntimeError(f"session/new without sessionId: {str(result)[:300]}")
+            if call:
+                prompt = [{"type": "text", "text": "call it"}]
+                pipe.send(3, "session/prompt", {"sessionId": result["sessionId"], "prompt": prompt})
+                answer = pipe.answer(3)
+                elapsed = (now() - t0) * 1000
+                if answer.get("stopReason") != "end_turn":
+                    raise RuntimeError(f"the prompt ended {answer}")
         finally:
             pipe.close()
         return elapsed
 
 
-def server_once(timeout: float) -> float:
-    """C: ms from spawn to the server's ``tools/list`` answer, via the ``mcp`` client."""
+def server_once(timeout: float, beside: str | None = None) -> float:
+    """C: ms from spawn to the server's ``tools/list`` answer, via the ``mcp`` client;
+    F, with ``beside``: while another process runs ``python -c BESIDE``."""
     import anyio
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(command=sys.executable, args=[SERVER])
     elapsed: list[float] = []
+    others: list[subprocess.Popen[bytes]] = []
+    if beside is not None:  # started just before the server
+        others.append(subprocess.Popen([sys.executable, "-c", beside], cwd=REPO_ROOT))
 
     async def run() -> None:
         with anyio.fail_after(timeout):
@@ -161,7 +201,11 @@ def server_once(timeout: float) -> float:
                 if names != ["echo"]:
                     raise RuntimeError(f"the server offers {names}, not ['echo']")
 
-    anyio.run(run)
+    try:
+        anyio.run(run)
+    finally:
+        for other in others:
+            other.wait()
     return elapsed[0]
 
 
@@ -177,8 +221,10 @@ def measures(timeout: float) -> dict[str, Callable[[], float]]:
         "A": lambda: bridge_once(False, timeout),
         "B": lambda: bridge_once(True, timeout),
         "C": lambda: server_once(timeout),
-        "D": lambda: command_once("import mcp.client.session"),
+        "D": lambda: command_once(IMPORT),
         "E": lambda: command_once("pass"),
+        "F": lambda: server_once(timeout, beside=IMPORT),
+        "G": lambda: bridge_once(True, timeout, call=True),
     }
 
 
@@ -207,6 +253,8 @@ def report(samples: dict[str, list[float]]) -> str:
         f"  B / (A + C)  (per run: median, p90)                      "
         f"{quantile(ratio, 0.5):8.2f}   p90 {quantile(ratio, 0.9):8.2f}",
         f"  D - E        (importing mcp.client.session)              {med['D'] - med['E']:8.1f}",
+        f"  F - C        (the server's start-up slowed by an import)  {med['F'] - med['C']:8.1f}",
+        f"  G - B        (then a turn with one call of its tool)     {med['G'] - med['B']:8.1f}",
     ]
     return "\n".join(lines)
 

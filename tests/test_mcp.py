@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 import pytest
-from acp_schema import AcpSchema, load_pinned_sdk_schema
+from acp_schema import AcpSchema, load_acp_unstable_schema, load_pinned_sdk_schema
 from harness import (
     Run,
     SessionSnapshot,
@@ -112,6 +112,7 @@ async def play(
     stderr: Path | None = None,
     finish: Callable[[AcpClient, str], Awaitable[None]] | None = None,
     capabilities: dict[str, Any] | None = None,
+    command: list[str] | None = None,
 ) -> Played:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
@@ -140,6 +141,7 @@ async def play(
         go,
         extra=("--mcp-start-timeout", "20", *extra),
         stderr=stderr,
+        command=command,
     )
     return Played(run, session[0], opened, results, editor, workspace)
 
@@ -774,6 +776,51 @@ async def test_load_of_a_session_that_used_mcp_tools(tmp_path: Path, acp_schema:
     assert statuses == ["starting", "connected", "starting", "connected"]
 
 
+async def test_a_fork_connects_the_servers_it_is_given(tmp_path: Path) -> None:
+    """session/fork with mcpServers: the fork connects them (its log says so) and
+    offers their tools from its first request on, and a call goes through; the
+    source session, opened without servers, stays without them."""
+    # Each session's scripted provider starts at the script's first response:
+    # these are the fork's.
+    script = {
+        "responses": [
+            {
+                "events": [
+                    {"report": ["tool_names"]},
+                    tool_call("call_1", "mcp__files__echo", text="forked"),
+                ]
+            },
+            {"events": [{"report": ["tool_results"]}]},
+        ]
+    }
+    forked: dict[str, Any] = {}
+
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        params = {"sessionId": sid, "cwd": str(editor.root), "mcpServers": [stdio_server("files")]}
+        forked.update(await client.request("session/fork", params))
+        fork_id = forked["result"]["sessionId"]
+        return [await client.prompt(fork_id, "Echo in the fork")]
+
+    played = await play(tmp_path, script, [], turns)
+    assert "result" in forked, forked
+    fork_id = forked["result"]["sessionId"]
+    (second,) = played.results
+    offered, results = second.text().removeprefix("tool_names: ").split("tool_results: ")
+    assert "mcp__files__echo" in json.loads(offered)
+    assert json.loads(results) == [
+        {"tool_call_id": "call_1", "is_error": False, "text": "echo: forked"}
+    ]
+    fork_log = played.run.logs()[fork_id]
+    servers = [r for r in fork_log if r["type"] == "mcp/server"]
+    assert [(r["name"], r["status"]) for r in servers] == [
+        ("files", "starting"),
+        ("files", "connected"),
+    ]
+    assert played.of_type("mcp/server") == []  # the source session had none
+    check_history(derive_messages(fork_log))
+    check(played, load_acp_unstable_schema())  # session/fork is in the unstable schema only
+
+
 async def _one_prompt(client: AcpClient, sid: str, text: str) -> list[PromptResult]:
     return [await client.prompt(sid, text)]
 
@@ -821,6 +868,80 @@ async def test_the_mcp_package_loads_only_for_a_session_with_servers(
     assert "acp_bridge.mcp.hub" in modules
     loaded = {m for m in modules if m.split(".")[0] in ("mcp", "mcp_types")}
     assert bool(loaded) is with_server, sorted(loaded)[:5]
+
+
+# The bridge, with the mcp package's import held (in whichever thread runs it)
+# until a file exists.  Held in the loader, not the finder: a finder runs under
+# the interpreter's global import lock, which every other import needs too.
+IMPORT_GATE = """
+import importlib.machinery, os, sys, time
+
+class Held:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        while not os.path.exists({gate!r}):
+            time.sleep(0.01)
+        self.loader.exec_module(module)
+
+class Gate:
+    def find_spec(self, name, path=None, target=None):
+        if name not in ("mcp", "mcp_types"):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None:
+            spec.loader = Held(spec.loader)
+        return spec
+
+sys.meta_path.insert(0, Gate())
+from acp_bridge.cli import main
+raise SystemExit(main())
+"""
+
+
+async def test_session_new_does_not_wait_for_the_mcp_package(tmp_path: Path) -> None:
+    """A stdio server's tools are offered while the bridge cannot import the mcp
+    package yet (session/new, the first model request); a call made then waits
+    until the package is loaded and goes through its client."""
+    gate = tmp_path / "gate"
+    script = {
+        "responses": [
+            {
+                "events": [
+                    {"report": ["tool_names"]},
+                    tool_call("call_1", "mcp__files__echo", text="hi"),
+                ]
+            },
+            {"events": [{"report": ["tool_results"]}]},
+        ]
+    }
+
+    def open_gate(update: dict[str, Any]) -> None:
+        if update.get("sessionUpdate") == "tool_call":
+            gate.touch()  # the call is made: now the import may go on
+
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        assert not gate.exists()
+        return [await client.prompt(sid, "Echo", on_update=open_gate)]
+
+    code = IMPORT_GATE.format(gate=str(gate))
+    played = await play(
+        tmp_path, script, [stdio_server("files")], turns, command=[sys.executable, "-c", code]
+    )
+    assert "still starting" not in played.thoughts()
+    (result,) = played.results
+    # The two reports, one per model request, run together in the turn's text.
+    offered, results = result.text().removeprefix("tool_names: ").split("tool_results: ")
+    assert "mcp__files__echo" in json.loads(offered)
+    assert json.loads(results) == [
+        {"tool_call_id": "call_1", "is_error": False, "text": "echo: hi"}
+    ]
+    assert [r["status"] for r in played.of_type("mcp/server")] == ["starting", "connected"]
+    assert played.run.returncode == 0
 
 
 async def test_a_servers_stderr_reaches_the_bridges_bounded(tmp_path: Path) -> None:

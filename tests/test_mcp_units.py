@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
 import pytest
 
+from acp_bridge.jsonrpc.messages import parse_frame
 from acp_bridge.mcp.content import kind_of, map_result, read_only_of
+from acp_bridge.mcp.handshake import HANDSHAKE_VERSIONS, LATEST_VERSION, Handshake, HandshakeFailed
 from acp_bridge.mcp.naming import MAX_NAME, assign_names, sanitize
 from acp_bridge.mcp.specs import ServerSpec, SpecError, merge, parse_server
 from acp_bridge.mcp.stdio import environment
@@ -152,3 +157,122 @@ def test_a_stdio_server_gets_the_editors_env_and_nothing_secret_of_the_bridges()
     bridge = {"PATH": "/bin", "HOME": "/h", "ANTHROPIC_API_KEY": "sk", "OPENAI_API_KEY": "o"}
     spec = ServerSpec("a", "stdio", command="x", env=(("TOKEN", "given"), ("PATH", "/mine")))
     assert environment(spec, bridge) == {"PATH": "/mine", "HOME": "/h", "TOKEN": "given"}
+
+
+# -- the bridge's own handshake (stdio) ---------------------------------------------------
+
+
+class FakeServer:
+    """Answers the handshake's frames at once, as a server would; records them."""
+
+    def __init__(self, pages: list[dict[str, Any]], version: str = LATEST_VERSION) -> None:
+        self.pages = pages
+        self.version = version
+        self.frames: list[dict[str, Any]] = []
+        self.shake = Handshake(self.receive, self.changed)
+        self.changes = 0
+
+    def changed(self) -> None:
+        self.changes += 1
+
+    def say(self, message: dict[str, Any]) -> None:
+        self.shake.received(parse_frame(orjson.dumps({"jsonrpc": "2.0", **message})))
+
+    def receive(self, frame: bytes) -> None:
+        assert frame.endswith(b"\n")
+        message = orjson.loads(frame)
+        self.frames.append(message)
+        method, rid = message.get("method"), message.get("id")
+        if method == "initialize":
+            info = {"name": "fake", "version": "1"}
+            result = {"protocolVersion": self.version, "capabilities": {}, "serverInfo": info}
+            self.say({"id": rid, "result": result})
+        elif method == "tools/list":
+            cursor = (message.get("params") or {}).get("cursor")
+            if cursor is None:
+                # Before its first page: a ping, a request the bridge does not
+                # serve, a change of its tools, and an answer nobody asked for.
+                self.say({"id": "s-1", "method": "ping"})
+                self.say({"id": 7, "method": "roots/list", "params": {}})
+                self.say({"method": "notifications/tools/list_changed"})
+                self.say({"id": 99, "result": {}})
+            page = self.pages[0 if cursor is None else int(cursor)]
+            self.say({"id": rid, "result": page})
+
+
+@pytest.mark.anyio
+async def test_the_handshake_starts_a_connection_as_the_mcp_client_would() -> None:
+    pages: list[dict[str, Any]] = [
+        {"tools": [{"name": "a", "inputSchema": {"type": "object"}}], "nextCursor": "1"},
+        {"tools": [{"name": "b", "inputSchema": {}, "annotations": None}]},
+    ]
+    server = FakeServer(pages)
+    result = await server.shake.initialize({"name": "acp-bridge", "version": "9"})
+    assert result["serverInfo"] == {"name": "fake", "version": "1"}
+    tools = await server.shake.list_tools()
+    assert tools == [
+        {"name": "a", "inputSchema": {"type": "object"}},
+        {"name": "b", "inputSchema": {}},
+    ]
+    sent = server.frames
+    assert sent[0] == {
+        "jsonrpc": "2.0",
+        "id": "acp-bridge-1",
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LATEST_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "acp-bridge", "version": "9"},
+        },
+    }
+    assert sent[1] == {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert sent[2] == {"jsonrpc": "2.0", "id": "acp-bridge-2", "method": "tools/list"}
+    assert sent[3] == {"jsonrpc": "2.0", "id": "s-1", "result": {}}
+    assert sent[4]["id"] == 7
+    assert sent[4]["error"]["code"] == -32601
+    assert sent[5]["params"] == {"cursor": "1"}
+    assert [m.get("method") for m in sent[6:]] == []
+    assert server.changes == 1
+
+
+@pytest.mark.parametrize(
+    ("version", "pages", "why"),
+    [
+        ("1999-01-01", [], "Unsupported protocol version from the server: 1999-01-01"),
+        (LATEST_VERSION, [{"tools": [{"inputSchema": {}}]}], "tool 0 of its tools/list"),
+        (LATEST_VERSION, [{"tool": []}], "has no tools array"),
+    ],
+)
+@pytest.mark.anyio
+async def test_a_handshake_that_cannot_start_says_why(
+    version: str, pages: list[dict[str, Any]], why: str
+) -> None:
+    server = FakeServer(pages, version)
+
+    async def start() -> None:
+        await server.shake.initialize({"name": "acp-bridge", "version": "9"})
+        await server.shake.list_tools()
+
+    with pytest.raises(HandshakeFailed, match=why):
+        await start()
+
+
+@pytest.mark.anyio
+async def test_an_error_answer_fails_the_handshake() -> None:
+    shake: Handshake
+
+    def refuse(frame: bytes) -> None:
+        rid = orjson.loads(frame)["id"]
+        error = {"code": -32600, "message": "no thanks"}
+        shake.received(parse_frame(orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": error})))
+
+    shake = Handshake(refuse, lambda: None)
+    with pytest.raises(HandshakeFailed, match="refused initialize: no thanks"):
+        await shake.initialize({"name": "acp-bridge", "version": "9"})
+
+
+def test_the_handshake_versions_are_the_mcp_packages() -> None:
+    from mcp_types import version
+
+    assert HANDSHAKE_VERSIONS == version.HANDSHAKE_PROTOCOL_VERSIONS
+    assert LATEST_VERSION == version.LATEST_HANDSHAKE_VERSION

@@ -90,17 +90,6 @@ def additional_directories(params: dict[str, Any]) -> list[str] | None:
     return list(dirs)
 
 
-def mcp_servers(params: dict[str, Any]) -> list[dict[str, Any]]:
-    servers: list[dict[str, Any]] | None = optional(params, "mcpServers", list)
-    if servers is None:
-        return []
-    for i, server in enumerate(servers):
-        if not isinstance(server, dict):
-            raise RpcError.invalid_params(f"mcpServers[{i}]", "must be an object")
-        require(server, "name", str, f"mcpServers[{i}].")
-    return servers
-
-
 def protocol_version(params: dict[str, Any]) -> int:
     """``protocolVersion``: an integer from 0 to 65535 (the schema's uint16)."""
     version = params.get("protocolVersion")

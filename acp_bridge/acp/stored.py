@@ -35,7 +35,7 @@ from ..sessions.info import PAGE_SIZE, BadCursor, list_sessions, title_of
 from . import params as P
 from .edge import Handler
 from .prompt_turns import run_regenerate
-from .table import SessionTable, ignore_mcp_servers, require_directory
+from .table import SessionTable, require_directory
 
 log = logging.getLogger("acp_bridge.sessions")
 
@@ -241,9 +241,9 @@ class StoredMethods:
     async def fork(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = P.absolute_path(params, "cwd")
         await require_directory(cwd, "cwd")
-        ignore_mcp_servers(params)
+        self.table.mcp.editor_specs(params)  # checked before the fork is written
         dirs = P.additional_directories(params)
-        return await self._fork(P.session_id(params), cwd, None, dirs)
+        return await self._fork(P.session_id(params), cwd, None, dirs, params)
 
     async def fork_at_turn(self, params: dict[str, Any]) -> dict[str, Any]:
         turn = P.require(params, "turn", int)
@@ -252,10 +252,15 @@ class StoredMethods:
         cwd = None if params.get("cwd") is None else P.absolute_path(params, "cwd")
         if cwd is not None:
             await require_directory(cwd, "cwd")
-        return await self._fork(P.session_id(params), cwd, turn, None)
+        return await self._fork(P.session_id(params), cwd, turn, None, params)
 
     async def _fork(
-        self, source_id: str, cwd: str | None, turn: int | None, dirs: list[str] | None
+        self,
+        source_id: str,
+        cwd: str | None,
+        turn: int | None,
+        dirs: list[str] | None,
+        params: dict[str, Any],
     ) -> dict[str, Any]:
         table = self.table
         source_path = self._stored_path(source_id)
@@ -290,6 +295,9 @@ class StoredMethods:
             raise
         session = await self._register(session_id, cwd, reopened.log, records)
         session.prompts.turns = _last_turn(records)
+        # Its MCP servers, like a new session's: the editor's (mcpServers) and the configured.
+        await table.mcp.attach(session, params)
+        await table.mcp.ready(session)
         parent = records[0]["parent"]
         answer = {
             "sessionId": session_id,
@@ -297,6 +305,7 @@ class StoredMethods:
             "_meta": {"acpBridge": {"parent": {"sessionId": source_id, "turn": parent["turn"]}}},
         }
         current_reply.get().result(answer)
+        table.mcp.answered(session)
         announce(session)
         return answer
 

@@ -35,7 +35,7 @@ from ..transport.outbox import Outbox
 from . import params as P
 from .provider_slot import ProviderSlot
 
-__all__ = ["SessionTable", "Spawn", "ignore_mcp_servers", "require_directory"]
+__all__ = ["SessionTable", "Spawn", "require_directory"]
 
 log = logging.getLogger("acp_bridge.sessions")
 
@@ -189,10 +189,3 @@ async def require_directory(path: str, field: str) -> None:
     """
     if not await anyio.to_thread.run_sync(os.path.isdir, path):
         raise RpcError.invalid_params(field, f"must be an existing directory, got {P.echo(path)}")
-
-
-def ignore_mcp_servers(params: dict[str, Any]) -> None:
-    """Validate ``mcpServers`` and say on stderr that they are not used (session/fork)."""
-    servers = P.mcp_servers(params)
-    if servers:
-        log.warning("MCP servers are not connected for a fork; ignoring %d server(s)", len(servers))

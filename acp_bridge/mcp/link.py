@@ -6,6 +6,12 @@ runs ``initialize``, lists the tools (every page), and then serves calls
 made from the session's turns until `close` or until the server goes away.
 ``notifications/tools/list_changed`` lists the tools again.
 
+A stdio server is started by the bridge's own handshake
+(`acp_bridge.mcp.handshake`): the link is ``ready`` with the server's tools
+before the ``mcp`` package is imported; the import follows, and the ``mcp``
+client takes the connection over.  A call made meanwhile waits for it.
+HTTP and SSE servers go through the ``mcp`` client from the start.
+
 States: ``starting`` → ``ready`` → ``closed``, or ``failed`` (it could not
 start, or it died).  ``on_change(link)`` is called on every change of state
 or of the tool list.
@@ -27,14 +33,13 @@ from typing import Any, Final
 import anyio
 import anyio.to_thread
 
+from .handshake import MAX_PAGES
 from .specs import ServerSpec
 
 __all__ = ["RemoteTool", "ServerLink", "import_client"]
 
 log = logging.getLogger("acp_bridge.mcp")
 
-# The most tools/list pages followed (a server that pages forever is cut off).
-MAX_PAGES: Final = 100
 # How long a call that changed the tools waits for them to be listed again.
 RELIST_BOUND: Final = 5.0
 
@@ -54,7 +59,7 @@ class CallFailed(Exception):
 
 
 def import_client() -> None:
-    """Load the ``mcp`` client (about a second): run in a worker thread."""
+    """Load the ``mcp`` client (a second or two of CPU): run in a worker thread."""
     import mcp.client.session
     import mcp.client.sse
     import mcp.client.streamable_http  # noqa: F401
@@ -72,7 +77,9 @@ async def ensure_client() -> None:
         _import_lock = anyio.Lock()
     async with _import_lock:
         if not _imported:
-            await anyio.to_thread.run_sync(import_client)
+            # A connection closed meanwhile does not wait for the import; one that
+            # asks next waits on the same modules' import locks.
+            await anyio.to_thread.run_sync(import_client, abandon_on_cancel=True)
             _imported = True
 
 
@@ -98,6 +105,10 @@ class ServerLink:
     _listed: anyio.Event = field(default_factory=anyio.Event)
     # The child's exit status, for a stdio server.
     _exit_status: Callable[[], int | None] | None = None
+    # A stdio server's pipes (`acp_bridge.mcp.stdio.Pipes`).
+    _pipes: Any = None
+    # Set once the mcp client has the connection (or the connection is over).
+    _handed: anyio.Event = field(default_factory=anyio.Event)
 
     # -- from other tasks --------------------------------------------------------
 
@@ -106,6 +117,8 @@ class ServerLink:
 
     async def call(self, name: str, arguments: dict[str, Any], on_progress: Any = None) -> Any:
         """``tools/call``: the result as JSON (raises CallFailed, or the cancellation)."""
+        if self.state == "ready" and self._session is None:
+            await self._handed.wait()  # the mcp package is still loading
         session = self._session
         if self.state != "ready" or session is None:
             raise CallFailed(f"the MCP server {self.spec.name!r} is not connected ({self.state})")
@@ -142,7 +155,7 @@ class ServerLink:
     # -- the connection's task ---------------------------------------------------
 
     def _set(self, state: str, error: str | None = None) -> None:
-        if self.state in ("failed", "closed"):
+        if self.state in ("failed", "closed") or (state == self.state == "ready"):
             return
         self.state, self.error = state, error
         if state != "starting":
@@ -158,6 +171,7 @@ class ServerLink:
             self._set("failed", why)
         finally:
             self._session = None
+            self._handed.set()
             if self.state not in ("failed", "closed"):
                 self._set("closed" if self._stop.is_set() else "failed", self.error or "it exited")
             self.settled.set()
@@ -166,42 +180,64 @@ class ServerLink:
     async def _run(self) -> None:
         spec = self.spec
         async with contextlib.AsyncExitStack() as stack:
+            pipes: Any = None
             if spec.transport == "stdio":
                 from . import stdio
+                from .handshake import Handshake
 
                 try:
                     process = await stdio.spawn(spec, self.cwd)
                 except OSError as exc:
                     why = exc.strerror or exc
                     raise CallFailed(f"cannot start {spec.command}: {why}") from None
-                try:
-                    await ensure_client()  # while the server starts
-                except BaseException:
-                    await stdio.stop(process)
-                    raise
-                read, write = await stack.enter_async_context(
-                    stdio.streams(process, spec.name, self._gone.set)
+                shake = Handshake(self._send_raw, self._list_changed)
+                pipes = await stack.enter_async_context(
+                    stdio.connect(process, spec.name, shake.received, self._gone.set)
                 )
+                self._pipes = pipes
                 self._exit_status = lambda: process.returncode
             else:
                 await ensure_client()
                 read, write = await stack.enter_async_context(self._http())
-            session = await stack.enter_async_context(self._client(read, write))
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._watch, tg.cancel_scope)
-                await session.initialize()
-                self.tools = await self._list(session)
-                self._session = session
-                self._set("ready")
-                while True:
-                    await self._relist.wait()
-                    self._relist = anyio.Event()
-                    covered = self._changes_seen
-                    self.tools = await self._list(session)
-                    self._changes_listed = covered
-                    self._listed.set()
-                    self._listed = anyio.Event()
-                    self.on_change(self)
+                if pipes is not None:
+                    # The bridge's own handshake: session/new is answered without
+                    # waiting for the mcp package, which loads only now, once the
+                    # server has started (they would compete for the CPU).
+                    initialized = await shake.initialize(self._client_info())
+                    self.tools = [_remote(tool) for tool in await shake.list_tools()]
+                    self._set("ready")
+                    await ensure_client()
+                    read, write = pipes.hand_over()
+                async with self._client(read, write) as session:
+                    if pipes is None:
+                        await session.initialize()
+                        self.tools = await self._list(session)
+                    else:
+                        from mcp_types import InitializeResult
+
+                        session.adopt(InitializeResult.model_validate(initialized))
+                    self._session = session
+                    self._handed.set()
+                    self._set("ready")
+                    while True:
+                        await self._relist.wait()
+                        self._relist = anyio.Event()
+                        covered = self._changes_seen
+                        self.tools = await self._list(session)
+                        self._changes_listed = covered
+                        self._listed.set()
+                        self._listed = anyio.Event()
+                        self.on_change(self)
+
+    def _send_raw(self, frame: bytes) -> None:
+        if self._pipes is not None:
+            self._pipes.send(frame)
+
+    def _list_changed(self) -> None:
+        self._changes_seen += 1
+        self._relist.set()
 
     async def _watch(self, scope: anyio.CancelScope) -> None:
         """End the connection on close() or when the server goes away."""
@@ -226,22 +262,25 @@ class ServerLink:
             self._set("failed", how if status is not None else f"{how} its connection")
         scope.cancel()
 
+    @staticmethod
+    def _client_info() -> dict[str, Any]:
+        from .. import __version__
+
+        return {"name": "acp-bridge", "version": __version__}
+
     def _client(self, read: Any, write: Any) -> Any:
         from mcp.client.session import ClientSession
         from mcp_types import Implementation
 
-        from .. import __version__
-
         async def on_message(message: Any) -> None:
             if getattr(message, "method", None) == "notifications/tools/list_changed":
-                self._changes_seen += 1
-                self._relist.set()
+                self._list_changed()
 
         return ClientSession(
             read,
             write,
             message_handler=on_message,
-            client_info=Implementation(name="acp-bridge", version=__version__),
+            client_info=Implementation(**self._client_info()),
         )
 
     def _http(self) -> Any:
@@ -274,19 +313,23 @@ class ServerLink:
             page = await session.list_tools(params=params)
             for tool in page.tools:
                 data = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
-                schema = data.get("inputSchema")
-                tools.append(
-                    RemoteTool(
-                        name=str(data.get("name")),
-                        description=str(data.get("description") or data.get("title") or ""),
-                        input_schema=schema if isinstance(schema, dict) else {"type": "object"},
-                        annotations=data.get("annotations"),
-                    )
-                )
+                tools.append(_remote(data))
             cursor = page.next_cursor
             if not cursor:
                 break
         return tools
+
+
+def _remote(data: dict[str, Any]) -> RemoteTool:
+    """A tool of a ``tools/list`` answer (its JSON object)."""
+    schema = data.get("inputSchema")
+    annotations = data.get("annotations")
+    return RemoteTool(
+        name=str(data.get("name")),
+        description=str(data.get("description") or data.get("title") or ""),
+        input_schema=schema if isinstance(schema, dict) else {"type": "object"},
+        annotations=annotations if isinstance(annotations, dict) else None,
+    )
 
 
 def _describe(exc: BaseException) -> str:

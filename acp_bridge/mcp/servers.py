@@ -1,7 +1,7 @@
 """The MCP servers of one session: their connections, their tools, and what to tell.
 
 All servers start at once (`SessionServers.start`); ``session/new`` (or
-load, resume) waits for them a bounded while (`wait`).  A server still
+load, resume, fork) waits for them a bounded while (`wait`).  A server still
 starting then joins when it is ready: its tools are offered from the next
 model request on.  The tools' names are assigned over every connected
 server at once (`acp_bridge.mcp.naming`), so they do not depend on the

@@ -1,8 +1,9 @@
 """The stdio transport: an MCP server as a child process.
 
-`spawn` starts the child (it needs nothing of the ``mcp`` package, so the
-server starts while the bridge imports it); `streams` then bridges its pipes
-to the message streams an ``mcp`` ``ClientSession`` reads and writes.
+`spawn` starts the child (it needs nothing of the ``mcp`` package); `connect`
+then carries JSON-RPC over its pipes: first for the bridge's own handshake
+(`acp_bridge.mcp.handshake`), then, handed over, for an ``mcp``
+``ClientSession`` (`Pipes`).
 
 * environment: the variables the editor gave for the server, over a small
   base (``PATH``, ``HOME``, the user's name, shell, terminal and locale):
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import signal
 from collections.abc import AsyncIterator, Callable
@@ -28,12 +30,14 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 from anyio.abc import Process
 
+from ..jsonrpc.errors import RpcError
+from ..jsonrpc.messages import parse_frame
 from .specs import ServerSpec
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-__all__ = ["BASE_ENV", "environment", "kill_all", "spawn", "stop", "streams"]
+__all__ = ["BASE_ENV", "Pipes", "connect", "environment", "kill_all", "spawn", "stop"]
 
 log = logging.getLogger("acp_bridge.mcp")
 # What the servers write on their stderr (shown at the default level).
@@ -137,20 +141,77 @@ async def drain_stderr(process: Process, name: str) -> None:
                     break
 
 
+class Pipes:
+    """The child's stdin and stdout as JSON-RPC messages, in two phases.
+
+    First each line the server sends is parsed by `acp_bridge.jsonrpc` and
+    given to ``on_message`` (the bridge's own `acp_bridge.mcp.handshake`),
+    and `send` writes frames.  `hand_over` (once the ``mcp`` package is
+    loaded) switches to the streams of ``SessionMessage`` an ``mcp``
+    ``ClientSession`` reads and writes; lines from then on go to it.  The
+    switch happens between two lines, so each line goes to exactly one side.
+    """
+
+    def __init__(self, on_message: Callable[[Any], None]) -> None:
+        self.on_message = on_message
+        # Frames (bytes) and, after the hand-over, the client's SessionMessages.
+        self._out_in, self.out = anyio.create_memory_object_stream[Any](math.inf)
+        self._read_in, self._read_out = anyio.create_memory_object_stream[Any](0)
+        self._parse: Callable[[bytes], Any] | None = None
+
+    def send(self, frame: bytes) -> None:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._out_in.send_nowait(frame)
+
+    def hand_over(self) -> tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]:
+        """The (read, write) streams of a ``ClientSession``; needs the ``mcp`` package."""
+        import mcp_types
+        from mcp.shared.message import SessionMessage
+
+        adapter = mcp_types.jsonrpc_message_adapter
+
+        def parse(line: bytes) -> Any:
+            return SessionMessage(adapter.validate_json(line))
+
+        self._parse = parse
+        return self._read_out, self._out_in.clone()
+
+    async def deliver(self, line: bytes, name: str) -> None:
+        """One line from the server, to the side that has the connection now."""
+        parse = self._parse
+        if parse is None:
+            message = parse_frame(line)
+            if isinstance(message, RpcError):
+                log.warning("MCP server %s sent a line that is not JSON-RPC", name)
+                return
+            self.on_message(message)
+            return
+        item: Any
+        try:
+            item = parse(line)
+        except ValueError as exc:
+            log.warning("MCP server %s sent a line that is not JSON-RPC", name)
+            item = exc
+        await self._read_in.send(item)
+
+    def ended(self) -> None:
+        """The server closed its stdout: the client reads the end of its stream."""
+        self._read_in.close()
+
+    def close(self) -> None:
+        for stream in (self._read_out, self._read_in, self._out_in, self.out):
+            stream.close()
+
+
 @contextlib.asynccontextmanager
-async def streams(
-    process: Process, name: str, on_eof: Callable[[], None]
-) -> AsyncIterator[tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]]:
-    """The (read, write) message streams of a ``ClientSession`` over the child's pipes.
+async def connect(
+    process: Process, name: str, on_message: Callable[[Any], None], on_eof: Callable[[], None]
+) -> AsyncIterator[Pipes]:
+    """The child's pipes as `Pipes`.
 
     ``on_eof`` is called when the child closes its stdout (it exited or
     crashed).  Leaving the context stops the child (`stop`)."""
-    import mcp_types
-    from mcp.shared.message import SessionMessage
-
-    parse = mcp_types.jsonrpc_message_adapter.validate_json
-    read_in, read_out = anyio.create_memory_object_stream[Any](0)
-    write_in, write_out = anyio.create_memory_object_stream[Any](0)
+    pipes = Pipes(on_message)
     assert process.stdout is not None
     assert process.stdin is not None
     stdout, stdin = process.stdout, process.stdin
@@ -158,47 +219,43 @@ async def streams(
     async def reader() -> None:
         buffer = b""
         try:
-            async with read_in:
-                while True:
-                    try:
-                        chunk = await stdout.receive()
-                    except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
-                        return
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    if len(buffer) > MAX_MESSAGE:
-                        log.warning("MCP server %s: a message over %d bytes", name, MAX_MESSAGE)
-                        return
-                    for line in lines:
-                        if not line.strip():
-                            continue
-                        item: Any
-                        try:
-                            item = SessionMessage(parse(line))
-                        except ValueError as exc:
-                            log.warning("MCP server %s sent a line that is not JSON-RPC", name)
-                            item = exc
-                        await read_in.send(item)
+            while True:
+                try:
+                    chunk = await stdout.receive()
+                except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
+                    return
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                if len(buffer) > MAX_MESSAGE:
+                    log.warning("MCP server %s: a message over %d bytes", name, MAX_MESSAGE)
+                    return
+                for line in lines:
+                    if line.strip():
+                        await pipes.deliver(line, name)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
         finally:
+            pipes.ended()
             on_eof()
 
     async def writer() -> None:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            async with write_out:
-                async for message in write_out:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await stdin.send(data.encode() + b"\n")
+            async with pipes.out:
+                async for item in pipes.out:
+                    if isinstance(item, bytes):
+                        data = item
+                    else:  # a SessionMessage of the mcp client
+                        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                        data = data.encode() + b"\n"
+                    await stdin.send(data)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(reader)
         tg.start_soon(writer)
         tg.start_soon(drain_stderr, process, name)
         try:
-            yield read_out, write_in
+            yield pipes
         finally:
             await stop(process)
             tg.cancel_scope.cancel()
-            for stream in (read_out, write_in):
-                stream.close()
+            pipes.close()

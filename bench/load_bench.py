@@ -1,6 +1,7 @@
 """How long ``session/load`` takes for logs of 1k, 10k and 100k records.
 
     python -m bench.load_bench [--sizes 1000,10000,100000] [--runs 5]
+    python -m bench.load_bench --idle 1000 [--idle-records 1000]
 
 For each size it writes a synthetic session log (turns of a user message, a
 streamed reply of twenty deltas with reasoning and text, every fifth turn
@@ -9,6 +10,9 @@ stopped mid-stream, every seventh a refused tool call), spawns
 response, replay included (every update read by the client).  Prints the
 median per size, the time per record, and the updates replayed.  Not part of
 CI: timings on a shared machine are noisy.
+
+With ``--idle N`` it measures memory instead: one process loads N such logs
+(after 10 warm-up loads) and leaves them idle; the RSS growth per session.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import orjson
 
 from acp_bridge.client import bridge_command
@@ -32,7 +37,7 @@ CWD = "/home/user/project"
 DELTAS = 20
 
 
-def synthetic_log(session_id: str, records_wanted: int) -> list[dict[str, Any]]:
+def synthetic_log(session_id: str, records_wanted: int, cwd: str = CWD) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     at = 1_700_000_000.0
 
@@ -44,7 +49,7 @@ def synthetic_log(session_id: str, records_wanted: int) -> list[dict[str, Any]]:
             | fields
         )
 
-    add("session/start", 0, 0, session_id=session_id, cwd=CWD, provider="fake", title=None)
+    add("session/start", 0, 0, session_id=session_id, cwd=cwd, provider="fake", title=None)
     turn = 0
     while len(records) < records_wanted:
         turn += 1
@@ -101,55 +106,110 @@ def synthetic_log(session_id: str, records_wanted: int) -> list[dict[str, Any]]:
 UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update"'
 
 
-async def time_load(state: Path, session_id: str) -> tuple[float, int]:
-    """Spawn the bridge, load the session, and time the request to its response.
+class Client:
+    """A raw client of one bridge process: it parses only the responses, so
+    the figures are the agent's (reading the log, replaying it, writing every
+    update), not a client's JSON parsing."""
 
-    The client reads raw lines and parses only the responses, so the figure
-    is the agent's (reading the log, replaying it, writing every update), not
-    a client's JSON parsing.
-    """
-    command = bridge_command("--provider", "fake", "--state-dir", str(state))
-    process = await anyio.open_process(command, stderr=subprocess.DEVNULL)
-    assert process.stdin is not None
-    assert process.stdout is not None
-    buffer = b""
-    updates = 0
-
-    async def response() -> dict[str, Any]:
-        nonlocal buffer, updates
+    def __init__(self, process: anyio.abc.Process) -> None:
+        assert process.stdin is not None
         assert process.stdout is not None
+        self.process = process
+        self.stdin = process.stdin
+        self.stdout = process.stdout
+        self.buffer = b""
+        self.updates = 0
+
+    async def response(self) -> dict[str, Any]:
         while True:
-            *lines, buffer = buffer.split(b"\n")
+            *lines, self.buffer = self.buffer.split(b"\n")
             for i, line in enumerate(lines):
                 if line.startswith(UPDATE_PREFIX):
-                    updates += 1
+                    self.updates += 1
                     continue
-                buffer = b"\n".join([*lines[i + 1 :], buffer])
+                self.buffer = b"\n".join([*lines[i + 1 :], self.buffer])
                 message: dict[str, Any] = orjson.loads(line)
                 return message
-            buffer += await process.stdout.receive(1 << 20)
+            self.buffer += await self.stdout.receive(1 << 20)
 
-    async def request(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        assert process.stdin is not None
+    async def request(self, rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
         frame = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-        await process.stdin.send(orjson.dumps(frame) + b"\n")
-        return await response()
+        await self.stdin.send(orjson.dumps(frame) + b"\n")
+        return await self.response()
 
-    async with process:
-        await request(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        # A session/new is answered once the agent has finished starting (its
-        # provider and tools load in a worker thread after initialize): the
-        # figure is the load, not the start-up.
-        await request(3, "session/new", {"cwd": CWD, "mcpServers": []})
-        updates = 0  # what that session announced is not part of the load
-        params = {"sessionId": session_id, "cwd": CWD, "mcpServers": []}
-        start = time.perf_counter()
-        answer = await request(2, "session/load", params)
-        elapsed = time.perf_counter() - start
+    async def started(self, cwd: str) -> None:
+        """``initialize``, then a ``session/new``: it is answered once the agent
+        has finished starting (its provider and tools load in a worker thread
+        after initialize), so what follows is not the start-up.  Its cwd must
+        exist, or the answer is an error that does not wait for the start-up."""
+        await self.request(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        new = await self.request(3, "session/new", {"cwd": cwd, "mcpServers": []})
+        assert "result" in new, new
+        self.updates = 0  # what that session announced is not part of the load
+
+    async def load(self, rid: int, session_id: str, cwd: str) -> None:
+        params = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+        answer = await self.request(rid, "session/load", params)
         assert "result" in answer, answer
-        await process.stdin.aclose()
+
+
+def spawn(state: Path) -> Any:
+    command = bridge_command("--provider", "fake", "--state-dir", str(state))
+    return anyio.open_process(command, stderr=subprocess.DEVNULL)
+
+
+async def time_load(state: Path, session_id: str, cwd: str) -> tuple[float, int]:
+    """Spawn the bridge, load the session, and time the request to its response."""
+    async with await spawn(state) as process:
+        client = Client(process)
+        await client.started(cwd)
+        start = time.perf_counter()
+        await client.load(2, session_id, cwd)
+        elapsed = time.perf_counter() - start
+        await client.stdin.aclose()
         await process.wait()
-    return elapsed, updates
+    return elapsed, client.updates
+
+
+async def idle_memory(count: int, records_each: int, warm: int = 10) -> dict[str, Any]:
+    """RSS growth of one process per session loaded and left idle.
+
+    ``count`` + ``warm`` logs of ``records_each`` records each; the bridge
+    loads ``warm`` of them, then its VmRSS is the baseline; then it loads the
+    other ``count``; VmRSS again once the last answer is in.
+    """
+    from bench.procfs import tree_rss_kib
+
+    with tempfile.TemporaryDirectory() as tmp:
+        state = Path(tmp)
+        (state / "sessions").mkdir()
+        project = state / "project"
+        project.mkdir()
+        ids = [f"sess_idle_{i:05d}" for i in range(count + warm)]
+        size = 0
+        for session_id in ids:
+            records = synthetic_log(session_id, records_each, str(project))
+            path = state / "sessions" / f"{session_id}.jsonl"
+            path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+            size = len(records)
+        async with await spawn(state) as process:
+            client = Client(process)
+            await client.started(str(project))
+            for rid, session_id in enumerate(ids[:warm], start=10):
+                await client.load(rid, session_id, str(project))
+            base = tree_rss_kib(process.pid)
+            for rid, session_id in enumerate(ids[warm:], start=10 + warm):
+                await client.load(rid, session_id, str(project))
+            after = tree_rss_kib(process.pid)
+            await client.stdin.aclose()
+            await process.wait()
+    return {
+        "sessions": count,
+        "records_each": size,
+        "base_mib": base / 1024,
+        "growth_mib": (after - base) / 1024,
+        "kib_per_session": (after - base) / count,
+    }
 
 
 async def main_async(sizes: list[int], runs: int) -> list[dict[str, Any]]:
@@ -157,15 +217,17 @@ async def main_async(sizes: list[int], runs: int) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp)
         (state / "sessions").mkdir()
+        project = state / "project"
+        project.mkdir()
         for size in sizes:
             session_id = f"sess_bench_{size}"
-            records = synthetic_log(session_id, size)
+            records = synthetic_log(session_id, size, str(project))
             path = state / "sessions" / f"{session_id}.jsonl"
             path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
             times = []
             updates = 0
             for _ in range(runs):
-                elapsed, updates = await time_load(state, session_id)
+                elapsed, updates = await time_load(state, session_id, str(project))
                 times.append(elapsed)
             median = statistics.median(times)
             rows.append(
@@ -185,7 +247,26 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--idle",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: RSS of N sessions loaded in one process and left idle",
+    )
+    parser.add_argument("--idle-records", type=int, default=1000, metavar="R")
     args = parser.parse_args()
+    if args.idle:
+        result = anyio.run(idle_memory, args.idle, args.idle_records)
+        if args.json:
+            print(json.dumps(result, indent=2))
+            return
+        print(
+            f"{result['sessions']:,} sessions of {result['records_each']:,} records loaded and "
+            f"left idle: {result['growth_mib']:.2f} MiB, {result['kib_per_session']:.1f} KiB "
+            f"per session (baseline {result['base_mib']:.1f} MiB)"
+        )
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = anyio.run(main_async, sizes, args.runs)
     if args.json:

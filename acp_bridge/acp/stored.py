@@ -27,7 +27,7 @@ from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RpcError
 from ..log.reader import LogCorrupt, session_path
 from ..log.reopen import reopen
-from ..log.replay import replay_updates, title_update
+from ..log.replay import replay_frames, title_update, without_deltas
 from ..log.upcast import gc_paused, load_log
 from ..loop.session import Session
 from ..sessions.fork import ForkError, fork_records
@@ -81,10 +81,14 @@ class StoredMethods:
             raise RpcError.invalid_params("sessionId", f"no stored session {session_id!r}")
         return path
 
-    async def _open(self, params: dict[str, Any]) -> tuple[Session, list[Record], bool]:
+    async def _open(
+        self, params: dict[str, Any]
+    ) -> tuple[Session, list[Record], list[Record], bool]:
         """The session of a load or resume, opened from its log if not open here.
 
-        Returns the session, its records, and whether it was opened now.
+        Returns the session, its records, those that are not ``stream/delta``
+        (`without_deltas`: only the replay reads the deltas, most records of a
+        long log), and whether it was opened now.
         """
         table = self.table
         session_id = P.session_id(params)
@@ -95,7 +99,8 @@ class StoredMethods:
             if session.prompts.active is not None or session.prompts.waiting:
                 raise SessionBusy(session_id, "loaded again")
             await table.outbox.drain()
-            return session, self._read(session.log.path).records, False
+            records = self._read(session.log.path).records
+            return session, records, without_deltas(records), False
         path = self._stored_path(session_id)
         table.lock(session_id, path)
         try:
@@ -112,9 +117,10 @@ class StoredMethods:
                 session_id,
                 reopened.closed[-1].get("reason"),
             )
-        session = await self._register(session_id, cwd, reopened.log, reopened.records)
-        session.prompts.turns = _last_turn(reopened.records)
-        return session, reopened.records, True
+        others = without_deltas(reopened.records)
+        session = await self._register(session_id, cwd, reopened.log, others)
+        session.prompts.turns = _last_turn(others)
+        return session, reopened.records, others, True
 
     def _read(self, path: str) -> Any:
         try:
@@ -145,39 +151,48 @@ class StoredMethods:
     # -- load and resume ---------------------------------------------------------
 
     async def load(self, params: dict[str, Any]) -> dict[str, Any]:
-        session, records, opened = await self._open(params)
-        await self.table.mcp.attach(session, params)
-        if not opened:
-            session.context.reload()  # the instruction files are read again
-            await self.table.prepare_context(session)
-        self.table.outbox.widen_stdout()  # a bulk write: no Stop waits behind it
-        send = self.table.outbox.send
-        frame = session.frames.update
-        compaction = session.context.compaction_updates
-        from ..notices import opted_in
-
-        notices = opted_in(session)
+        # No cyclic garbage collection from the read to the replay's end: the
+        # records are garbage by then, and a collection while they live would
+        # walk all of them (a long log's records are most of the heap).
         with gc_paused():
-            for item in replay_updates(records, compaction=compaction, notices=notices):
-                send(frame(item["update"]))
-        return await self._answer_then_announce(session, records)
+            session, records, others, opened = await self._open(params)
+            await self.table.mcp.attach(session, params)
+            if not opened:
+                session.context.reload()  # the instruction files are read again
+                await self.table.prepare_context(session)
+            self.table.outbox.widen_stdout()  # a bulk write: no Stop waits behind it
+            from ..notices import opted_in
+
+            replay = replay_frames(
+                records,
+                session.frames.update,
+                others=others,
+                compaction=session.context.compaction_updates,
+                notices=opted_in(session),
+            )
+            # All of it at once: the writer joins a batch's frames anyway.
+            self.table.outbox.send(replay)
+            endings = _endings(others)
+            del records, others, replay
+        return await self._answer_then_announce(session, endings)
 
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
-        session, records, _ = await self._open(params)
+        session, _, others, _ = await self._open(params)
         await self.table.mcp.attach(session, params)
         # No replay: only what the editor needs to use the session again.
-        title = title_of(records)
+        title = title_of(others)
         if title is not None:
             self.table.outbox.send(session.frames.update(title_update(title)))
-        return await self._answer_then_announce(session, records)
+        return await self._answer_then_announce(session, _endings(others))
 
     async def _answer_then_announce(
-        self, session: Session, records: list[Record]
+        self, session: Session, endings: list[dict[str, Any]]
     ) -> dict[str, Any]:
         """Answer a load or resume once its MCP servers are up (or the bound has
-        passed), then send the session's commands and what the servers have to say."""
+        passed), then send the session's commands and what the servers have to say;
+        ``endings``: how each turn ended (`_endings`)."""
         await self.table.mcp.ready(session)
-        answer = {**self._options(session), "_meta": {"acpBridge": {"turns": _endings(records)}}}
+        answer = {**self._options(session), "_meta": {"acpBridge": {"turns": endings}}}
         current_reply.get().result(answer)
         self.table.mcp.answered(session)
         announce(session)

@@ -9,7 +9,8 @@ a provider request gets.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, cast, overload
+from collections.abc import Set as AbstractSet
+from typing import Any, Final, TypeVar, cast, overload
 
 from .derive import (
     compacted_records,
@@ -27,6 +28,8 @@ __all__ = ["HistoryProjection", "HistoryView"]
 Message = dict[str, Any]
 
 _TEXT_TYPES: Final = frozenset({"text", "reasoning"})
+_NONE: Final[frozenset[Any]] = frozenset()
+T = TypeVar("T")
 
 
 class HistoryProjection:
@@ -82,11 +85,14 @@ class HistoryProjection:
         # The records the history is projected from: ``records`` itself until
         # a compaction, then what the last compaction left plus what followed.
         self._src = cast(list[Mapping[str, Any]], self.records)
-        self._refused: set[Any] = set()
+        # Sets that stay empty in most sessions share one empty frozenset (an
+        # empty set costs 216 bytes, and an idle session keeps them all);
+        # one is replaced by a new set when it grows, which is rare.
+        self._refused: AbstractSet[Any] = _NONE
         # Regenerates: the attempts at each user turn, and the turns whose
         # replies a later attempt replaced (as `replaced_turns` computes them).
         self._attempts: dict[int, list[int]] = {}
-        self._replaced: set[Any] = set()
+        self._replaced: AbstractSet[Any] = _NONE
         self._seen = 0
         self._reset()
         # Records given here are projected on first use (`append`, `messages`):
@@ -110,11 +116,11 @@ class HistoryProjection:
         self._start = 0  # index of the window's first record
         # Tool call ids kept by the first repair pass over the stable part:
         # the window's calls with these ids are repeats.
-        self._used: frozenset[str] = frozenset()
-        self._stable_turns: set[Any] = set()
+        self._used: frozenset[str] = _NONE
+        self._stable_turns: set[Any] | frozenset[Any] = _NONE
         self._stable_raw_role: str | None = None  # of the stable part's last raw message
         # Ids of calls in stable records that the stable part left out.
-        self._dropped: set[str] = set()
+        self._dropped: set[str] | frozenset[str] = _NONE
         self._cache: tuple[int, list[Message], set[str], list[Message]] | None = None
 
     def _catch_up(self) -> None:
@@ -146,12 +152,14 @@ class HistoryProjection:
                 # A regenerate: earlier replies to that turn, usually in the
                 # stable part, leave the history.  Rare (a user's request):
                 # start again from the whole log.
-                note_regenerate(self._attempts, self._replaced, target, turn)
+                replaced = set(self._replaced)
+                note_regenerate(self._attempts, replaced, target, turn)
+                self._replaced = replaced
                 self._reset()
             return
         if kind == "turn/end":
             if leaves_out(record):
-                self._refused.add(record.get("turn"))
+                self._refused = {*self._refused, record.get("turn")}
                 self._cache = None
                 if record.get("turn") in self._stable_turns:
                     self._reset()
@@ -179,18 +187,20 @@ class HistoryProjection:
             return
         self._stable_raw_role = last_raw_role
         self._stable.extend(window)
-        self._used = frozenset(first_used)
-        self._stable_turns.update(
+        self._used = frozenset(first_used) if first_used else _NONE
+        turns = {
             record.get("turn")
             for record in self._src[self._start : index]
             if record.get("type") in SURFACE_TYPES
-        )
-        self._dropped.update(
+        }
+        self._stable_turns = _grown(self._stable_turns, turns)
+        dropped = {
             block["id"]
             for raw_message in raw
             for block in raw_message["content"]
             if block["type"] == "tool_call" and block["id"] not in first_used
-        )
+        }
+        self._dropped = _grown(self._dropped, dropped)
         self._start = index
         self._cache = None
 
@@ -217,6 +227,16 @@ class HistoryProjection:
             and record.get("turn") not in refused
             and (record.get("type") == "user/message" or record.get("turn") not in replaced)
         ]
+
+
+def _grown(found: set[T] | frozenset[T], more: set[T]) -> set[T] | frozenset[T]:
+    """``found`` with ``more`` added: in place once it is a set of its own."""
+    if not more:
+        return found
+    if isinstance(found, set):
+        found.update(more)
+        return found
+    return more | found
 
 
 def _insulates(message: Message, previous_role: str) -> bool:

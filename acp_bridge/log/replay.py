@@ -61,8 +61,10 @@ message of that turn.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, TypeVar
+
+import orjson
 
 from ..update_builders import (
     plan_update,
@@ -78,12 +80,15 @@ from .derive import replaced_turns
 __all__ = [
     "CHUNK_UPDATES",
     "command_answer",
+    "replay_frames",
     "replay_updates",
     "retry_notice",
     "title_update",
+    "without_deltas",
 ]
 
 Record = Mapping[str, Any]
+R = TypeVar("R", bound=Mapping[str, Any])
 
 # stream/delta part kind -> the session update that showed it.
 CHUNK_UPDATES: Final = {"text": "agent_message_chunk", "reasoning": "agent_thought_chunk"}
@@ -131,55 +136,245 @@ def replay_updates(
     ``notices``: the client takes ACP notices, which are live only, so the
     thought chunks marked ``_meta.acpBridge.notice`` are left out.
     """
-    from .compaction import compaction_updates, nothing_to_compact_update
-
     records = list(records)
-    # A /compact turn that has not (yet) shown a compaction.
-    compact_turn: object = None
     session_id = _session_id(records)
-    markers = _markers(records)
-    replaced = replaced_turns(records)
-    message_ids: dict[str, str] = {}
     updates: list[dict[str, Any]] = []
     append = updates.append
-    first_turn = True
+
+    def update(item: dict[str, Any]) -> None:
+        append({"sessionId": session_id, "update": item})
+
+    def chunk(kind: str, text: Any, message_id: str | None, meta: Meta, replaced: bool) -> None:
+        item = text_chunk(kind, text, message_id=message_id, meta=meta)
+        if replaced:
+            item.setdefault("_meta", {"acpBridge": {}})["acpBridge"]["replaced"] = True
+        append({"sessionId": session_id, "update": item})
+
+    _walk(records, update, chunk, None, compaction=compaction, notices=notices)
+    return updates
+
+
+def replay_frames(
+    records: Iterable[Record],
+    frame: Callable[[dict[str, Any]], bytes],
+    *,
+    others: Sequence[Record] | None = None,
+    compaction: bool = False,
+    notices: bool = False,
+) -> bytes:
+    """The serialized frames of `replay_updates`, joined: ``frame(update)`` of each.
+
+    What ``session/load`` writes.  The text chunks, most of a long log, are
+    not built as updates: each is the frame of its message's first chunk cut
+    where the text goes (one template per attempt and kind, made by ``frame``
+    from `text_chunk`, as the live stream's are), with the chunk's JSON text
+    in the cut.  Byte for byte the frames of `replay_updates` (a test compares
+    them on every log it has).  ``others``: `without_deltas` of ``records``,
+    if the caller has it already.
+    """
+    out: list[bytes] = []
+    runs = _ChunkRuns(out, frame)
+
+    def update(item: dict[str, Any]) -> None:
+        runs.flush()
+        out.append(frame(item))
+
+    _walk(list(records), update, runs.chunk, others, compaction=compaction, notices=notices)
+    runs.flush()
+    return b"".join(out)
+
+
+class _ChunkRuns:
+    """The chunk frames of `replay_frames`: a run of consecutive chunks of one
+    message, kind and marker is serialized at once (`_run_frames`)."""
+
+    __slots__ = ("frame", "key", "out", "spec", "templates", "texts")
+
+    def __init__(self, out: list[bytes], frame: Callable[[dict[str, Any]], bytes]) -> None:
+        self.out = out
+        self.frame = frame
+        self.templates: dict[tuple[str, Any, int, bool], tuple[bytes, bytes] | None] = {}
+        self.key: tuple[str, Any, int, bool] | None = None
+        self.spec: tuple[str, str | None, Meta, bool] = ("", None, None, False)
+        self.texts: list[Any] = []
+
+    def chunk(
+        self, kind: str, text: Any, message_id: str | None, meta: Meta, replaced: bool
+    ) -> None:
+        key = (kind, message_id, id(meta), replaced)
+        if key != self.key:
+            self.flush()
+            self.key, self.spec = key, (kind, message_id, meta, replaced)
+        self.texts.append(text)
+
+    def flush(self) -> None:
+        texts = self.texts
+        if not texts or self.key is None:
+            return
+        self.texts = []
+        kind, message_id, meta, replaced = self.spec
+        try:
+            template = self.templates[self.key]
+        except KeyError:
+            template = self.templates[self.key] = _template(
+                self.frame, kind, message_id, meta, replaced
+            )
+        if template is None:  # the cut is not unique: each whole frame
+            marks = {**(meta or {}), "replaced": True} if replaced else meta
+            for text in texts:
+                chunk = text_chunk(kind, text, message_id=message_id, meta=marks)
+                self.out.append(self.frame(chunk))
+        else:
+            self.out.append(_run_frames(template[0], template[1], texts))
+
+
+def _run_frames(head: bytes, tail: bytes, texts: list[Any]) -> bytes:
+    """``head + dumps(text) + tail`` for each text, joined.
+
+    Texts that are strings without a backslash or a NUL are joined with NULs
+    and serialized in one call: in the JSON, ``\\u0000`` then stands for the
+    joins only (a NUL is the one character written so, and without
+    backslashes in the texts no other escape can look like it), and each is
+    replaced by the end of one frame and the start of the next.
+    """
+    dumps = orjson.dumps
+    if len(texts) == 1:
+        return head + dumps(texts[0]) + tail
+    if set(map(type, texts)) == {str}:
+        joined = "\x00".join(texts)
+        if "\\" not in joined and joined.count("\x00") == len(texts) - 1:
+            body = dumps(joined).replace(b"\\u0000", b'"' + tail + head + b'"')
+            return head + body + tail
+    return b"".join([head + dumps(text) + tail for text in texts])
+
+
+# A stand-in text (ids and markers never hold its JSON): where a chunk's text goes.
+_CUT: Final = "\x00"
+_CUT_JSON: Final = orjson.dumps(_CUT)
+
+
+def _template(
+    frame: Callable[[dict[str, Any]], bytes],
+    kind: str,
+    message_id: str | None,
+    meta: Meta,
+    replaced: bool,
+) -> tuple[bytes, bytes] | None:
+    marks = {**(meta or {}), "replaced": True} if replaced else meta
+    pieces = frame(text_chunk(kind, _CUT, message_id=message_id, meta=marks)).split(_CUT_JSON)
+    return (pieces[0], pieces[1]) if len(pieces) == 2 else None
+
+
+Meta = Mapping[str, Any] | None
+UpdateSink = Callable[[dict[str, Any]], None]
+ChunkSink = Callable[[str, Any, "str | None", Meta, bool], None]
+
+
+def _walk(
+    records: list[Record],
+    update: UpdateSink,
+    chunk: ChunkSink,
+    others: Sequence[Record] | None,
+    *,
+    compaction: bool,
+    notices: bool,
+) -> None:
+    """The one walk of a replay: each update to ``update``, except the text
+    chunks of ``stream/delta`` records, which go to ``chunk`` as (update kind,
+    text, message id, marker, replaced) so that the caller can build them as
+    it likes."""
+    # What the walk looks up ahead and the plan come from the other records:
+    # a pass over these is a quarter of one over a long log.
+    if others is None:
+        others = without_deltas(records)
+    markers = _markers(others)
+    replaced = replaced_turns(others)
+    shown = _Shown(markers, compaction)
+    chunk_updates = CHUNK_UPDATES
+    # What the last delta's attempt and turn came to (consecutive deltas share
+    # them; any other record, a stream/start among them, starts over).
+    last: tuple[Any, Any] | None = None
+    message_id: str | None = None
+    marker: Meta = None
+    was_replaced = False
     for record in records:
-        kind = record.get("type")
-        if kind == "stream/delta":
-            # The hot path: most records of a long session are deltas.
-            chunks = _chunks(record, message_ids, markers)
-            if record.get("turn") in replaced:
-                for update in chunks:
-                    meta = update.setdefault("_meta", {"acpBridge": {}})
-                    meta["acpBridge"]["replaced"] = True
-            for update in chunks:
-                append({"sessionId": session_id, "update": update})
+        if record.get("type") != "stream/delta":
+            last = None
+            for item in shown.updates(record):
+                if notices and _is_notice(item):
+                    continue
+                update(item)
             continue
-        produced = _updates_of(record, message_ids, markers)
+        # The hot path: most records of a long session are deltas.
+        attempt, turn = record.get("attempt"), record.get("turn")
+        if last is None or last[0] != attempt or last[1] != turn:
+            last = (attempt, turn)
+            if isinstance(attempt, str):
+                message_id, marker = shown.message_ids.get(attempt), markers.get(attempt)
+            else:
+                message_id = marker = None
+            was_replaced = turn in replaced
+        for _, part_kind, text in record.get("parts", ()):
+            update_kind = chunk_updates.get(part_kind)
+            if update_kind is not None:
+                chunk(update_kind, text, message_id, marker, was_replaced)
+    from ..tools.plan import latest_plan
+
+    plan = latest_plan(others)
+    if plan is not None:
+        update(plan_update(plan))
+
+
+class _Shown:
+    """The updates of the records other than ``stream/delta``, in log order."""
+
+    __slots__ = (
+        "compact_turn",
+        "compaction",
+        "compaction_updates",
+        "first_turn",
+        "markers",
+        "message_ids",
+        "nothing_to_compact",
+    )
+
+    def __init__(self, markers: dict[str, dict[str, Any]], compaction: bool) -> None:
+        from .compaction import compaction_updates, nothing_to_compact_update
+
+        self.compaction_updates = compaction_updates
+        self.nothing_to_compact = nothing_to_compact_update
+        self.markers = markers
+        self.compaction = compaction
+        # attempt id -> the message id of its stream/start.
+        self.message_ids: dict[str, str] = {}
+        # A /compact turn that has not (yet) shown a compaction.
+        self.compact_turn: object = None
+        self.first_turn = True
+
+    def updates(self, record: Record) -> list[dict[str, Any]]:
+        kind = record.get("type")
+        produced = _updates_of(record, self.message_ids, self.markers)
         if kind == "turn/start" and record.get("command") == "compact":
-            compact_turn = record.get("turn")
+            self.compact_turn = record.get("turn")
         elif kind == "compaction" and record.get("status") != "in_progress":
-            produced = compaction_updates(record, opted=compaction, live=False)
-            compact_turn = None
-        elif kind == "turn/end" and compact_turn is not None:
-            if record.get("turn") == compact_turn and record.get("reason") == "end_turn":
-                produced.append(nothing_to_compact_update())
-            compact_turn = None
-        if first_turn and kind == "user/message":
-            first_turn = False
+            produced = self.compaction_updates(record, opted=self.compaction, live=False)
+            self.compact_turn = None
+        elif kind == "turn/end" and self.compact_turn is not None:
+            if record.get("turn") == self.compact_turn and record.get("reason") == "end_turn":
+                produced.append(self.nothing_to_compact())
+            self.compact_turn = None
+        if self.first_turn and kind == "user/message":
+            self.first_turn = False
             title = title_from_prompt(record.get("prompt", record.get("content")) or ())
             if title is not None:
                 produced.append(title_update(title))
-        for update in produced:
-            if notices and _is_notice(update):
-                continue
-            append({"sessionId": session_id, "update": update})
-    from ..tools.plan import latest_plan
+        return produced
 
-    plan = latest_plan(records)
-    if plan is not None:
-        append({"sessionId": session_id, "update": plan_update(plan)})
-    return updates
+
+def without_deltas(records: Iterable[R]) -> list[R]:
+    """The records that are not ``stream/delta``: all that any reader of a log
+    but the replay of its text needs (most records of a long log are deltas)."""
+    return [record for record in records if record.get("type") != "stream/delta"]
 
 
 def command_answer(text: str) -> dict[str, Any]:
@@ -221,7 +416,7 @@ def _session_id(records: list[Record]) -> str | None:
     return None
 
 
-def _markers(records: list[Record]) -> dict[str, dict[str, Any]]:
+def _markers(records: Iterable[Record]) -> dict[str, dict[str, Any]]:
     """attempt id -> the ``_meta.acpBridge`` marker of its chunks, if any."""
     markers: dict[str, dict[str, Any]] = {}
     for record in records:
@@ -297,18 +492,3 @@ def _outliving(update: dict[str, Any]) -> list[dict[str, Any]]:
     if set(rest) <= {"sessionUpdate", "toolCallId"}:
         return []  # nothing left to show
     return [rest]
-
-
-def _chunks(
-    record: Record, message_ids: dict[str, str], markers: dict[str, dict[str, Any]]
-) -> list[dict[str, Any]]:
-    attempt = record.get("attempt")
-    message_id = message_ids.get(attempt) if isinstance(attempt, str) else None
-    marker = markers.get(attempt) if isinstance(attempt, str) else None
-    out: list[dict[str, Any]] = []
-    for _, part_kind, text in record.get("parts", ()):
-        update_kind = CHUNK_UPDATES.get(part_kind)
-        if update_kind is None:
-            continue
-        out.append(text_chunk(update_kind, text, message_id=message_id, meta=marker))
-    return out

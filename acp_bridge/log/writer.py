@@ -17,6 +17,7 @@ ordered writer implements it) and the `LogTarget` files it opens.
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
@@ -80,15 +81,42 @@ dumps = orjson.dumps
 # ignores every other type.
 MODEL_TYPES: Final = SURFACE_TYPES | {"turn/start", "turn/end", "compaction"}
 
+# The model records of a log read back are kept compressed below this many
+# bytes of JSON (a few turns compress about sixfold, in well under a
+# millisecond); a longer log keeps its JSON as it is, so that its load does
+# not wait for the compression.
+ZIP_BELOW: Final = 256 * 1024
+
 
 class SessionLog:
+    __slots__ = (
+        "_attempt",
+        "_history",
+        "_last",
+        "_packed",
+        "_parts",
+        "_step",
+        "_t0",
+        "_timed",
+        "_turn",
+        "_zipped",
+        "file",
+        "outbox",
+        "path",
+        "seq",
+    )
+
     def __init__(self, path: str, outbox: RecordWriter, *, next_seq: int = 0) -> None:
         self.path = path
         self.outbox = outbox
         self.file = outbox.open_log(path, create=next_seq == 0)
         # The model-relevant records (MODEL_TYPES), in order, and the model
-        # history they project onto, brought up to date when it is asked for.
-        self.history = HistoryProjection()
+        # history they project onto, brought up to date when it is asked for
+        # (`history`).  A log read back keeps them serialized (``_packed``)
+        # until the session is used.
+        self._history: HistoryProjection | None = HistoryProjection()
+        self._packed: bytes | None = None
+        self._zipped = False
         self.seq = next_seq
         self._attempt: str | None = None
         self._turn = 0
@@ -102,10 +130,42 @@ class SessionLog:
         self._timed = bytearray()
 
     def restore(self, records: list[dict[str, Any]]) -> None:
-        """Start the in-memory history from the records of a log read back."""
-        self.history = HistoryProjection(
-            [_for_history(record) for record in records if record.get("type") in MODEL_TYPES]
-        )
+        """Start the in-memory history from the records of a log read back.
+
+        They are kept as one JSON array until the history or the records are
+        first asked for (`history`), compressed when it is small enough to
+        cost no more than a millisecond (`ZIP_BELOW`): a session loaded and
+        left idle holds a few bytes per record, not the dicts (dozens of
+        times that), and one never used costs no projection.  They are the records of the file
+        as read, so they serialize, and read back equal (a test compares
+        the history derived after a round trip with the eager one).
+        """
+        kept = [_for_history(record) for record in records if record.get("type") in MODEL_TYPES]
+        try:
+            packed = dumps(kept)
+        except (TypeError, orjson.JSONEncodeError):  # not JSON data: keep the dicts
+            self._history, self._packed = HistoryProjection(kept), None
+            return
+        self._zipped = len(packed) <= ZIP_BELOW
+        self._history, self._packed = None, zlib.compress(packed, 1) if self._zipped else packed
+
+    @property
+    def history(self) -> HistoryProjection:
+        """The model history of the log (`HistoryProjection`), unpacked on first use."""
+        history = self._history
+        if history is None:
+            packed, self._packed = self._packed, None
+            if packed is not None and self._zipped:
+                packed = zlib.decompress(packed)
+            history = self._history = HistoryProjection(
+                orjson.loads(packed) if packed is not None else None
+            )
+        return history
+
+    @property
+    def packed(self) -> bool:
+        """Whether the records of a log read back are still serialized (not yet used)."""
+        return self._history is None
 
     @property
     def records(self) -> list[dict[str, Any]]:

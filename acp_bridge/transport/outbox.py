@@ -44,7 +44,7 @@ through `acp_bridge.jsonrpc.connection.FrameWriter`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import anyio
@@ -98,7 +98,7 @@ class Outbox:
         # The bytes of the batch being written that stdout has not taken yet,
         # while the writer waits for stdout to take them (`flush_now` may
         # write them meanwhile).
-        self._rest: list[bytes] = []
+        self._rest: list[bytes | memoryview] = []
         # The queue generation the writer marks written once its batch is out.
         self._batch_gen = 0
         # A stdout frame is queued as bare bytes (no tuple to allocate per
@@ -354,7 +354,7 @@ class Outbox:
         batch, gen = self._take()
         rest = self._write_ready(batch)
         if rest:
-            self._queue[:0] = rest  # back in the queue, counted there
+            self._queue[:0] = [bytes(part) for part in rest]  # back in the queue, counted there
             self._queued_bytes += sum(map(len, rest))
             self._wakeup.set()
         else:
@@ -392,7 +392,7 @@ class Outbox:
                 self._rest = self._write_stdout_frames(self._rest)
         self._logs.retry()
 
-    def _write_ready(self, batch: list[_Item]) -> list[bytes]:
+    def _write_ready(self, batch: list[_Item]) -> list[bytes | memoryview]:
         """Write a batch, log records first; return the stdout bytes left over.
 
         Every log record of the batch is written (consecutive ones for the
@@ -434,14 +434,19 @@ class Outbox:
             frames = self._merger.merge(frames)
         return self._write_stdout_frames(frames)
 
-    def _write_stdout_frames(self, frames: list[bytes]) -> list[bytes]:
+    def _write_stdout_frames(
+        self, frames: Sequence[bytes | memoryview]
+    ) -> list[bytes | memoryview]:
         if not frames:
             return []
         data = b"".join(frames) if len(frames) > 1 else frames[0]
         written = self._write_stdout(data)
-        return [data[written:]] if written < len(data) else []
+        # The rest as a view, not a copy: a bulk write (a load's replay, many
+        # megabytes) goes out a pipe's worth at a time, and copying what is
+        # left after each write made it quadratic.
+        return [memoryview(data)[written:]] if written < len(data) else []
 
-    def _write_stdout(self, data: bytes) -> int:
+    def _write_stdout(self, data: bytes | memoryview) -> int:
         """Write what the pipe takes now; return the bytes written (all, once broken)."""
         if self.stdout_broken.is_set():
             return len(data)

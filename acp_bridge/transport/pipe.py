@@ -95,7 +95,7 @@ class StdoutPipe:
             return 0
         return self._count[0]
 
-    def write(self, data: bytes) -> int:
+    def write(self, data: bytes | memoryview) -> int:
         """Write what the pipe takes now; return the bytes written.
 
         Raises `OSError` other than ``EAGAIN`` (EPIPE and friends: the

@@ -1,0 +1,144 @@
+"""A log read back keeps its model records serialized until the session is used.
+
+`SessionLog.restore` packs the records the history is derived from into one
+JSON array; the first use (the history, the records, an append) unpacks
+them.  A session loaded, left idle, then prompted must derive exactly the
+history it would have derived had the records been kept as dicts: these
+tests compare both with `derive_messages` (the reference) on every session
+log of the snapshots, cut at every record and continued with the rest.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acp_bridge.log.derive import derive_messages
+from acp_bridge.log.projection import HistoryProjection
+from acp_bridge.log.writer import MODEL_TYPES, RecordWriter, SessionLog
+
+Record = dict[str, Any]
+SNAPSHOTS = Path(__file__).resolve().parent.parent / "snapshots"
+LIVE_FIELDS = ("v", "seq", "at", "type", "turn", "step")
+
+
+class Target:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.pending = bytearray()
+        self.error: str | None = None
+        self.synced_at = 0.0
+
+
+class Writer:
+    """A `RecordWriter` that keeps what is written in memory."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def open_log(self, path: str, *, create: bool = True) -> Target:
+        return Target(path)
+
+    def write_log(self, log: object, data: bytes) -> None:
+        self.data += data
+
+
+def reopened(records: list[Record]) -> SessionLog:
+    slog = SessionLog("memory.jsonl", cast(RecordWriter, Writer()), next_seq=len(records))
+    slog.restore(records)
+    return slog
+
+
+def continued(slog: SessionLog, rest: list[Record]) -> None:
+    """Append ``rest`` as the live session would (same types and fields)."""
+    for record in rest:
+        fields = {k: v for k, v in record.items() if k not in LIVE_FIELDS}
+        slog.append(record["type"], record["turn"], record["step"], **fields)
+
+
+def snapshot_logs() -> list[tuple[str, list[Record]]]:
+    found = []
+    for path in sorted(SNAPSHOTS.rglob("*.json")):
+        data = json.loads(path.read_text())
+        for i, log in enumerate(data.get("logs") or [] if isinstance(data, dict) else []):
+            if isinstance(log, list) and any(r.get("type") in MODEL_TYPES for r in log):
+                found.append((f"{path.relative_to(SNAPSHOTS)}[{i}]", log))
+    return found
+
+
+SNAPSHOT_LOGS = snapshot_logs()
+
+
+def test_a_restored_log_stays_packed_until_its_history_is_asked_for() -> None:
+    _, records = SNAPSHOT_LOGS[0]
+    slog = reopened(records)
+    assert slog.packed
+    assert list(slog.history.messages()) == derive_messages(records)
+    assert not slog.packed
+
+
+def test_an_append_after_a_restore_unpacks_first() -> None:
+    _, records = SNAPSHOT_LOGS[0]
+    slog = reopened(records)
+    content = [{"type": "text", "text": "And now?"}]
+    slog.append("user/message", 99, 0, content=content)
+    assert not slog.packed
+    assert slog.records[-1]["content"] == content
+    expected = derive_messages([*records, {"type": "user/message", "turn": 99, "content": content}])
+    assert list(slog.history.messages()) == expected
+
+
+@pytest.mark.parametrize(("name", "records"), SNAPSHOT_LOGS, ids=[n for n, _ in SNAPSHOT_LOGS])
+def test_every_cut_derives_the_eager_history(name: str, records: list[Record]) -> None:
+    for cut in range(len(records) + 1):
+        slog = reopened(records[:cut])
+        eager = HistoryProjection([r for r in records[:cut] if r.get("type") in MODEL_TYPES])
+        continued(slog, records[cut:])
+        for record in records[cut:]:
+            if record.get("type") in MODEL_TYPES:
+                eager.append(record)
+        expected = derive_messages(records)
+        assert list(slog.history.messages()) == expected, cut
+        assert list(eager.messages()) == expected, cut
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(SNAPSHOT_LOGS), st.data())
+def test_loaded_idle_then_used_is_the_history_of_the_log(
+    named: tuple[str, list[Record]], data: st.DataObject
+) -> None:
+    """Packed at a random cut, asked for the history (or not) at another, continued."""
+    _, records = named
+    cut = data.draw(st.integers(0, len(records)))
+    peek = data.draw(st.integers(cut, len(records)))
+    slog = reopened(records[:cut])
+    continued(slog, records[cut:peek])
+    assert list(slog.history.messages()) == derive_messages(records[:peek])
+    continued(slog, records[peek:])
+    assert list(slog.history.messages()) == derive_messages(records)
+
+
+def test_records_that_are_not_json_data_are_kept_as_they_are() -> None:
+    record = {"type": "user/message", "turn": 1, "content": [{"type": "text", "text": "Hi"}]}
+    odd = {**record, "extra": object()}
+    slog = reopened([odd])
+    assert not slog.packed
+    assert slog.records == [odd]
+
+
+@pytest.mark.parametrize("zip_below", [0, 1 << 30])
+def test_compressed_or_not_the_history_is_the_same(
+    zip_below: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import acp_bridge.log.writer as writer
+
+    monkeypatch.setattr(writer, "ZIP_BELOW", zip_below)
+    for _, records in SNAPSHOT_LOGS:
+        slog = reopened(records)
+        assert slog._zipped is (zip_below > 0)
+        assert list(slog.history.messages()) == derive_messages(records)

@@ -177,8 +177,10 @@ def test_the_readme_zed_snippet_is_the_current_form_and_runs_the_zed_example() -
 
 def test_every_zed_snippet_of_the_readme_tags_its_entries_custom() -> None:
     """Zed loads an ``agent_servers`` entry only with ``"type": "custom"``: every
-    snippet says it, the real-model ones included, and each entry's args parse."""
-    readme = (EXAMPLES.parent / "README.md").read_text()
+    snippet says it (the README's and the real-model ones of docs/providers.md),
+    and each entry's args parse."""
+    root = EXAMPLES.parent
+    readme = (root / "README.md").read_text() + (root / "docs" / "providers.md").read_text()
     blocks = readme.split("```json")
     snippets = [
         json.loads(block.split("```", 1)[0])

@@ -57,6 +57,11 @@ last ``update_plan`` call that succeeded) comes last, as a ``plan`` update.
 A regenerate turn started by the ``/regenerate`` command keeps the command
 the editor sent in its ``turn/start`` (``prompt``), replayed as the user's
 message of that turn.
+
+Why this module is over 400 lines: `replay_updates` (the reference) and
+`replay_frames` (the same updates as wire bytes, for a large load) share one
+walk over the records; split, the two would drift apart, and a test holds
+them byte-identical.
 """
 
 from __future__ import annotations

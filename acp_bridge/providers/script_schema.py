@@ -8,7 +8,6 @@ only definition of the format: edit them, then regenerate.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema
 
 from acp_bridge.providers.script_format import Script
+from acp_bridge.schema_file import schema_file_main
 
 __all__ = ["SCHEMA_PATH", "build_script_schema", "main", "render"]
 
@@ -50,19 +50,9 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the file is stale")
-    parser.add_argument("--out", type=Path, default=SCHEMA_PATH, help="the file to write")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
-        if current != text:
-            sys.stderr.write(f"{args.out} is stale: run python -m {__spec__.name}\n")
-            return 1
-        return 0
-    args.out.write_text(text, encoding="utf-8")
-    return 0
+    return schema_file_main(
+        render, SCHEMA_PATH, module=__spec__.name, description=__doc__.splitlines()[0], argv=argv
+    )
 
 
 if __name__ == "__main__":

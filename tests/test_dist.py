@@ -67,6 +67,12 @@ class Installed:
         return self.command("python")
 
 
+# The first test that needs the build, the install or the binary builds it in its own
+# set-up (the binary: PyInstaller, minutes of CPU while other test processes run): a
+# hang guard above that, never a speed limit.
+pytestmark = pytest.mark.timeout(1200)
+
+
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     out = tmp_path_factory.mktemp("dist")

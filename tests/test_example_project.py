@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.harness import EXAMPLES, ROOT
+from support.harness import EXAMPLES, ROOT, nested_pytest_env
 
 PROJECT = EXAMPLES / "notes-agent"
 IGNORE = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.egg-info", ".venv")
@@ -48,6 +48,7 @@ def test_the_example_project_passes_in_a_clean_venv(tmp_path: Path) -> None:
     done = subprocess.run(
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
         cwd=project,
+        env=nested_pytest_env(),
         capture_output=True,
         text=True,
         timeout=600,

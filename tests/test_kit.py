@@ -17,7 +17,7 @@ import anyio
 import anyio.abc
 import orjson
 import pytest
-from support.harness import ROOT, tool_call, write_script
+from support.harness import ROOT, nested_pytest_env, tool_call, write_script
 
 from acp_bridge.client import AcpClient
 from acp_bridge.testing import (
@@ -358,6 +358,7 @@ def test_the_plugin_runs_any_agent_with_the_acp_agent_option(tmp_path: Path) -> 
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--acp-agent", agent],
         cwd=tmp_path,
+        env=nested_pytest_env(),
         capture_output=True,
         text=True,
         timeout=120,

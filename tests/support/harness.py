@@ -284,3 +284,10 @@ async def prompt_until(
         else:
             await barrier(client)
     return PromptResult(result, client.updates[start:end], client.updates[end:])
+
+
+def nested_pytest_env() -> dict[str, str]:
+    """This environment for a pytest run a test starts, without what pytest-xdist
+    sets in its workers (syrupy would take the inner run for a worker and keep
+    its snapshot report to itself)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}

@@ -20,6 +20,7 @@ told about:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
@@ -67,7 +68,9 @@ class PromptHost(Protocol):
 class PromptQueue:
     def __init__(self, session: SessionCore) -> None:
         self.session = session
-        self._lock = anyio.Lock()
+        # asyncio's lock: taken without a trip through the event loop when
+        # no other prompt of the session holds it (anyio's yields every time).
+        self._lock = asyncio.Lock()
         # Prompts received and not started yet, by request id: True once a
         # cancel has covered them.
         self.waiting: dict[RequestId, bool] = {}

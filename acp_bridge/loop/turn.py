@@ -375,7 +375,7 @@ class Turn:
         step_scope = anyio.CancelScope()
         idle = IdleWatch(self.config.idle_timeout, step_scope)
         if idle.limit is not None:
-            self.spawn(idle.run)
+            idle.start()
         session.outbox.add_pre_flush(stream.asm.compact)
         try:
             with step_scope:

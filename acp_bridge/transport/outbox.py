@@ -44,6 +44,7 @@ through `acp_bridge.jsonrpc.connection.FrameWriter`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -108,11 +109,14 @@ class Outbox:
         self._queued_bytes = 0
         self._queued_gen = 0
         self._written_gen = 0
-        self._wakeup = anyio.Event()
-        # True once `send` has set ``_wakeup`` (until the writer replaces it):
+        # asyncio's events, cleared and used again: an anyio event costs more
+        # to make than the writer spends on a small batch (the project runs
+        # on anyio's asyncio backend only).
+        self._wakeup = asyncio.Event()
+        # True once `send` has set ``_wakeup`` (until the writer clears it):
         # a stream of chunks sets it once, not once per chunk.
         self._woken = False
-        self._progress = anyio.Event()
+        self._progress = asyncio.Event()
         self._closed = False
         self._pre_flush: list[Callable[[], None]] = []
         # Chunk frames that may be merged (`merge_chunks`).
@@ -284,7 +288,7 @@ class Outbox:
 
     async def _wait_progress(self) -> None:
         if self._progress.is_set():
-            self._progress = anyio.Event()
+            self._progress = asyncio.Event()
         await self._progress.wait()
 
     # -- the writer --------------------------------------------------------
@@ -301,7 +305,7 @@ class Outbox:
                     if self._closed:
                         break
                     await self._wakeup.wait()
-                    self._wakeup = anyio.Event()
+                    self._wakeup.clear()
                     self._woken = False
                     continue
                 if self._pipe.over_in_flight() and not self.stdout_broken.is_set():
@@ -314,12 +318,16 @@ class Outbox:
                 # Not while writing: a Stop read here answers with flush_now.
                 self.poll_input()
                 batch, self._batch_gen = self._take()
-                self._writing = True
-                try:
-                    with anyio.CancelScope(shield=True):
-                        await self._write_batch(batch)
-                finally:
-                    self._writing = False
+                self._rest = self._write_ready(batch)
+                if self._rest:  # stdout would block: wait for the editor to read
+                    self._writing = True
+                    try:
+                        with anyio.CancelScope(shield=True):
+                            await self._write_rest()
+                    finally:
+                        self._writing = False
+                if self._logs.failing:
+                    self._logs.retry()
                 self._written(self._batch_gen)
         self._logs.bind(None)
         self.finished.set()
@@ -362,7 +370,7 @@ class Outbox:
 
     def _join_batch(self) -> None:
         """`flush_now` while the writer waits for stdout (it is suspended in
-        `_write_batch`, the only place it waits while writing)."""
+        `_write_rest`, the only place it waits while writing)."""
         if self._rest:
             self._rest = self._write_stdout_frames(self._rest)
             if self._rest:
@@ -381,16 +389,16 @@ class Outbox:
         self._written_gen = gen
         self._progress.set()
 
-    async def _write_batch(self, batch: list[_Item]) -> None:
-        self._rest = self._write_ready(batch)
-        while self._rest:  # stdout would block: wait for the editor to read
+    async def _write_rest(self) -> None:
+        """What stdout did not take of the batch, once the editor reads (the
+        writer's only wait while writing: `flush_now` may join it meanwhile)."""
+        while self._rest:
             with anyio.move_on_after(0.1):  # ...but notice give_up_stdout()
                 await anyio.wait_writable(self._pipe.fd)
             # flush_now may have written the rest (and joined the queue to
             # this batch) meanwhile.
             if self._rest:
                 self._rest = self._write_stdout_frames(self._rest)
-        self._logs.retry()
 
     def _write_ready(self, batch: list[_Item]) -> list[bytes | memoryview]:
         """Write a batch, log records first; return the stdout bytes left over.

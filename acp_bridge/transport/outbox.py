@@ -123,6 +123,8 @@ class Outbox:
         self._merger = ChunkMerger()
         self.stdout_broken = anyio.Event()
         self._writing = False
+        # While `run` serves the queue (the fsyncs then run in its task group).
+        self._running = False
         self.finished = anyio.Event()
         # Reads stdin now (`acp_bridge.transport.stdio.InputPoll`): called
         # before each batch is taken, so a Stop that arrived while the last
@@ -184,6 +186,12 @@ class Outbox:
         self._wakeup.set()
 
     def fsync_log(self, log: LogTarget) -> None:
+        if not self._queue and self._running:
+            # Everything queued so far is written (what stdout has still to
+            # take of a batch is frames only): ask for the sync now, without
+            # waking the writer for it (a prompt's answer asks for one).
+            self._logs.request_sync(log)
+            return
         self._queue.append((log, _FSYNC))
         self._queued_gen += 1
         self._wakeup.set()
@@ -287,9 +295,9 @@ class Outbox:
         self._pipe.narrow()
 
     async def _wait_progress(self) -> None:
-        if self._progress.is_set():
-            self._progress = asyncio.Event()
-        await self._progress.wait()
+        progress = self._progress
+        progress.clear()  # whoever waited on it was woken by its set() already
+        await progress.wait()
 
     # -- the writer --------------------------------------------------------
 
@@ -298,39 +306,47 @@ class Outbox:
         self._pipe.prepare()
         async with anyio.create_task_group() as tg:
             self._logs.bind(tg)
-            while True:
-                if not self._queue:
-                    if self._written_gen < self._queued_gen:
-                        self._written(self._queued_gen)  # the rest was retracted
-                    if self._closed:
-                        break
-                    await self._wakeup.wait()
-                    self._wakeup.clear()
-                    self._woken = False
-                    continue
-                if self._pipe.over_in_flight() and not self.stdout_broken.is_set():
-                    # Little in flight: the next batch waits until the editor
-                    # has read this much (the answer to a Stop does not wait:
-                    # `flush_now`); what queues meanwhile goes out together.
-                    with anyio.move_on_after(RECHECK):
-                        await anyio.wait_writable(self._pipe.fd)
-                    continue
-                # Not while writing: a Stop read here answers with flush_now.
-                self.poll_input()
-                batch, self._batch_gen = self._take()
-                self._rest = self._write_ready(batch)
-                if self._rest:  # stdout would block: wait for the editor to read
-                    self._writing = True
-                    try:
-                        with anyio.CancelScope(shield=True):
-                            await self._write_rest()
-                    finally:
-                        self._writing = False
-                if self._logs.failing:
-                    self._logs.retry()
-                self._written(self._batch_gen)
+            self._running = True
+            try:
+                await self._serve()
+            finally:
+                self._running = False
         self._logs.bind(None)
         self.finished.set()
+
+    async def _serve(self) -> None:
+        """The writer's loop (see `run`)."""
+        while True:
+            if not self._queue:
+                if self._written_gen < self._queued_gen:
+                    self._written(self._queued_gen)  # the rest was retracted
+                if self._closed:
+                    break
+                await self._wakeup.wait()
+                self._wakeup.clear()
+                self._woken = False
+                continue
+            if self._pipe.over_in_flight() and not self.stdout_broken.is_set():
+                # Little in flight: the next batch waits until the editor
+                # has read this much (the answer to a Stop does not wait:
+                # `flush_now`); what queues meanwhile goes out together.
+                with anyio.move_on_after(RECHECK):
+                    await anyio.wait_writable(self._pipe.fd)
+                continue
+            # Not while writing: a Stop read here answers with flush_now.
+            self.poll_input()
+            batch, self._batch_gen = self._take()
+            self._rest = self._write_ready(batch)
+            if self._rest:  # stdout would block: wait for the editor to read
+                self._writing = True
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await self._write_rest()
+                finally:
+                    self._writing = False
+            if self._logs.failing:
+                self._logs.retry()
+            self._written(self._batch_gen)
 
     def close(self) -> None:
         """Finish: write what is queued, run the pending fsyncs now, then `run` returns."""

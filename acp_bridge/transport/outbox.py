@@ -183,7 +183,9 @@ class Outbox:
     def write_log(self, log: LogTarget, data: bytes) -> None:
         self._queue.append((log, data))
         self._queued_gen += 1
-        self._wakeup.set()
+        if not self._woken:
+            self._woken = True
+            self._wakeup.set()
 
     def fsync_log(self, log: LogTarget) -> None:
         if not self._queue and self._running:
@@ -194,7 +196,9 @@ class Outbox:
             return
         self._queue.append((log, _FSYNC))
         self._queued_gen += 1
-        self._wakeup.set()
+        if not self._woken:
+            self._woken = True
+            self._wakeup.set()
 
     def add_pre_flush(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` before each batch is taken (it may queue more items)."""

@@ -5,11 +5,20 @@ scripted provider; the references' ``--one-line`` mode).  Each round trip is tim
 writing ``session/prompt`` to the read that holds its response; the figure at a mark is
 the median of the ``turn_window`` round trips around it.  Agents run in interleaved blocks
 of ``turn_block`` turns, so a slow phase of the machine is spread over all of them.
+
+Before the first timed turn each agent is left until it is idle (`wait_idle`): acp-bridge
+loads what a turn needs in a background thread once ``session/new`` is answered
+(``acp_bridge.warm_up``), and turns timed while that thread ran measured the import (a
+turn waited behind a thread that held the interpreter for milliseconds at a time), not
+the turn.  A user's first prompt comes seconds after the session opens.
 """
 
 from __future__ import annotations
 
+import time
+
 from bench.agents import AgentError, AgentProcess, log, now
+from bench.procfs import CLOCK_TICKS, tree_cpu_s
 from bench.results import median, rotate
 from bench.runner import Bench
 from bench.wire import LineStats
@@ -26,6 +35,8 @@ def turn_overhead(bench: Bench) -> None:
         f"blocks of {cfg.turn_block}, marks at turns {', '.join(f'{m:,}' for m in marks)}"
     )
     procs = bench.open_each("turns", lambda p: [p.new_session()], bench.one_line)
+    for proc, _ in procs.values():
+        wait_idle(proc.proc.pid)
     done = dict.fromkeys(procs, 0)
     block = 0
     try:
@@ -55,6 +66,19 @@ def turn_overhead(bench: Bench) -> None:
             block += 1
     finally:
         bench.close_each("turns", procs)
+
+
+def wait_idle(pid: int, quiet_s: float = 0.2, limit_s: float = 5.0) -> None:
+    """Return once process ``pid`` (and its children) used no CPU for ``quiet_s``
+    (a clock tick or less), or after ``limit_s``."""
+    deadline = now() + limit_s
+    last = tree_cpu_s(pid)
+    while now() < deadline:
+        time.sleep(quiet_s)
+        cpu = tree_cpu_s(pid)
+        if cpu - last <= 1 / CLOCK_TICKS:
+            return
+        last = cpu
 
 
 def _turn(bench: Bench, proc: AgentProcess, sid: str) -> float:

@@ -24,6 +24,7 @@ from acp_bridge.context.estimate import (
     RequestEstimate,
     _measure,
     _measure_stripped,
+    estimate_request,
     next_request_tokens,
 )
 from acp_bridge.context.session import SessionContext
@@ -88,6 +89,20 @@ def test_a_log_read_again_is_estimated_anew(first: list[Record], second: list[Re
     estimate = RequestEstimate()
     assert_equal_along(first, estimate)
     assert_equal_along(second, estimate)
+
+
+@settings(max_examples=60, deadline=None)
+@given(logs_with_usage())
+def test_the_incremental_request_size_equals_the_full_one(records: list[Record]) -> None:
+    """`RequestEstimate.request_tokens` (a reply's usage estimate, asked after every
+    response of a model that reports none) is `estimate_request` of the same history."""
+    projection = HistoryProjection()
+    estimate = RequestEstimate()
+    for i, record in enumerate(records):
+        projection.append(record)
+        messages = projection.messages()
+        expected = estimate_request(messages, SYSTEM, TOOLS)
+        assert estimate.request_tokens(messages, SYSTEM, TOOLS) == expected, f"after record {i}"
 
 
 def test_an_older_view_is_estimated_with_its_own_messages() -> None:

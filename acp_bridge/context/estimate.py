@@ -199,15 +199,23 @@ class RequestEstimate:
     ) -> int:
         anchored = self._anchor(records)
         if anchored is None:
-            size, images = self._measure_history(messages)
-            return (
-                -(-size // CHARS_PER_TOKEN)
-                + images * IMAGE_TOKENS
-                + estimate_text(system or "")
-                + self._tool_tokens(tools)
-            )
+            return self.request_tokens(messages, system, tools)
         used, since = anchored
         return used + sum(estimate_json(record.get("content")) for record in since)
+
+    def request_tokens(
+        self, messages: Sequence[Any], system: str | None, tools: Sequence[Any]
+    ) -> int:
+        """`estimate_request` of the session's current history, at a cost that does
+        not grow with it (the usage estimate of a reply that reported none asks for
+        it after every model response)."""
+        size, images = self._measure_history(messages)
+        return (
+            -(-size // CHARS_PER_TOKEN)
+            + images * IMAGE_TOKENS
+            + estimate_text(system or "")
+            + self._tool_tokens(tools)
+        )
 
     def _tool_tokens(self, tools: Sequence[Any]) -> int:
         """``estimate_json(_specs(tools))``, measured again only for other tools."""

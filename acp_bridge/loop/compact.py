@@ -103,7 +103,7 @@ async def compact(turn: CompactingTurn, trigger: str, instructions: str | None =
     plan = plan_compaction(records, keep_tokens=keep, keep_prompt=trigger != "command")
     if plan is None:
         return Outcome("nothing")
-    before = estimate_request(session.history(), turn.system, tools)
+    before = session.context.estimate.request_tokens(session.history(), turn.system, tools)
     opened = OpenCompaction("cmp_" + uuid.uuid4().hex[:16], "att_" + uuid.uuid4().hex[:16], trigger)
     fields: dict[str, Any] = {
         "compaction_id": opened.compaction_id,

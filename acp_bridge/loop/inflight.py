@@ -31,8 +31,9 @@ class InFlight:
 
     def __init__(self) -> None:
         self._scopes: set[anyio.CancelScope] = set()
-        self._done = anyio.Event()
-        self._done.set()
+        # Set whenever nothing is in flight; made by the first `track` (most
+        # turns track nothing: a turn without tools never makes one).
+        self._done: anyio.Event | None = None
         # What is in flight, for logs and tests: label -> how many.
         self.labels: dict[str, int] = {}
 
@@ -47,8 +48,9 @@ class InFlight:
         body that must produce a result after that (a partial tool output)
         shields its cleanup.
         """
-        if not self._scopes:
-            self._done = anyio.Event()
+        done = self._done
+        if not self._scopes or done is None:
+            done = self._done = anyio.Event()
         self.labels[label] = self.labels.get(label, 0) + 1
         scope = anyio.CancelScope()
         self._scopes.add(scope)
@@ -63,7 +65,7 @@ class InFlight:
             else:
                 del self.labels[label]
             if not self._scopes:
-                self._done.set()
+                done.set()
 
     def cancel(self) -> None:
         """Cancel everything in flight (a Stop)."""
@@ -75,8 +77,9 @@ class InFlight:
 
         Returns True when nothing is left in flight.
         """
-        if not self._scopes:
+        done = self._done
+        if not self._scopes or done is None:
             return True
         with anyio.CancelScope(shield=True), anyio.move_on_after(deadline):
-            await self._done.wait()
+            await done.wait()
         return not self._scopes

@@ -10,8 +10,9 @@ and leaves.  What it needs of the turn is `StreamingTurn`.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
-import uuid
 from typing import Any, Final, Protocol
 
 import anyio
@@ -65,10 +66,13 @@ class StepStream:
     __slots__ = ("asm", "attempt", "chunk_prefixes", "message_id")
 
     def __init__(self) -> None:
-        self.attempt = "att_" + uuid.uuid4().hex[:16]
+        # Two random ids of 16 hex digits from one read of the OS's random
+        # source (a uuid4 each cost a read and an object).
+        ids = os.urandom(16).hex()
+        self.attempt = "att_" + ids[:16]
         # One id for the model response: its reasoning and its text are one
         # assistant message to the editor, as they are in the history.
-        self.message_id = "msg_" + uuid.uuid4().hex[:16]
+        self.message_id = "msg_" + ids[16:]
         self.asm = StreamAssembler()
         # How this stream's text and reasoning frames start (see
         # `acp_bridge.loop.ending.retract_queued`).
@@ -78,8 +82,10 @@ class StepStream:
 class IdleWatch:
     """Cancels the step's scope when no stream event arrives for ``limit`` seconds.
 
-    The hot loop only bumps a counter; this task looks at it a few times per
-    limit, which costs nothing per chunk.
+    The hot loop only bumps a counter; a timer of the event loop looks at it
+    a few times per limit, which costs nothing per chunk.  A timer, not a
+    task: a step then spawns nothing and cancels nothing to watch its stream
+    (a task and its cancel scope were a tenth of a one-line turn's cost).
     """
 
     def __init__(self, limit: float | None, step_scope: anyio.CancelScope) -> None:
@@ -93,27 +99,35 @@ class IdleWatch:
         self.grace_seen = -1
         self.fired = False
         self._step_scope = step_scope
-        self._own_scope = anyio.CancelScope()
+        self._timer: asyncio.TimerHandle | None = None
+        self._last = 0
+        self._quiet = 0.0
+
+    def start(self) -> None:
+        """Start watching (on the event loop); `stop` ends it."""
+        assert self.limit is not None
+        self._last, self._quiet = self.seen, 0.0
+        self._timer = asyncio.get_running_loop().call_later(self.limit / 4, self._tick)
 
     def stop(self) -> None:
-        self._own_scope.cancel()
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
 
-    async def run(self) -> None:
+    def _tick(self) -> None:
         assert self.limit is not None
         tick = self.limit / 4
-        last, quiet = self.seen, 0.0
-        with self._own_scope:
-            while True:
-                await anyio.sleep(tick)
-                if self.seen != last or self.paused:
-                    last, quiet = self.seen, 0.0
-                    continue
-                quiet += tick
-                allowed = self.limit + (self.grace if self.seen == self.grace_seen else 0.0)
-                if quiet >= allowed:
-                    self.fired = True
-                    self._step_scope.cancel()
-                    return
+        if self.seen != self._last or self.paused:
+            self._last, self._quiet = self.seen, 0.0
+        else:
+            self._quiet += tick
+            allowed = self.limit + (self.grace if self.seen == self.grace_seen else 0.0)
+            if self._quiet >= allowed:
+                self._timer = None
+                self.fired = True
+                self._step_scope.cancel()
+                return
+        self._timer = asyncio.get_running_loop().call_later(tick, self._tick)
 
 
 class StreamingTurn(UsageTurn, Protocol):

@@ -44,6 +44,7 @@ compaction (`compact`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
@@ -117,7 +118,9 @@ class Turn:
         self.config = config
         self.rec = TurnRecorder(session.log, number)
         self.in_flight = InFlight()
-        self.settled = anyio.Event()
+        # Set once the turn has ended and answered (asyncio's event: an
+        # anyio one costs several times more to make, once per turn).
+        self.settled = asyncio.Event()
         self._answer = answer
         self.stop_reason: str | None = None
         self.error: TurnFailed | None = None
@@ -375,7 +378,7 @@ class Turn:
         step_scope = anyio.CancelScope()
         idle = IdleWatch(self.config.idle_timeout, step_scope)
         if idle.limit is not None:
-            self.spawn(idle.run)
+            idle.start()
         session.outbox.add_pre_flush(stream.asm.compact)
         try:
             with step_scope:

@@ -45,14 +45,16 @@ def report_usage(turn: UsageTurn, usage: Usage) -> None:
 
 def estimate_usage(turn: UsageTurn, content: list[dict[str, Any]]) -> None:
     """A response without a usage report: estimate it (real models only)."""
-    from ..context.estimate import estimate_json, estimate_request  # off the start-up path
+    from ..context.estimate import estimate_json  # off the start-up path
 
     info = turn.info
     if info is None or not info.estimate_usage:
         return
     session = turn.session
     tools = () if session.tools is None else session.tools.registry.specs()
-    sent = estimate_request(session.history(), turn.system, tools)
+    # The session's incremental estimate: measuring the whole history again
+    # after every reply grew with the session (milliseconds late in a long one).
+    sent = session.context.estimate.request_tokens(session.history(), turn.system, tools)
     show_usage(turn, sent, estimate_json(content))
 
 

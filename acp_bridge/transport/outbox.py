@@ -44,6 +44,7 @@ through `acp_bridge.jsonrpc.connection.FrameWriter`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -108,17 +109,22 @@ class Outbox:
         self._queued_bytes = 0
         self._queued_gen = 0
         self._written_gen = 0
-        self._wakeup = anyio.Event()
-        # True once `send` has set ``_wakeup`` (until the writer replaces it):
+        # asyncio's events, cleared and used again: an anyio event costs more
+        # to make than the writer spends on a small batch (the project runs
+        # on anyio's asyncio backend only).
+        self._wakeup = asyncio.Event()
+        # True once `send` has set ``_wakeup`` (until the writer clears it):
         # a stream of chunks sets it once, not once per chunk.
         self._woken = False
-        self._progress = anyio.Event()
+        self._progress = asyncio.Event()
         self._closed = False
         self._pre_flush: list[Callable[[], None]] = []
         # Chunk frames that may be merged (`merge_chunks`).
         self._merger = ChunkMerger()
         self.stdout_broken = anyio.Event()
         self._writing = False
+        # While `run` serves the queue (the fsyncs then run in its task group).
+        self._running = False
         self.finished = anyio.Event()
         # Reads stdin now (`acp_bridge.transport.stdio.InputPoll`): called
         # before each batch is taken, so a Stop that arrived while the last
@@ -177,12 +183,22 @@ class Outbox:
     def write_log(self, log: LogTarget, data: bytes) -> None:
         self._queue.append((log, data))
         self._queued_gen += 1
-        self._wakeup.set()
+        if not self._woken:
+            self._woken = True
+            self._wakeup.set()
 
     def fsync_log(self, log: LogTarget) -> None:
+        if not self._queue and self._running:
+            # Everything queued so far is written (what stdout has still to
+            # take of a batch is frames only): ask for the sync now, without
+            # waking the writer for it (a prompt's answer asks for one).
+            self._logs.request_sync(log)
+            return
         self._queue.append((log, _FSYNC))
         self._queued_gen += 1
-        self._wakeup.set()
+        if not self._woken:
+            self._woken = True
+            self._wakeup.set()
 
     def add_pre_flush(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` before each batch is taken (it may queue more items)."""
@@ -283,9 +299,9 @@ class Outbox:
         self._pipe.narrow()
 
     async def _wait_progress(self) -> None:
-        if self._progress.is_set():
-            self._progress = anyio.Event()
-        await self._progress.wait()
+        progress = self._progress
+        progress.clear()  # whoever waited on it was woken by its set() already
+        await progress.wait()
 
     # -- the writer --------------------------------------------------------
 
@@ -294,35 +310,47 @@ class Outbox:
         self._pipe.prepare()
         async with anyio.create_task_group() as tg:
             self._logs.bind(tg)
-            while True:
-                if not self._queue:
-                    if self._written_gen < self._queued_gen:
-                        self._written(self._queued_gen)  # the rest was retracted
-                    if self._closed:
-                        break
-                    await self._wakeup.wait()
-                    self._wakeup = anyio.Event()
-                    self._woken = False
-                    continue
-                if self._pipe.over_in_flight() and not self.stdout_broken.is_set():
-                    # Little in flight: the next batch waits until the editor
-                    # has read this much (the answer to a Stop does not wait:
-                    # `flush_now`); what queues meanwhile goes out together.
-                    with anyio.move_on_after(RECHECK):
-                        await anyio.wait_writable(self._pipe.fd)
-                    continue
-                # Not while writing: a Stop read here answers with flush_now.
-                self.poll_input()
-                batch, self._batch_gen = self._take()
+            self._running = True
+            try:
+                await self._serve()
+            finally:
+                self._running = False
+        self._logs.bind(None)
+        self.finished.set()
+
+    async def _serve(self) -> None:
+        """The writer's loop (see `run`)."""
+        while True:
+            if not self._queue:
+                if self._written_gen < self._queued_gen:
+                    self._written(self._queued_gen)  # the rest was retracted
+                if self._closed:
+                    break
+                await self._wakeup.wait()
+                self._wakeup.clear()
+                self._woken = False
+                continue
+            if self._pipe.over_in_flight() and not self.stdout_broken.is_set():
+                # Little in flight: the next batch waits until the editor
+                # has read this much (the answer to a Stop does not wait:
+                # `flush_now`); what queues meanwhile goes out together.
+                with anyio.move_on_after(RECHECK):
+                    await anyio.wait_writable(self._pipe.fd)
+                continue
+            # Not while writing: a Stop read here answers with flush_now.
+            self.poll_input()
+            batch, self._batch_gen = self._take()
+            self._rest = self._write_ready(batch)
+            if self._rest:  # stdout would block: wait for the editor to read
                 self._writing = True
                 try:
                     with anyio.CancelScope(shield=True):
-                        await self._write_batch(batch)
+                        await self._write_rest()
                 finally:
                     self._writing = False
-                self._written(self._batch_gen)
-        self._logs.bind(None)
-        self.finished.set()
+            if self._logs.failing:
+                self._logs.retry()
+            self._written(self._batch_gen)
 
     def close(self) -> None:
         """Finish: write what is queued, run the pending fsyncs now, then `run` returns."""
@@ -362,7 +390,7 @@ class Outbox:
 
     def _join_batch(self) -> None:
         """`flush_now` while the writer waits for stdout (it is suspended in
-        `_write_batch`, the only place it waits while writing)."""
+        `_write_rest`, the only place it waits while writing)."""
         if self._rest:
             self._rest = self._write_stdout_frames(self._rest)
             if self._rest:
@@ -381,16 +409,16 @@ class Outbox:
         self._written_gen = gen
         self._progress.set()
 
-    async def _write_batch(self, batch: list[_Item]) -> None:
-        self._rest = self._write_ready(batch)
-        while self._rest:  # stdout would block: wait for the editor to read
+    async def _write_rest(self) -> None:
+        """What stdout did not take of the batch, once the editor reads (the
+        writer's only wait while writing: `flush_now` may join it meanwhile)."""
+        while self._rest:
             with anyio.move_on_after(0.1):  # ...but notice give_up_stdout()
                 await anyio.wait_writable(self._pipe.fd)
             # flush_now may have written the rest (and joined the queue to
             # this batch) meanwhile.
             if self._rest:
                 self._rest = self._write_stdout_frames(self._rest)
-        self._logs.retry()
 
     def _write_ready(self, batch: list[_Item]) -> list[bytes | memoryview]:
         """Write a batch, log records first; return the stdout bytes left over.

@@ -32,7 +32,7 @@ import orjson
 from .errors import LogCorrupt, json_kind
 from .records import FORMAT_VERSION, RECORD_TYPES
 
-__all__ = ["UPCASTERS", "LoadedLog", "gc_paused", "load_log", "upcast"]
+__all__ = ["UPCASTERS", "LoadedLog", "gc_paused", "load_log", "pause_gc", "upcast"]
 
 log = logging.getLogger("acp_bridge.log")
 
@@ -120,13 +120,39 @@ def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection inside: reading a long log creates hundreds
     of thousands of containers, and the collections they trigger would cost
     more than the parsing (JSON data holds no reference cycles)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    resume = pause_gc()
     try:
         yield
     finally:
-        if was_enabled:
+        resume()
+
+
+_pauses = 0
+_resume_enabled = False
+
+
+def pause_gc() -> Callable[[], None]:
+    """Pause the cyclic garbage collector until the returned function is called
+    (once).  Pauses nest, across tasks too: the collector runs again, if it
+    ran before the first, when the last pause ends."""
+    global _pauses, _resume_enabled
+    if _pauses == 0:
+        _resume_enabled = gc.isenabled()
+        gc.disable()
+    _pauses += 1
+    done = False
+
+    def resume() -> None:
+        global _pauses
+        nonlocal done
+        if done:
+            return
+        done = True
+        _pauses -= 1
+        if _pauses == 0 and _resume_enabled:
             gc.enable()
+
+    return resume
 
 
 def load_log(

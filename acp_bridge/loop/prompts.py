@@ -67,7 +67,9 @@ class PromptHost(Protocol):
 class PromptQueue:
     def __init__(self, session: SessionCore) -> None:
         self.session = session
-        self._lock = anyio.Lock()
+        # Made when a prompt comes, dropped when none is left (an idle session
+        # holds none: a lock is most of an idle queue).
+        self._lock: anyio.Lock | None = None
         # Prompts received and not started yet, by request id: True once a
         # cancel has covered them.
         self.waiting: dict[RequestId, bool] = {}
@@ -104,8 +106,27 @@ class PromptQueue:
         host: PromptHost,
     ) -> Turn | None:
         """Run one prompt's turn when its time comes; None when it started none."""
+        lock = self._lock
+        if lock is None:
+            lock = self._lock = anyio.Lock()
+        try:
+            return await self._run(lock, request_id, blocks, raw, host)
+        finally:
+            if self._lock is lock and not lock.locked() and not lock.statistics().tasks_waiting:
+                self._lock = None
+            if not self.waiting:
+                self.waiting = {}  # a dict that held entries keeps its table
+
+    async def _run(
+        self,
+        lock: anyio.Lock,
+        request_id: RequestId,
+        blocks: list[dict[str, Any]],
+        raw: list[dict[str, Any]],
+        host: PromptHost,
+    ) -> Turn | None:
         config, spawn = host.config, host.spawn
-        async with self._lock:
+        async with lock:
             cancelled_early = self.waiting.pop(request_id, False)
             if not host.before_start():
                 return None

@@ -175,7 +175,7 @@ def _read_as_array(path: str | os.PathLike[str]) -> tuple[bytearray, int]:
         size = os.fstat(file.fileno()).st_size
         buffer = bytearray(size + 2)  # a byte more than the file: a file that grew shows
         length = file.readinto(memoryview(buffer)[1:])
-        while length == size + 1:  # it did: read the rest
+        if length == size + 1:  # it may have: read the rest
             more = file.read()
             buffer += more
             length += len(more)

@@ -188,3 +188,13 @@ def test_a_short_history_packs_into_fewer_bytes_than_plain_zlib() -> None:
     slog = reopened(records)
     assert slog._packed is not None
     assert len(slog._packed) < len(zlib.compress(orjson.dumps(kept), 1))
+
+
+@pytest.mark.parametrize(("name", "records"), SNAPSHOT_LOGS, ids=[n for n, _ in SNAPSHOT_LOGS])
+def test_restored_with_the_types_of_the_read_is_the_same(name: str, records: list[Record]) -> None:
+    """`restore` given each record's type (as the read has them) keeps the same records."""
+    plain = reopened(records)
+    typed = SessionLog("memory.jsonl", cast(RecordWriter, Writer()), next_seq=len(records))
+    typed.restore(records, [r["type"] for r in records])
+    assert typed.records == plain.records
+    assert list(typed.history.messages()) == derive_messages(records)

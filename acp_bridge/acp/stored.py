@@ -17,6 +17,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from itertools import compress
 from typing import Any, Final
 
 import anyio
@@ -119,7 +120,10 @@ class StoredMethods:
                 session_id,
                 reopened.closed[-1].get("reason"),
             )
-        others = without_deltas(reopened.records)
+        if reopened.kinds is None:
+            others = without_deltas(reopened.records)
+        else:  # from the types the read had: no pass over the dicts
+            others = list(compress(reopened.records, map("stream/delta".__ne__, reopened.kinds)))
         session = await self._register(session_id, cwd, reopened.log, others)
         session.prompts.turns = _last_turn(others)
         return session, reopened.records, others, True

@@ -81,6 +81,8 @@ class LoadedLog:
     valid_size: int
     torn: bool
     skipped: list[str] = field(default_factory=list)
+    # The type of each record, when the fast path has it already (else None).
+    kinds: list[str] | None = None
 
 
 _VERSION = itemgetter("v")
@@ -102,7 +104,7 @@ def _checked(values: Any, current: int, size: int) -> LoadedLog | None:
     try:
         versions = list(map(_VERSION, values))
         seqs = list(map(_SEQ, values))
-        kinds = set(map(_TYPE, values))
+        kinds = list(map(_TYPE, values))
     except (KeyError, TypeError):  # a field missing, an unhashable type
         return None
     # ``==`` alone would take True for 1 and 1.0 for 1: the types are checked too.
@@ -110,9 +112,9 @@ def _checked(values: Any, current: int, size: int) -> LoadedLog | None:
         return None
     if seqs != list(range(len(values))) or not set(map(type, seqs)) <= {int}:
         return None
-    if not kinds <= RECORD_TYPES:  # holds strings only: a type of another kind fails
+    if not set(kinds) <= RECORD_TYPES:  # holds strings only: a type of another kind fails
         return None
-    return LoadedLog(values, len(values), size, False, [])
+    return LoadedLog(values, len(values), size, False, [], kinds)
 
 
 @contextlib.contextmanager

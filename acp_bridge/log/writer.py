@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable
+from itertools import compress
 from typing import Any, Final, Protocol
 
 import orjson
@@ -129,7 +130,7 @@ class SessionLog:
         # granularity of the writes to the editor.
         self._timed = bytearray()
 
-    def restore(self, records: list[dict[str, Any]]) -> None:
+    def restore(self, records: list[dict[str, Any]], kinds: list[str] | None = None) -> None:
         """Start the in-memory history from the records of a log read back.
 
         They are kept as one JSON array until the history or the records are
@@ -140,7 +141,11 @@ class SessionLog:
         as read, so they serialize, and read back equal (a test compares
         the history derived after a round trip with the eager one).
         """
-        kept = [_for_history(record) for record in records if record.get("type") in MODEL_TYPES]
+        if kinds is None:
+            model = [record for record in records if record.get("type") in MODEL_TYPES]
+        else:  # ``kinds``: the type of each record (one pass over strings, not the dicts)
+            model = list(compress(records, map(MODEL_TYPES.__contains__, kinds)))
+        kept = [_for_history(record) for record in model]
         if not self._pack(kept):  # not JSON data: keep the dicts
             self._history, self._packed = HistoryProjection(kept), None
 

@@ -42,6 +42,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# ``-n auto`` (pyproject's addopts): test processes side by side, each file in
+# one of them (``--dist loadfile``: a file's module fixtures are built once).
+# Most tests wait on a subprocess, so there are more of them than cores.
+WORKERS_PER_CPU = 2
+MAX_WORKERS = 4
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many test processes ``-n auto`` starts: none (this process runs the
+    tests) for ``--snapshot-update``, which must see every test to tell an unused
+    snapshot, or for a run of named tests (``file.py::test``), else two per CPU,
+    at most four."""
+    if config.getoption("snapshot_update", False):
+        return 0
+    if any("::" in arg for arg in config.args):
+        return 0
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min(MAX_WORKERS, WORKERS_PER_CPU * (cpus or 1))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     spawn = config.getoption("--spawn")
     if spawn is not None:

@@ -74,3 +74,17 @@ async def test_a_load_frees_what_it_held_once_written_then_collection_resumes() 
     assert outbox.drained
     assert held == []
     assert gc.isenabled()
+
+
+def test_a_record_whose_type_is_not_a_string_is_named(tmp_path: Path) -> None:
+    """Such a line takes the line-by-line path, which says which line it is."""
+    from acp_bridge.log.errors import LogCorrupt
+
+    path = tmp_path / "s.jsonl"
+    records = write_log(path, 3)
+    records[1]["type"] = []
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    with pytest.raises(LogCorrupt) as caught:
+        load_log(path)
+    assert caught.value.line_no == 2
+    assert "type" in str(caught.value)

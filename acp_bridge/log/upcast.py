@@ -112,7 +112,8 @@ def _checked(values: Any, current: int, size: int) -> LoadedLog | None:
         return None
     if seqs != list(range(len(values))) or not set(map(type, seqs)) <= {int}:
         return None
-    if not set(kinds) <= RECORD_TYPES:  # holds strings only: a type of another kind fails
+    # Strings only (a list is no set member); RECORD_TYPES holds strings only.
+    if not set(map(type, kinds)) <= {str} or not set(kinds) <= RECORD_TYPES:
         return None
     return LoadedLog(values, len(values), size, False, [], kinds)
 

@@ -13,9 +13,10 @@ import pytest
 from acp_schema import AcpSchema, load_acp_schema
 from hypothesis import settings
 from support import zygote
-from support.bridge import BridgeStarter, Mode, start_bridge
+from support.bridge import BridgeStarter, Mode, running_bridge, start_bridge
 
 from acp_bridge.client import AcpClient
+from acp_bridge.testing.agent import Runner
 
 # The suite spawns hundreds of bridges: let them keep the bytecode they compile
 # (an environment that sets PYTHONDONTWRITEBYTECODE would make each one compile
@@ -131,6 +132,12 @@ def _bridge_zygote() -> Iterator[None]:
     stopped when the session ends."""
     yield
     zygote.close()
+
+
+@pytest.fixture
+def acp_agent_runner() -> Runner:
+    """The kit's ``acp_agent`` forks ``python -m acp_bridge`` from the zygote too."""
+    return running_bridge
 
 
 @pytest.fixture

@@ -44,8 +44,12 @@ def wants_notices(client_capabilities: object) -> bool:
 
 
 def opt_in(session: Session, client_capabilities: object) -> None:
-    """Record whether ``session``'s client takes notices (from its capabilities)."""
-    _opted[session] = wants_notices(client_capabilities)
+    """Record whether ``session``'s client takes notices (from its capabilities);
+    only those that do are kept (the others hold no entry)."""
+    if wants_notices(client_capabilities):
+        _opted[session] = True
+    else:
+        _opted.pop(session, None)
 
 
 def opted_in(session: Session) -> bool:

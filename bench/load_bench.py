@@ -8,7 +8,8 @@ streamed reply of twenty deltas with reasoning and text, every fifth turn
 stopped mid-stream, every seventh a refused tool call), spawns
 ``acp-bridge`` on it, and times ``session/load`` from the request to its
 response, replay included (every update read by the client).  Prints the
-median per size, the time per record, and the updates replayed.  Not part of
+median per size, the time per record, the updates replayed, and the agent's
+CPU time over the same span (median; user + system, from /proc).  Not part of
 CI: timings on a shared machine are noisy.
 
 With ``--idle N`` it measures memory instead: one process loads N such logs
@@ -158,17 +159,23 @@ def spawn(state: Path) -> Any:
     return anyio.open_process(command, stderr=subprocess.DEVNULL)
 
 
-async def time_load(state: Path, session_id: str, cwd: str) -> tuple[float, int]:
-    """Spawn the bridge, load the session, and time the request to its response."""
+async def time_load(state: Path, session_id: str, cwd: str) -> tuple[float, int, float]:
+    """Spawn the bridge, load the session, and time the request to its response;
+    also the bridge's CPU time (user + system) over the same span, which a busy
+    machine inflates less than the wall time."""
+    from bench.procfs import tree_cpu_s
+
     async with await spawn(state) as process:
         client = Client(process)
         await client.started(cwd)
+        cpu = tree_cpu_s(process.pid)
         start = time.perf_counter()
         await client.load(2, session_id, cwd)
         elapsed = time.perf_counter() - start
+        cpu = tree_cpu_s(process.pid) - cpu
         await client.stdin.aclose()
         await process.wait()
-    return elapsed, client.updates
+    return elapsed, client.updates, cpu
 
 
 async def idle_memory(count: int, records_each: int, warm: int = 10) -> dict[str, Any]:
@@ -225,10 +232,12 @@ async def main_async(sizes: list[int], runs: int) -> list[dict[str, Any]]:
             path = state / "sessions" / f"{session_id}.jsonl"
             path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
             times = []
+            cpus = []
             updates = 0
             for _ in range(runs):
-                elapsed, updates = await time_load(state, session_id, str(project))
+                elapsed, updates, cpu = await time_load(state, session_id, str(project))
                 times.append(elapsed)
+                cpus.append(cpu)
             median = statistics.median(times)
             rows.append(
                 {
@@ -237,6 +246,7 @@ async def main_async(sizes: list[int], runs: int) -> list[dict[str, Any]]:
                     "updates": updates,
                     "median_s": median,
                     "us_per_record": median / len(records) * 1e6,
+                    "cpu_median_s": statistics.median(cpus),
                 }
             )
     return rows
@@ -273,11 +283,15 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     print(f"session/load, request to response, median of {args.runs} (replay included)")
-    print(f"{'records':>9} {'log size':>10} {'updates':>9} {'load':>10} {'per record':>11}")
+    print(
+        f"{'records':>9} {'log size':>10} {'updates':>9} {'load':>10} {'per record':>11} "
+        f"{'agent CPU':>10}"
+    )
     for row in rows:
         print(
             f"{row['records']:>9,} {row['bytes'] / 1e6:>8.1f}MB {row['updates']:>9,} "
-            f"{row['median_s'] * 1000:>8.1f}ms {row['us_per_record']:>9.2f}µs"
+            f"{row['median_s'] * 1000:>8.1f}ms {row['us_per_record']:>9.2f}µs "
+            f"{row['cpu_median_s'] * 1000:>8.1f}ms"
         )
     sys.stdout.flush()
 

@@ -47,6 +47,9 @@ class Writer:
     def write_log(self, log: object, data: bytes) -> None:
         self.data += data
 
+    def add_pre_flush(self, hook: object) -> None:
+        pass
+
 
 def reopened(records: list[Record]) -> SessionLog:
     slog = SessionLog("memory.jsonl", cast(RecordWriter, Writer()), next_seq=len(records))
@@ -142,3 +145,56 @@ def test_compressed_or_not_the_history_is_the_same(
         slog = reopened(records)
         assert slog._zipped is (zip_below > 0)
         assert list(slog.history.messages()) == derive_messages(records)
+
+
+def live(records: list[Record]) -> SessionLog:
+    """A new session's log that appended ``records`` itself."""
+    slog = SessionLog("memory.jsonl", cast(RecordWriter, Writer()))
+    continued(slog, records)
+    return slog
+
+
+@pytest.mark.parametrize(("name", "records"), SNAPSHOT_LOGS, ids=[n for n, _ in SNAPSHOT_LOGS])
+def test_a_live_log_packed_while_idle_derives_the_same_history(
+    name: str, records: list[Record]
+) -> None:
+    """Packed after any record (a session left to rest), asked again, continued."""
+    for cut in range(len(records) + 1):
+        slog = live(records[:cut])
+        slog.history.messages()  # used: the projection is built
+        assert slog.pack(), cut
+        assert slog.packed
+        assert not slog.pack()  # already packed
+        assert list(slog.history.messages()) == derive_messages(records[:cut]), cut
+        slog.pack()
+        continued(slog, records[cut:])
+        assert list(slog.history.messages()) == derive_messages(records), cut
+
+
+def test_a_log_with_an_open_stream_is_not_packed() -> None:
+    slog = live([])
+    slog.open_stream("att_1", 1, 1, "fake", message_id="msg_1")
+    assert not slog.pack()
+    assert not slog.packed
+
+
+def test_a_short_history_packs_into_fewer_bytes_than_plain_zlib() -> None:
+    import zlib
+
+    import orjson
+
+    _, records = SNAPSHOT_LOGS[0]
+    kept = [r for r in records if r.get("type") in MODEL_TYPES]
+    slog = reopened(records)
+    assert slog._packed is not None
+    assert len(slog._packed) < len(zlib.compress(orjson.dumps(kept), 1))
+
+
+@pytest.mark.parametrize(("name", "records"), SNAPSHOT_LOGS, ids=[n for n, _ in SNAPSHOT_LOGS])
+def test_restored_with_the_types_of_the_read_is_the_same(name: str, records: list[Record]) -> None:
+    """`restore` given each record's type (as the read has them) keeps the same records."""
+    plain = reopened(records)
+    typed = SessionLog("memory.jsonl", cast(RecordWriter, Writer()), next_seq=len(records))
+    typed.restore(records, [r["type"] for r in records])
+    assert typed.records == plain.records
+    assert list(typed.history.messages()) == derive_messages(records)

@@ -55,6 +55,7 @@ async def run_prompt(
         table.mcp.before_turn(session, blocks)
         return True
 
+    table.used(session)
     try:
         host = _PromptHost(table, reply, session, before_start, prepare)
         turn = await session.prompts.run(reply.id, blocks, raw, host)

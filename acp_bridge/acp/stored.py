@@ -11,10 +11,13 @@ a turn left open by a crash closed as ``crashed``), and ``session/load`` replays
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import time
 import uuid
+from collections.abc import Callable
+from itertools import compress
 from typing import Any, Final
 
 import anyio
@@ -27,8 +30,8 @@ from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RpcError
 from ..log.reader import LogCorrupt, session_path
 from ..log.reopen import reopen
-from ..log.replay import replay_frames, title_update, without_deltas
-from ..log.upcast import gc_paused, load_log
+from ..log.replay import replay_frame_list, title_update, without_deltas
+from ..log.upcast import load_log, pause_gc
 from ..loop.session import Session
 from ..sessions.fork import ForkError, fork_records
 from ..sessions.info import PAGE_SIZE, BadCursor, list_sessions, title_of
@@ -117,7 +120,10 @@ class StoredMethods:
                 session_id,
                 reopened.closed[-1].get("reason"),
             )
-        others = without_deltas(reopened.records)
+        if reopened.kinds is None:
+            others = without_deltas(reopened.records)
+        else:  # from the types the read had: no pass over the dicts
+            others = list(compress(reopened.records, map("stream/delta".__ne__, reopened.kinds)))
         session = await self._register(session_id, cwd, reopened.log, others)
         session.prompts.turns = _last_turn(others)
         return session, reopened.records, others, True
@@ -151,11 +157,16 @@ class StoredMethods:
     # -- load and resume ---------------------------------------------------------
 
     async def load(self, params: dict[str, Any]) -> dict[str, Any]:
-        # No cyclic garbage collection from the read to the replay's end: the
-        # records are garbage by then, and a collection while they live would
-        # walk all of them (a long log's records are most of the heap).
-        with gc_paused():
+        # No cyclic garbage collection from the read until the records are
+        # freed: a collection while they live would walk all of them (a long
+        # log's records are most of the heap).  They are freed once the
+        # answer is written (`_release`): freeing a long log's records takes
+        # a while, and the editor waits for the answer, not for that.
+        resume = pause_gc()
+        held: list[Any] = []
+        try:
             session, records, others, opened = await self._open(params)
+            held += [records, others]
             await self.table.mcp.attach(session, params)
             if not opened:
                 session.context.reload()  # the instruction files are read again
@@ -163,18 +174,26 @@ class StoredMethods:
             self.table.outbox.widen_stdout()  # a bulk write: no Stop waits behind it
             from ..notices import opted_in
 
-            replay = replay_frames(
+            frames = replay_frame_list(
                 records,
                 session.frames.update,
                 others=others,
                 compaction=session.context.compaction_updates,
                 notices=opted_in(session),
             )
-            # All of it at once: the writer joins a batch's frames anyway.
-            self.table.outbox.send(replay)
+            # Queued in pieces: the writer joins a batch's frames anyway.
+            send = self.table.outbox.send
+            for frame in frames:
+                send(frame)
             endings = _endings(others)
-            del records, others, replay
-        return await self._answer_then_announce(session, endings)
+            del records, others, frames
+            answer = await self._answer_then_announce(session, endings)
+        except BaseException:
+            held.clear()
+            resume()
+            raise
+        self.table.spawn(functools.partial(_release, self.table.outbox, held, resume))
+        return answer
 
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
         session, _, others, _ = await self._open(params)
@@ -314,6 +333,21 @@ class StoredMethods:
     async def regenerate(self, params: dict[str, Any]) -> None:
         reply = current_reply.get()
         await run_regenerate(self.table, reply, self.table.get(params), None)
+
+
+async def _release(outbox: Any, held: list[Any], resume: Callable[[], None]) -> None:
+    """Free what a load held (``held``) once its answer is written, or after
+    `RELEASE_AFTER` seconds if the editor does not read it; then let the
+    garbage collector run again (``resume``)."""
+    try:
+        with anyio.move_on_after(RELEASE_AFTER):
+            await outbox.drain()
+    finally:
+        held.clear()
+        resume()
+
+
+RELEASE_AFTER: Final = 5.0
 
 
 def _last_turn(records: list[Record]) -> int:

@@ -65,22 +65,6 @@ def tool_state(
         passed=agent.config.pass_env,
     )
 
-    def emit(update: dict[str, Any]) -> None:
-        session.outbox.send(session.frames.update(update))
-
-    def keep_for_project(tool: str, decision: str) -> None:
-        from ..tools import rules_store
-
-        async def write() -> None:
-            try:
-                await anyio.to_thread.run_sync(
-                    rules_store.remember, agent.state_dir, session.cwd, tool, decision
-                )
-            except OSError as exc:
-                log.warning("cannot keep the permission rule for %s: %s", tool, exc)
-
-        agent.spawn(write)
-
     capabilities = ClientCapabilities.from_initialize(agent.client_capabilities)
     return ToolState(
         session_id=session.id,
@@ -90,15 +74,52 @@ def tool_state(
         registry=registry_for(capabilities),
         request=agent.conn.request,
         log=session.log,
-        emit=emit,
+        emit=_Emit(session),
         hidden_env=env.hidden,
         redactor=env.redactor,
         tool_timeout=agent.config.tool_timeout,
         cancel_deadline=agent.config.cancel_deadline,
         mode=mode,
         rules=rules,
-        on_remember=keep_for_project,
+        on_remember=_KeepForProject(agent, session),
     )
+
+
+class _Emit:
+    """Send a session update of ``session`` (a small object: every session holds one)."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def __call__(self, update: dict[str, Any]) -> None:
+        session = self.session
+        session.outbox.send(session.frames.update(update))
+
+
+class _KeepForProject:
+    """Remember a permission choice for the session's project, in a worker thread."""
+
+    __slots__ = ("agent", "session")
+
+    def __init__(self, agent: ToolHost, session: Session) -> None:
+        self.agent, self.session = agent, session
+
+    def __call__(self, tool: str, decision: str) -> None:
+        from ..tools import rules_store
+
+        agent, cwd = self.agent, self.session.cwd
+
+        async def write() -> None:
+            try:
+                await anyio.to_thread.run_sync(
+                    rules_store.remember, agent.state_dir, cwd, tool, decision
+                )
+            except OSError as exc:
+                log.warning("cannot keep the permission rule for %s: %s", tool, exc)
+
+        agent.spawn(write)
 
 
 def registry_for(capabilities: ClientCapabilities) -> ToolRegistry:

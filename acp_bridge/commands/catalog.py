@@ -74,11 +74,19 @@ def commands_update(session: Session | None = None) -> dict[str, Any]:
 def announce(session: Session, *, again: bool = True) -> None:
     """Send the session's commands: always when ``again`` (a session was opened
     or loaded), else only when the set differs from what it was last shown."""
+    global _last_shown
     update = commands_update(session)
-    if not again and _shown.get(session) == update["availableCommands"]:
+    commands = update["availableCommands"]
+    if not again and _shown.get(session) == commands:
         return
-    _shown[session] = update["availableCommands"]
+    if commands != _last_shown:
+        _last_shown = commands
+    # Kept as one list while it is the same for every session (never mutated).
+    _shown[session] = _last_shown
     session.outbox.send(session.frames.update(update))
+
+
+_last_shown: list[dict[str, Any]] = []
 
 
 def parse(blocks: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:

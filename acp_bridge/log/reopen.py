@@ -76,6 +76,8 @@ class Reopened:
     # The closing records appended (empty when the last turn had ended).
     closed: list[Record]
     torn: bool
+    # The type of each of ``records``, when the read had them (else None).
+    kinds: list[str] | None = None
 
 
 def reopen(path: str, outbox: RecordWriter) -> Reopened:
@@ -86,12 +88,15 @@ def reopen(path: str, outbox: RecordWriter) -> Reopened:
     slog = SessionLog(path, outbox, next_seq=loaded.next_seq)
     records = loaded.records
     closed: list[Record] = []
+    kinds = loaded.kinds
     with gc_paused():
-        slog.restore(records)
+        slog.restore(records, kinds)
         for kind, turn, step, fields in closing_records(records):
             record = slog.append(kind, turn, step, **fields)
             closed.append(record)
     records.extend(closed)
+    if kinds is not None:
+        kinds.extend(record["type"] for record in closed)
     if closed:
         slog.sync()
-    return Reopened(slog, records, closed, loaded.torn)
+    return Reopened(slog, records, closed, loaded.torn, kinds)

@@ -85,6 +85,7 @@ from .derive import replaced_turns
 __all__ = [
     "CHUNK_UPDATES",
     "command_answer",
+    "replay_frame_list",
     "replay_frames",
     "replay_updates",
     "retry_notice",
@@ -177,6 +178,21 @@ def replay_frames(
     them on every log it has).  ``others``: `without_deltas` of ``records``,
     if the caller has it already.
     """
+    return b"".join(
+        replay_frame_list(records, frame, others=others, compaction=compaction, notices=notices)
+    )
+
+
+def replay_frame_list(
+    records: Iterable[Record],
+    frame: Callable[[dict[str, Any]], bytes],
+    *,
+    others: Sequence[Record] | None = None,
+    compaction: bool = False,
+    notices: bool = False,
+) -> list[bytes]:
+    """`replay_frames` in pieces (each one or more whole frames): what the
+    writer joins anyway, not joined twice (a long log's replay is megabytes)."""
     out: list[bytes] = []
     runs = _ChunkRuns(out, frame)
 
@@ -186,7 +202,7 @@ def replay_frames(
 
     _walk(list(records), update, runs.chunk, others, compaction=compaction, notices=notices)
     runs.flush()
-    return b"".join(out)
+    return out
 
 
 class _ChunkRuns:

@@ -32,7 +32,7 @@ import orjson
 from .errors import LogCorrupt, json_kind
 from .records import FORMAT_VERSION, RECORD_TYPES
 
-__all__ = ["UPCASTERS", "LoadedLog", "gc_paused", "load_log", "upcast"]
+__all__ = ["UPCASTERS", "LoadedLog", "gc_paused", "load_log", "pause_gc", "upcast"]
 
 log = logging.getLogger("acp_bridge.log")
 
@@ -81,6 +81,8 @@ class LoadedLog:
     valid_size: int
     torn: bool
     skipped: list[str] = field(default_factory=list)
+    # The type of each record, when the fast path has it already (else None).
+    kinds: list[str] | None = None
 
 
 _VERSION = itemgetter("v")
@@ -102,7 +104,7 @@ def _checked(values: Any, current: int, size: int) -> LoadedLog | None:
     try:
         versions = list(map(_VERSION, values))
         seqs = list(map(_SEQ, values))
-        kinds = set(map(_TYPE, values))
+        kinds = list(map(_TYPE, values))
     except (KeyError, TypeError):  # a field missing, an unhashable type
         return None
     # ``==`` alone would take True for 1 and 1.0 for 1: the types are checked too.
@@ -110,9 +112,10 @@ def _checked(values: Any, current: int, size: int) -> LoadedLog | None:
         return None
     if seqs != list(range(len(values))) or not set(map(type, seqs)) <= {int}:
         return None
-    if not kinds <= RECORD_TYPES:  # holds strings only: a type of another kind fails
+    # Strings only (a list is no set member); RECORD_TYPES holds strings only.
+    if not set(map(type, kinds)) <= {str} or not set(kinds) <= RECORD_TYPES:
         return None
-    return LoadedLog(values, len(values), size, False, [])
+    return LoadedLog(values, len(values), size, False, [], kinds)
 
 
 @contextlib.contextmanager
@@ -120,13 +123,39 @@ def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection inside: reading a long log creates hundreds
     of thousands of containers, and the collections they trigger would cost
     more than the parsing (JSON data holds no reference cycles)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    resume = pause_gc()
     try:
         yield
     finally:
-        if was_enabled:
+        resume()
+
+
+_pauses = 0
+_resume_enabled = False
+
+
+def pause_gc() -> Callable[[], None]:
+    """Pause the cyclic garbage collector until the returned function is called
+    (once).  Pauses nest, across tasks too: the collector runs again, if it
+    ran before the first, when the last pause ends."""
+    global _pauses, _resume_enabled
+    if _pauses == 0:
+        _resume_enabled = gc.isenabled()
+        gc.disable()
+    _pauses += 1
+    done = False
+
+    def resume() -> None:
+        global _pauses
+        nonlocal done
+        if done:
+            return
+        done = True
+        _pauses -= 1
+        if _pauses == 0 and _resume_enabled:
             gc.enable()
+
+    return resume
 
 
 def load_log(
@@ -138,22 +167,45 @@ def load_log(
         return _load_log(path, FORMAT_VERSION if current is None else current, keep_unknown)
 
 
-def _load_log(path: str | os.PathLike[str], current: int, keep_unknown: bool) -> LoadedLog:
+def _read_as_array(path: str | os.PathLike[str]) -> tuple[bytearray, int]:
+    """The file's bytes after a ``[`` (the start of the JSON array of its
+    lines, `_load_log`), and their length.
+
+    Read straight into one buffer: on a long log each copy of the file is
+    megabytes of fresh memory, and its first touch costs more than the copy.
+    """
     with open(path, "rb") as file:
-        data = file.read()
-    if data.endswith(b"\n"):
+        size = os.fstat(file.fileno()).st_size
+        buffer = bytearray(size + 2)  # a byte more than the file: a file that grew shows
+        length = file.readinto(memoryview(buffer)[1:])
+        if length == size + 1:  # it may have: read the rest
+            more = file.read()
+            buffer += more
+            length += len(more)
+    del buffer[length + 1 :]
+    buffer[0] = 0x5B  # [
+    return buffer, length
+
+
+def _load_log(path: str | os.PathLike[str], current: int, keep_unknown: bool) -> LoadedLog:
+    buffer, length = _read_as_array(path)
+    if buffer.endswith(b"\n"):
         # The usual case, a file of complete lines: parse them in one call
         # (a blank line makes the array invalid), then check the records; any
         # problem takes the line-by-line path.
+        buffer[-1] = 0x5D  # ]
         try:
-            values = orjson.loads(b"[" + data[:-1].replace(b"\n", b",") + b"]")
+            values = orjson.loads(buffer.replace(b"\n", b","))
         except orjson.JSONDecodeError:
             pass
         else:
-            fast = _checked(values, current, len(data))
+            fast = _checked(values, current, length)
             if fast is not None:
                 return fast
             del values
+        buffer[-1] = 0x0A  # \n
+    data = bytes(memoryview(buffer)[1:])
+    del buffer
     lines = data.split(b"\n")
     tail = lines.pop()
     records: list[Record] = []

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable
+from itertools import compress
 from typing import Any, Final, Protocol
 
 import orjson
@@ -129,7 +130,7 @@ class SessionLog:
         # granularity of the writes to the editor.
         self._timed = bytearray()
 
-    def restore(self, records: list[dict[str, Any]]) -> None:
+    def restore(self, records: list[dict[str, Any]], kinds: list[str] | None = None) -> None:
         """Start the in-memory history from the records of a log read back.
 
         They are kept as one JSON array until the history or the records are
@@ -140,14 +141,33 @@ class SessionLog:
         as read, so they serialize, and read back equal (a test compares
         the history derived after a round trip with the eager one).
         """
-        kept = [_for_history(record) for record in records if record.get("type") in MODEL_TYPES]
-        try:
-            packed = dumps(kept)
-        except (TypeError, orjson.JSONEncodeError):  # not JSON data: keep the dicts
+        if kinds is None:
+            model = [record for record in records if record.get("type") in MODEL_TYPES]
+        else:  # ``kinds``: the type of each record (one pass over strings, not the dicts)
+            model = list(compress(records, map(MODEL_TYPES.__contains__, kinds)))
+        kept = [_for_history(record) for record in model]
+        if not self._pack(kept):  # not JSON data: keep the dicts
             self._history, self._packed = HistoryProjection(kept), None
-            return
+
+    def pack(self) -> bool:
+        """Keep the model records serialized until the history is next asked
+        for, as a log read back does (`restore`): for a session left idle,
+        which then holds a few bytes per record instead of the dicts and the
+        messages projected from them.  Not while a stream is open; False when
+        nothing was packed (already packed, a stream open, not JSON data)."""
+        history = self._history
+        if history is None or self._attempt is not None or self._parts:
+            return False
+        return self._pack(history.records)
+
+    def _pack(self, records: list[dict[str, Any]]) -> bool:
+        try:
+            packed = dumps(records)
+        except (TypeError, orjson.JSONEncodeError):
+            return False
         self._zipped = len(packed) <= ZIP_BELOW
-        self._history, self._packed = None, zlib.compress(packed, 1) if self._zipped else packed
+        self._history, self._packed = None, _zip(packed) if self._zipped else packed
+        return True
 
     @property
     def history(self) -> HistoryProjection:
@@ -156,7 +176,7 @@ class SessionLog:
         if history is None:
             packed, self._packed = self._packed, None
             if packed is not None and self._zipped:
-                packed = zlib.decompress(packed)
+                packed = _unzip(packed)
             history = self._history = HistoryProjection(
                 orjson.loads(packed) if packed is not None else None
             )
@@ -278,6 +298,36 @@ class SessionLog:
     def sync(self) -> None:
         """Ask for an fsync once everything queued so far is written."""
         self.outbox.fsync_log(self.file)
+
+
+# Small packs are compressed harder, with a preset dictionary of what every
+# log's model records repeat (the fields, the usual values): a short idle
+# session's records then take a few hundred bytes.  Larger ones are
+# compressed fast, so that a load does not wait for it.
+ZIP_HARD_BELOW: Final = 32 * 1024
+_ZDICT: Final = (
+    b'{"v":1,"seq":0,"at":1700000000.0,"type":"turn/start","turn":1,"step":0},'
+    b'{"v":1,"seq":1,"at":1700000000.0,"type":"user/message","turn":1,"step":0,'
+    b'"content":[{"type":"text","text":""}],"prompt":[{"type":"text","text":""}]},'
+    b'{"v":1,"seq":2,"at":1700000000.0,"type":"assistant/message","turn":1,"step":1,'
+    b'"attempt":"att_","message_id":"msg_","content":[{"type":"reasoning","text":""},'
+    b'{"type":"text","text":""},{"type":"tool_call","id":"","name":"","input":{}}],'
+    b'"interrupted":false,"finish":"end_turn","usage":{"input_tokens":0,"output_tokens":0}},'
+    b'{"v":1,"seq":3,"at":1700000000.0,"type":"tool/result","turn":1,"step":1,'
+    b'"tool_call_id":"","is_error":false,"content":[{"type":"text","text":""}]},'
+    b'{"v":1,"seq":4,"at":1700000000.0,"type":"turn/end","turn":1,"step":0,'
+    b'"reason":"end_turn","forced":false}'
+)
+
+
+def _zip(data: bytes) -> bytes:
+    level = 9 if len(data) <= ZIP_HARD_BELOW else 1
+    packer = zlib.compressobj(level, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, _ZDICT)
+    return packer.compress(data) + packer.flush()
+
+
+def _unzip(data: bytes) -> bytes:
+    return zlib.decompressobj(-15, zdict=_ZDICT).decompress(data)
 
 
 def _for_history(record: dict[str, Any]) -> dict[str, Any]:

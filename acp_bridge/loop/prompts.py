@@ -68,9 +68,12 @@ class PromptHost(Protocol):
 class PromptQueue:
     def __init__(self, session: SessionCore) -> None:
         self.session = session
-        # asyncio's lock: taken without a trip through the event loop when
-        # no other prompt of the session holds it (anyio's yields every time).
-        self._lock = asyncio.Lock()
+        # Made when a prompt comes, dropped when none is left (an idle session
+        # holds none: a lock is most of an idle queue).  asyncio's: taken
+        # without a trip through the event loop when no other prompt of the
+        # session holds it (anyio's yields every time).
+        self._lock: asyncio.Lock | None = None
+        self._users = 0  # prompts holding or waiting for the lock
         # Prompts received and not started yet, by request id: True once a
         # cancel has covered them.
         self.waiting: dict[RequestId, bool] = {}
@@ -107,8 +110,29 @@ class PromptQueue:
         host: PromptHost,
     ) -> Turn | None:
         """Run one prompt's turn when its time comes; None when it started none."""
+        lock = self._lock
+        if lock is None:
+            lock = self._lock = asyncio.Lock()
+        self._users += 1
+        try:
+            return await self._run(lock, request_id, blocks, raw, host)
+        finally:
+            self._users -= 1
+            if not self._users:
+                self._lock = None
+            if not self.waiting:
+                self.waiting = {}  # a dict that held entries keeps its table
+
+    async def _run(
+        self,
+        lock: asyncio.Lock,
+        request_id: RequestId,
+        blocks: list[dict[str, Any]],
+        raw: list[dict[str, Any]],
+        host: PromptHost,
+    ) -> Turn | None:
         config, spawn = host.config, host.spawn
-        async with self._lock:
+        async with lock:
             cancelled_early = self.waiting.pop(request_id, False)
             if not host.before_start():
                 return None

@@ -1,0 +1,263 @@
+"""What an idle session holds: the units that keep it small.
+
+A session left to rest keeps its model records packed and its request
+estimate's memory of them dropped (`acp_bridge.acp.table.rest`); the last
+`KEEP_UNPACKED` sessions used stay as they are.  The prompt queue holds a
+lock only while prompts run, every session shares the one list of announced
+commands, and a load's garbage-collector pause (`pause_gc`) nests across
+tasks.  That a rested session derives the same history is held by
+tests/test_log_packed.py, and through the agent here: a session prompted
+again after more than `KEEP_UNPACKED` others sends the model its whole
+history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+import pytest
+from harness import cwd_for_tests, write_script
+
+from acp_bridge.acp.table import KEEP_UNPACKED, SessionTable
+from acp_bridge.commands import catalog
+from acp_bridge.log.upcast import pause_gc
+from acp_bridge.loop.prompts import PromptQueue
+from acp_bridge.providers.scripted import parse_report
+from acp_bridge.testing import NO_CAPABILITIES, AgentLauncher
+
+REPORT = ["message_count", "first_user_text", "last_user_text"]
+
+
+class FakeLog:
+    def __init__(self) -> None:
+        self.packs = 0
+
+    def pack(self) -> bool:
+        self.packs += 1
+        return True
+
+
+class FakeEstimate:
+    def __init__(self) -> None:
+        self.forgotten = 0
+
+    def forget(self) -> None:
+        self.forgotten += 1
+
+
+class FakePrompts:
+    def __init__(self) -> None:
+        self.active: object = None
+        self.waiting: dict[Any, bool] = {}
+
+
+class FakeContext:
+    def __init__(self) -> None:
+        self.estimate = FakeEstimate()
+
+
+class FakeSession:
+    def __init__(self, session_id: str) -> None:
+        self.id = session_id
+        self.log = FakeLog()
+        self.prompts = FakePrompts()
+        self.context = FakeContext()
+
+
+def table() -> SessionTable:
+    return SessionTable(
+        cast(Any, None),
+        cast(Any, None),
+        state_dir="unused",
+        config=cast(Any, None),
+        spawn=lambda task: None,
+        providers=cast(Any, None),
+    )
+
+
+def test_the_sessions_used_before_the_last_few_rest() -> None:
+    t = table()
+    sessions = [FakeSession(f"s{i}") for i in range(KEEP_UNPACKED + 3)]
+    for session in sessions:
+        t.used(cast(Any, session))
+    assert [s.log.packs for s in sessions] == [1, 1, 1] + [0] * KEEP_UNPACKED
+    assert [s.context.estimate.forgotten for s in sessions[:3]] == [1, 1, 1]
+    # Used again: it is among the last ones, and the oldest of those rests.
+    t.used(cast(Any, sessions[0]))
+    assert sessions[0].log.packs == 1
+    assert sessions[3].log.packs == 1
+    assert list(t.recent) == [s.id for s in sessions[4:]] + ["s0"]
+
+
+def test_a_session_with_a_prompt_running_or_waiting_does_not_rest() -> None:
+    t = table()
+    busy, waiting = FakeSession("busy"), FakeSession("waiting")
+    busy.prompts.active = object()
+    waiting.prompts.waiting[7] = False
+    t.used(cast(Any, busy))
+    t.used(cast(Any, waiting))
+    for i in range(KEEP_UNPACKED):
+        t.used(cast(Any, FakeSession(f"s{i}")))
+    assert busy.log.packs == 0
+    assert waiting.log.packs == 0
+
+
+class FakeOutbox:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def send(self, frame: bytes) -> None:
+        self.sent.append(frame)
+
+
+class FakeFrames:
+    def update(self, update: dict[str, Any]) -> bytes:
+        return repr(update).encode()
+
+
+class Announced:
+    def __init__(self) -> None:
+        self.outbox = FakeOutbox()
+        self.frames = FakeFrames()
+
+
+def test_every_session_keeps_the_one_list_of_commands_it_was_shown() -> None:
+    first, second = Announced(), Announced()
+    catalog.announce(cast(Any, first))
+    catalog.announce(cast(Any, second))
+    assert first.outbox.sent
+    assert second.outbox.sent
+    shown = catalog._shown
+    assert shown[cast(Any, first)] is shown[cast(Any, second)]
+    # Unchanged: not announced again unless asked.
+    catalog.announce(cast(Any, second), again=False)
+    assert len(second.outbox.sent) == 1
+
+
+def test_gc_pauses_nest_and_each_resumes_once() -> None:
+    assert gc.isenabled()
+    first = pause_gc()
+    second = pause_gc()
+    assert not gc.isenabled()
+    first()
+    first()  # a second call changes nothing
+    assert not gc.isenabled()
+    second()
+    assert gc.isenabled()
+
+
+def test_gc_stays_off_after_a_pause_if_it_was_off() -> None:
+    gc.disable()
+    try:
+        pause_gc()()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+class Host:
+    """A `PromptHost` whose prompts start no turn (as at shutdown)."""
+
+    def __init__(self, gate: anyio.Event | None = None) -> None:
+        self.config = cast(Any, None)
+        self.spawn = cast(Any, None)
+        self.gate = gate
+        self.started = 0
+
+    def before_start(self) -> bool:
+        self.started += 1
+        return False
+
+
+@pytest.mark.anyio
+async def test_an_idle_prompt_queue_holds_no_lock() -> None:
+    queue = PromptQueue(cast(Any, None))
+    assert queue._lock is None
+    host = Host()
+    queue.arrived(1)
+    assert await queue.run(1, [], [], cast(Any, host)) is None
+    assert host.started == 1
+    assert queue._lock is None
+    assert queue.waiting == {}
+
+
+@pytest.mark.anyio
+async def test_prompts_that_wait_share_the_lock_until_the_last() -> None:
+    queue = PromptQueue(cast(Any, None))
+    release = anyio.Event()
+    order: list[int] = []
+
+    class Slow(Host):
+        def before_start(self) -> bool:
+            order.append(len(order))
+            return False
+
+    queue._lock = asyncio.Lock()
+    held = anyio.Event()
+
+    async def first_then_mark() -> None:
+        lock = queue._lock
+        assert lock is not None
+        async with lock:
+            held.set()
+            await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first_then_mark)
+        await held.wait()
+        for rid in (1, 2):
+            queue.arrived(rid)
+            tg.start_soon(queue.run, rid, [], [], cast(Any, Slow()))
+        # A cheap barrier: both runs have queued on the held lock.
+        await anyio.wait_all_tasks_blocked()
+        assert queue._lock is not None
+        assert queue._users == 2
+        release.set()
+    assert order == [0, 1]
+    assert queue._lock is None
+
+
+@pytest.mark.anyio
+async def test_a_session_left_to_rest_sends_the_model_its_whole_history(
+    acp_agent: AgentLauncher, tmp_path: Path
+) -> None:
+    script = {
+        "responses": [
+            {"events": [{"text": "The capital of France is Paris."}]},
+            {"events": [{"report": REPORT}]},
+        ],
+        "when_exhausted": "repeat_last",
+    }
+    cwd = cwd_for_tests()
+    async with acp_agent.bridge(script=write_script(tmp_path, script)) as agent:
+        await agent.initialize(NO_CAPABILITIES)
+        first = await agent.new_session(cwd)
+        await first.prompt("What is the capital of France?")
+        others = [await agent.new_session(cwd) for _ in range(KEEP_UNPACKED + 1)]
+        for other in others:
+            await other.prompt("Hello?")
+        again = await first.prompt("And its river?")
+        recent = await others[-1].prompt("And now?")
+        await agent.finish(within=30)
+    rested = parse_report(again.text())
+    assert rested["message_count"] == 3
+    assert rested["first_user_text"] == "What is the capital of France?"
+    assert rested["last_user_text"] == "And its river?"
+    assert parse_report(recent.text())["message_count"] == 3
+
+
+def test_only_a_session_that_takes_notices_is_remembered() -> None:
+    from acp_bridge import notices
+
+    quiet, told = Announced(), Announced()
+    notices.opt_in(cast(Any, quiet), {})
+    notices.opt_in(cast(Any, told), {"session": {"notices": {}}})
+    assert not notices.opted_in(cast(Any, quiet))
+    assert notices.opted_in(cast(Any, told))
+    assert cast(Any, quiet) not in notices._opted
+    notices.opt_in(cast(Any, told), {})
+    assert not notices.opted_in(cast(Any, told))

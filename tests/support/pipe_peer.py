@@ -289,6 +289,10 @@ async def bridge_on_pipes(
 
     class _Stdin(CorkedSend):
         async def aclose(self) -> None:
+            # Marked closed first: an answer the client sends later (a request
+            # of the bridge's that crossed the close) meets ClosedResourceError,
+            # never a closed descriptor or one reused since.
+            self.closed = True
             close(self.fd)
 
     options = ServeOptions(

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from importlib import import_module
 from typing import Final
 
-__all__ = ["MODULES", "start", "wait"]
+__all__ = ["MODULES", "also", "start", "wait"]
 
 log = logging.getLogger("acp_bridge.warm_up")
 
@@ -37,6 +38,15 @@ MODULES: Final[tuple[str, ...]] = (
 
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
+_more: list[Callable[[], object]] = []
+
+
+def also(work: Callable[[], object]) -> None:
+    """Have the warm-up run ``work`` too, after the modules (the script's models,
+    say).  ``work`` must be safe to run again at its first real use, which runs it
+    itself if the warm-up has not (or fails): an exception here is only logged."""
+    with _lock:
+        _more.append(work)
 
 
 def start() -> None:
@@ -65,6 +75,15 @@ def _load() -> None:
         except Exception as exc:  # left to the first use, which reports it
             log.debug("warm-up: cannot import %s: %s", name, exc)
             return
+    while True:
+        with _lock:
+            if not _more:
+                break
+            work = _more.pop(0)
+        try:
+            work()
+        except Exception as exc:  # left to the first use, which reports it
+            log.debug("warm-up: %s: %s", getattr(work, "__qualname__", work), exc)
     # Building the JSON Schemas the first request sends loads pydantic's
     # schema machinery; the registry builds and keeps its own on first use.
     from .tools.registry import TOOLS

@@ -24,7 +24,7 @@ import os
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import anyio
 import anyio.lowlevel
@@ -43,22 +43,10 @@ from acp_bridge.providers.base import (
     ToolCallStart,
     Usage,
 )
-from acp_bridge.providers.script_format import (
-    DelayEvent,
-    EndlessEvent,
-    HangEvent,
-    ReasoningEvent,
-    ReportEvent,
-    Script,
-    ScriptResponse,
-    StallEvent,
-    TextEvent,
-    ToolArgsEvent,
-    ToolCallEvent,
-    ToolCallStartEvent,
-    UsageEvent,
-    load_script,
-)
+from acp_bridge.providers.script_check import PreparedScript, ScriptError
+
+if TYPE_CHECKING:  # the models load with the first request (pydantic: not at start-up)
+    from acp_bridge.providers.script_format import Script, ScriptResponse
 
 __all__ = ["ScriptedProvider", "default_summary", "report_lines"]
 
@@ -77,12 +65,17 @@ class ScriptedProvider:
 
     Every `stream` call consumes one response, in order; ``request_count``
     counts them.  Requests are not kept: each carries the whole history.
+    A `PreparedScript` has its models built at the first request (if the
+    warm-up has not built them yet); should they refuse it, every request
+    fails with their message.
     """
 
     name: str = "fake"
 
-    def __init__(self, script: Script, context: ContextConfig | None = None) -> None:
-        self.script = script
+    def __init__(
+        self, script: Script | PreparedScript, context: ContextConfig | None = None
+    ) -> None:
+        self._script = script
         self.request_count = 0
         self._cursor = 0
         self.context = context or ContextConfig()
@@ -94,26 +87,40 @@ class ScriptedProvider:
         price = self.context.prices.get(self.name)
         return ModelInfo(None, window, source, 0, price, estimate_usage=False)
 
+    @property
+    def script(self) -> Script:
+        """The script's models (built now if they are not yet); raises `ScriptError`."""
+        script = self._script
+        if isinstance(script, PreparedScript):
+            script = self._script = script.get()
+        return script
+
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> ScriptedProvider:
+        from acp_bridge.providers.script_format import load_script
+
         return cls(load_script(path))
 
     def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[_ScriptStream]:
         self.request_count += 1
         ops: list[_Op]
+        try:
+            script = self.script
+        except ScriptError as exc:
+            return _open([_Fail(ProviderError(str(exc), kind="scripted"))])
         if request.metadata.get("purpose") == "compaction":
             # A summary request takes no response from the list.
-            compaction = self.script.compaction
+            compaction = script.compaction
             if compaction is None:
                 ops = [TextDelta(0, default_summary(request)), BlockEnd(0), Finish("end_turn")]
             else:
-                ops = _compile(compaction, request, self.script.chunk_delay_ms)
+                ops = _compile(compaction, request, script.chunk_delay_ms)
             return _open(ops)
         response = self._next_response()
         if response is None:
             ops = [_Fail(EXHAUSTED)]
         else:
-            ops = _compile(response, request, self.script.chunk_delay_ms)
+            ops = _compile(response, request, script.chunk_delay_ms)
         return _open(ops)
 
     def _next_response(self) -> ScriptResponse | None:
@@ -291,6 +298,20 @@ class _Compiler:
 
 
 def _compile(response: ScriptResponse, request: ModelRequest, default_delay_ms: float) -> list[_Op]:
+    from acp_bridge.providers.script_format import (
+        DelayEvent,
+        EndlessEvent,
+        HangEvent,
+        ReasoningEvent,
+        ReportEvent,
+        StallEvent,
+        TextEvent,
+        ToolArgsEvent,
+        ToolCallEvent,
+        ToolCallStartEvent,
+        UsageEvent,
+    )
+
     c = _Compiler(default_delay_ms)
     for event in response.events:
         if isinstance(event, TextEvent):

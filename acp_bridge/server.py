@@ -11,24 +11,39 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
 from .acp.agent import Agent
 from .errors import StartupFailed
-from .jsonrpc.connection import Connection
+from .jsonrpc.connection import Connection, RequestHandler, current_reply
 from .log.writes import save_unwritten
 from .loop.turn import TurnConfig
 from .providers.base import Provider
-from .providers.choose import AuthRequired
 from .stderr_log import MUST_DELIVER
 from .transport.outbox import Outbox
 from .transport.stdio import InputPoll, read_fd
 
+if TYPE_CHECKING:
+    from .providers.choose import AuthRequired
+
 __all__ = ["AuthRequired", "ServeOptions", "StartupError", "serve"]
 
 log = logging.getLogger("acp_bridge.server")
+
+# How long the provider's loading waits for ``initialize`` to be answered
+# before it starts anyway (a client that sends something else first).
+LOAD_AFTER_INITIALIZE_S = 0.25
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AuthRequired":  # the provider's choice loads with the provider
+        from .providers.choose import AuthRequired
+
+        return AuthRequired
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # The exit status when records could not be written to their session log.
@@ -118,8 +133,15 @@ async def serve(options: ServeOptions) -> int:
         conn.fail_pending("stdout closed")
         end("stdout closed")
 
+    initialized = anyio.Event()
+
     async def load_provider(agent: Agent) -> None:
         nonlocal status
+        # The interpreter is ``initialize``'s alone until it is answered: a
+        # worker thread importing the provider meanwhile would share the GIL
+        # with it.  A session/new waits for the provider in any case.
+        with anyio.move_on_after(LOAD_AFTER_INITIALIZE_S):
+            await initialized.wait()
         if not await _load_provider(options, agent, again=False):
             status = 2
 
@@ -146,6 +168,7 @@ async def serve(options: ServeOptions) -> int:
         agent.auth.setup_command = options.setup_command
         agent.mcp.start_timeout = options.mcp_start_timeout
         agent.mcp.config_file = options.mcp_config_file
+        conn.requests["initialize"] = _then(conn.requests["initialize"], outbox, initialized)
         tg.start_soon(outbox.run)
         tg.start_soon(load_provider, agent)
         tg.start_soon(watch_stdout)
@@ -182,12 +205,29 @@ async def serve(options: ServeOptions) -> int:
     return status
 
 
+def _then(initialize: RequestHandler, outbox: Outbox, done: anyio.Event) -> RequestHandler:
+    """``initialize``, whose answer is written at once, then ``done`` is set."""
+
+    async def answer_then(params: dict[str, Any]) -> Any:
+        try:
+            result = await initialize(params)
+            current_reply.get().result(result)  # the later reply of the same result is dropped
+            outbox.flush_now()
+            return result
+        finally:
+            done.set()
+
+    return answer_then
+
+
 async def _load_provider(options: ServeOptions, agent: Agent, *, again: bool) -> bool:
     """Give ``agent`` its provider factory; False if the configuration cannot work.
 
     Raising `AuthRequired` is not a failure: sessions get ``-32000`` and its
     message, and each one loads the configuration again (see `acp_bridge.acp.auth`).
     """
+    from .providers.choose import AuthRequired
+
     try:
         factory = await anyio.to_thread.run_sync(_load_in_worker, options.load_provider)
     except AuthRequired as exc:

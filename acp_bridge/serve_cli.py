@@ -175,8 +175,8 @@ def _load_fake_provider(
     script_path: str | None, settings: dict[str, Any], args: argparse.Namespace
 ) -> Callable[[], Provider]:
     from . import warm_up
+    from .config_error import ConfigError
     from .context.config import context_config
-    from .providers.config import ConfigError
     from .providers.script_check import ScriptError, prepare_data, prepare_file
     from .providers.scripted import ScriptedProvider
     from .server import StartupError

@@ -8,6 +8,7 @@ import gc
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -226,11 +227,9 @@ async def _load_provider(options: ServeOptions, agent: Agent, *, again: bool) ->
     Raising `AuthRequired` is not a failure: sessions get ``-32000`` and its
     message, and each one loads the configuration again (see `acp_bridge.acp.auth`).
     """
-    from .providers.choose import AuthRequired
-
     try:
         factory = await anyio.to_thread.run_sync(_load_in_worker, options.load_provider)
-    except AuthRequired as exc:
+    except _auth_required() as exc:
         if not again:
             log.warning("no model provider can start yet: %s", exc)
         agent.needs_auth(str(exc))
@@ -241,6 +240,17 @@ async def _load_provider(options: ServeOptions, agent: Agent, *, again: bool) ->
         return False
     agent.set_provider_factory(factory)
     return True
+
+
+def _auth_required() -> type[Exception]:
+    """`AuthRequired`, if its module is loaded: only the choice of a provider
+    raises it, and the scripted provider never loads that module."""
+    choose = sys.modules.get("acp_bridge.providers.choose")
+    return choose.AuthRequired if choose is not None else _NeverRaised
+
+
+class _NeverRaised(Exception):
+    pass
 
 
 def _load_in_worker(

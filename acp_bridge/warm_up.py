@@ -50,10 +50,11 @@ def also(work: Callable[[], object]) -> None:
 
 
 def start() -> None:
-    """Start loading (once per process; later calls do nothing)."""
+    """Start loading (once per process; later calls do nothing, unless work was
+    added by `also` after the loading ended: a process forked after it, say)."""
     global _thread
     with _lock:
-        if _thread is not None:
+        if _thread is not None and (_thread.is_alive() or not _more):
             return
         _thread = threading.Thread(target=_load, name="acp-bridge-warm-up", daemon=True)
         _thread.start()

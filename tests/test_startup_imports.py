@@ -74,6 +74,25 @@ def test_the_warm_up_loads_what_a_turn_needs_once() -> None:
     assert out.splitlines() == ["before []", "same thread True", "missing []"]
 
 
+def test_work_added_after_the_warm_up_ended_runs_in_the_next_one() -> None:
+    """A script prepared after the warm-up ran (a bridge forked after it) still
+    has its models built in the background once a session is answered."""
+    out = _run(
+        """
+        from acp_bridge import warm_up
+        warm_up.start()
+        assert warm_up.wait(100)
+        done = []
+        warm_up.also(lambda: done.append("built"))
+        print("before", done)
+        warm_up.start()
+        assert warm_up.wait(100)
+        print("after", done)
+        """
+    )
+    assert out.splitlines() == ["before []", "after ['built']"]
+
+
 def test_a_retry_after_date_is_read_though_its_parser_loads_late() -> None:
     """``Retry-After`` as an HTTP date (its parser is imported on first use)."""
     from datetime import datetime, timedelta

@@ -14,15 +14,23 @@ import os
 import signal
 import sys
 import termios
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import anyio
 import anyio.abc
 
-__all__ = ["AgentProcess", "FdSink", "FdSource", "bridge_command", "open_agent"]
+__all__ = [
+    "AgentProcess",
+    "ChildProcess",
+    "FdSink",
+    "FdSource",
+    "agent_on_pipes",
+    "bridge_command",
+    "open_agent",
+]
 
 
 def bridge_command(*args: str) -> list[str]:
@@ -122,11 +130,31 @@ class FdSource:
             os.close(self.fd)
 
 
+class ChildProcess(Protocol):
+    """What `AgentProcess` needs of the agent's process: an `anyio.abc.Process`
+    (what `open_agent` starts), or any other handle on a process that runs on
+    our pipes (a test suite can fork bridges from a pre-imported one)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def send_signal(self, signum: signal.Signals, /) -> None: ...
+
+    def kill(self) -> None: ...
+
+    async def wait(self) -> int: ...
+
+    async def aclose(self) -> None: ...
+
+
 @dataclass
 class AgentProcess:
     """A spawned agent: its process, and our ends of its stdin and stdout pipes."""
 
-    process: anyio.abc.Process
+    process: ChildProcess
     stdin: FdSink
     stdout: FdSource
 
@@ -167,6 +195,24 @@ async def open_agent(
     cwd: str | Path | None = None,
 ) -> AgentProcess:
     """Start ``command`` on raw pipes (see `acp_bridge.client.spawn` for the options)."""
+
+    async def start(stdin: int, stdout: int, err: int | IO[Any] | None) -> ChildProcess:
+        return await anyio.open_process(
+            list(command), stdin=stdin, stdout=stdout, stderr=err, env=env, umask=umask, cwd=cwd
+        )
+
+    return await agent_on_pipes(start, stderr=stderr, paused=paused)
+
+
+StartOnPipes = Callable[[int, int, "int | IO[Any] | None"], Awaitable[ChildProcess]]
+
+
+async def agent_on_pipes(
+    start: StartOnPipes, *, stderr: int | IO[Any] | Path | None = None, paused: bool = False
+) -> AgentProcess:
+    """Make the agent's two pipes, ``start(stdin, stdout, stderr)`` a process on
+    their far ends (a `Path` for stderr is opened, truncated, as a file), close
+    our copies of those ends, and return the `AgentProcess` on ours."""
     to_agent_r, to_agent_w = os.pipe()
     from_agent_r, from_agent_w = os.pipe()
     err = (
@@ -175,21 +221,16 @@ async def open_agent(
         else stderr
     )
     try:
-        process = await anyio.open_process(
-            list(command),
-            stdin=to_agent_r,
-            stdout=from_agent_w,
-            stderr=err,
-            env=env,
-            umask=umask,
-            cwd=cwd,
-        )
+        process = await start(to_agent_r, from_agent_w, err)
     except BaseException:
         for fd in (to_agent_w, from_agent_r):
             os.close(fd)
         raise
     finally:
-        for fd in (to_agent_r, from_agent_w, *((err,) if isinstance(stderr, Path) else ())):
+        for fd in (
+            to_agent_r,
+            from_agent_w,
+            *((err,) if isinstance(err, int) and isinstance(stderr, Path) else ()),
+        ):
             os.close(fd)
-    agent = AgentProcess(process, FdSink(to_agent_w), FdSource(from_agent_r, paused=paused))
-    return agent
+    return AgentProcess(process, FdSink(to_agent_w), FdSource(from_agent_r, paused=paused))

@@ -565,11 +565,17 @@ async def running(
     runs and the pipes are closed; use `AcpClient.finish` in the body to end
     it as an editor does and get its exit status.
     """
-    client = await spawn(
-        command, env=env, stderr=stderr, umask=umask, paused=paused, keep=keep, cwd=cwd
-    )
-    agent = client.process
-    assert isinstance(agent, AgentProcess)
+    agent = await open_agent(command, env=env, stderr=stderr, umask=umask, paused=paused, cwd=cwd)
+    async with attached(agent, keep=keep) as client:
+        yield client
+
+
+@asynccontextmanager
+async def attached(agent: AgentProcess, *, keep: bool = True) -> AsyncIterator[AcpClient]:
+    """A client on an agent that already runs (`open_agent`, or a process started
+    another way on the same kind of pipes), its `read_loop` running for the body;
+    on the way out the agent is killed if it still runs and the pipes closed."""
+    client = AcpClient(agent, keep=keep)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(client.read_loop)
@@ -599,6 +605,7 @@ __all__ = [
     "PromptResult",
     "RemoteError",
     "RequestId",
+    "attached",
     "bridge_command",
     "id_key",
     "is_response",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from acp_schema import AcpSchema, load_acp_schema
 from hypothesis import settings
+from support import zygote
 from support.bridge import BridgeStarter, Mode, start_bridge
 
 from acp_bridge.client import AcpClient
@@ -19,6 +21,9 @@ from acp_bridge.client import AcpClient
 # (an environment that sets PYTHONDONTWRITEBYTECODE would make each one compile
 # the whole package again).  __pycache__ is ignored by git.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+# ... and let this process keep the test modules pytest compiles with its
+# assertion rewriting (imported after this file), a few seconds a run.
+sys.dont_write_bytecode = False
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -27,6 +32,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="also run the tests marked slow (left out by default; CI runs everything)",
     )
+    parser.addoption(
+        "--spawn",
+        choices=("fork", "fresh"),
+        default=None,
+        help="how `start_bridge` starts a subprocess bridge: forked from a process that "
+        "imported the bridge once (fork, the default) or as a new interpreter (fresh); "
+        f"also {zygote.ENV_SPAWN}=fresh",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    spawn = config.getoption("--spawn")
+    if spawn is not None:
+        os.environ[zygote.ENV_SPAWN] = spawn
 
 
 # In the fast tier a hypothesis test runs this fraction of its examples (at
@@ -83,6 +102,14 @@ def _no_config_of_the_person_running_the_tests(
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ACP_BRIDGE_CONFIG_DIR", str(tmp_path_factory.mktemp("config")))
         yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _bridge_zygote() -> Iterator[None]:
+    """The zygote `start_bridge` forks bridges from (started on first use) is
+    stopped when the session ends."""
+    yield
+    zygote.close()
 
 
 @pytest.fixture

@@ -21,8 +21,9 @@ import pytest
 from acp_schema import AcpSchema
 from provider_server import Reply, WireServer, anthropic_text, openai_text
 from pty_session import PtySession
+from support.bridge import running_bridge
 
-from acp_bridge.client import AcpClient, bridge_command, running
+from acp_bridge.client import AcpClient, bridge_command
 from acp_bridge.jsonrpc.errors import AUTH_REQUIRED
 
 pytestmark = pytest.mark.anyio
@@ -97,7 +98,7 @@ def error_of(response: dict[str, Any]) -> dict[str, Any]:
 async def test_initialize_advertises_an_agent_method_and_logout(
     sandbox: Sandbox, acp_schema: AcpSchema
 ) -> None:
-    async with running(sandbox.bridge(), env=sandbox.env) as client:
+    async with running_bridge(sandbox.bridge(), env=sandbox.env) as client:
         plain = (await client.initialize())["result"]
         flagged = (await client.initialize(REGISTRY_INIT))["result"]
         standard = (await client.initialize({"auth": {"terminal": True}}))["result"]
@@ -123,7 +124,7 @@ async def test_initialize_advertises_an_agent_method_and_logout(
 
 async def test_the_bare_command_without_a_key_asks_for_auth(sandbox: Sandbox) -> None:
     stderr = sandbox.root / "stderr.txt"
-    async with running(sandbox.bridge(), env=sandbox.env, stderr=stderr) as client:
+    async with running_bridge(sandbox.bridge(), env=sandbox.env, stderr=stderr) as client:
         await client.initialize()
         answer = await client.request("session/new", {"cwd": str(sandbox.root), "mcpServers": []})
         error = error_of(answer)
@@ -159,7 +160,7 @@ async def test_a_key_in_the_environment_chooses_its_provider(sandbox: Sandbox, v
     with WireServer([Reply(events)]) as server:
         sandbox.env[f"{upper}_API_KEY"] = ENV_KEY
         sandbox.env[f"{upper}_BASE_URL"] = server.url
-        async with running(sandbox.bridge(), env=sandbox.env, stderr=stderr) as client:
+        async with running_bridge(sandbox.bridge(), env=sandbox.env, stderr=stderr) as client:
             await client.initialize()
             assert "result" in await client.request("authenticate", {"methodId": "api-key"})
             session = await client.new_session(str(sandbox.root))
@@ -185,7 +186,7 @@ async def test_a_config_profile_wins_over_a_key_in_the_environment(sandbox: Sand
         )
         sandbox.env["ANTHROPIC_API_KEY"] = ENV_KEY
         stderr = sandbox.root / "stderr.txt"
-        async with running(sandbox.bridge(), env=sandbox.env, stderr=stderr) as client:
+        async with running_bridge(sandbox.bridge(), env=sandbox.env, stderr=stderr) as client:
             await client.initialize()
             session = await client.new_session(str(sandbox.root))
             assert (await client.prompt(session, "hi")).text() == "from the profile"
@@ -195,7 +196,7 @@ async def test_a_config_profile_wins_over_a_key_in_the_environment(sandbox: Sand
 
 
 async def test_the_vendor_api_without_its_key_asks_for_auth(sandbox: Sandbox) -> None:
-    async with running(sandbox.bridge("--provider", "anthropic"), env=sandbox.env) as client:
+    async with running_bridge(sandbox.bridge("--provider", "anthropic"), env=sandbox.env) as client:
         await client.initialize()
         answer = await client.request("session/new", {"cwd": str(sandbox.root), "mcpServers": []})
         error = error_of(answer)
@@ -230,7 +231,7 @@ async def test_setup_stores_a_key_that_the_waiting_bridge_then_uses_and_logout_f
     replies = [Reply(openai_text(["ok"])), Reply(openai_text(["served from setup"]))]
     stderr = sandbox.root / "stderr.txt"
     with WireServer(replies) as server:
-        async with running(sandbox.bridge(), env=sandbox.env, stderr=stderr) as client:
+        async with running_bridge(sandbox.bridge(), env=sandbox.env, stderr=stderr) as client:
             await client.initialize(REGISTRY_INIT)
             first = await new_session_error(client, sandbox.root)
             assert first is not None
@@ -274,7 +275,7 @@ async def test_setup_file_is_private_and_a_new_bridge_uses_it(sandbox: Sandbox) 
         stored = json.loads(sandbox.setup_file.read_text())
         assert stored["key"] == "file"
         stderr = sandbox.root / "stderr.txt"
-        async with running(sandbox.bridge(), env=sandbox.env, stderr=stderr) as client:
+        async with running_bridge(sandbox.bridge(), env=sandbox.env, stderr=stderr) as client:
             await client.initialize()
             session = await client.new_session(str(sandbox.root))
             assert (await client.prompt(session, "hi")).text() == "a new process"
@@ -294,7 +295,7 @@ async def test_setup_uses_the_keyring_when_one_is_available(sandbox: Sandbox) ->
         assert KEY not in stored
         assert json.loads(stored)["key"] == "keyring"
         assert KEY in sandbox.keyring_file.read_text()
-        async with running(sandbox.bridge(), env=sandbox.env) as client:
+        async with running_bridge(sandbox.bridge(), env=sandbox.env) as client:
             await client.initialize()
             session = await client.new_session(str(sandbox.root))
             assert (await client.prompt(session, "hi")).text() == "from the keyring"
@@ -351,7 +352,7 @@ async def test_a_local_server_needs_no_key_and_gets_none(sandbox: Sandbox) -> No
 
         term = await anyio.to_thread.run_sync(drive)
         assert await anyio.to_thread.run_sync(term.wait) == 0
-        async with running(sandbox.bridge(), env=sandbox.env) as client:
+        async with running_bridge(sandbox.bridge(), env=sandbox.env) as client:
             await client.initialize()
             session = await client.new_session(str(sandbox.root))
             assert (await client.prompt(session, "hi")).text() == "local"

@@ -31,8 +31,9 @@ from provider_server import (
     openai_text,
     sse,
 )
+from support.bridge import running_bridge
 
-from acp_bridge.client import AcpClient, bridge_command, running
+from acp_bridge.client import AcpClient, bridge_command
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 
@@ -96,7 +97,7 @@ async def run(
             str(state),
             *extra,
         )
-        async with running(command, env=env, stderr=tmp_path / "stderr.txt") as client:
+        async with running_bridge(command, env=env, stderr=tmp_path / "stderr.txt") as client:
             ran = Ran(client, server, state)
             with anyio.fail_after(30):
                 await client.initialize(capabilities)
@@ -339,7 +340,7 @@ async def test_an_unreadable_system_file_is_reported_at_session_new(tmp_path: Pa
     command = bridge_command(
         "--provider", "fake", "--system", str(missing), "--state-dir", str(tmp_path / "state")
     )
-    async with running(command, stderr=tmp_path / "stderr.txt") as client:
+    async with running_bridge(command, stderr=tmp_path / "stderr.txt") as client:
         with anyio.fail_after(30):
             await client.initialize()
             answer = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})

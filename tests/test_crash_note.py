@@ -21,9 +21,10 @@ from typing import Any
 import anyio
 import pytest
 from provider_server import Reply, WireServer, openai_text
+from support.bridge import running_bridge
 from support.harness import chunks_seen, cwd_for_tests
 
-from acp_bridge.client import bridge_command, prompt_params, running
+from acp_bridge.client import bridge_command, prompt_params
 from acp_bridge.log.check import check_history, check_log
 from acp_bridge.log.reader import read_records, session_path
 from acp_bridge.providers.notes import CRASHED_NOTE, INTERRUPTED_NOTE
@@ -51,7 +52,7 @@ async def crash_mid_reply(state: Path, tmp_path: Path) -> tuple[str, str]:
     command = bridge_command(
         "--provider", "fake", "--script", str(script), "--state-dir", str(state)
     )
-    async with running(command, stderr=subprocess.DEVNULL) as killed:
+    async with running_bridge(command, stderr=subprocess.DEVNULL) as killed:
         with anyio.fail_after(30):
             await killed.initialize()
             sid = await killed.new_session(CWD)
@@ -91,7 +92,7 @@ async def test_a_reply_cut_by_a_crash_gets_its_own_note_after_load_and_fork(
         command = bridge_command(
             "--provider", "openai", "--base-url", server.url, "--state-dir", str(state)
         )
-        async with running(command, env=env, stderr=subprocess.DEVNULL) as client:
+        async with running_bridge(command, env=env, stderr=subprocess.DEVNULL) as client:
             with anyio.fail_after(30):
                 await client.initialize()
                 loaded = await client.request(

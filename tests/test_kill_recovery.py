@@ -20,9 +20,10 @@ from typing import Any
 
 import anyio
 import pytest
+from support.bridge import running_bridge
 from support.harness import EVENT_LOG_VALIDATOR, cwd_for_tests
 
-from acp_bridge.client import CHUNK_KINDS, AgentExited, bridge_command, running
+from acp_bridge.client import CHUNK_KINDS, AgentExited, bridge_command
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import session_path
 from acp_bridge.log.upcast import load_log
@@ -90,7 +91,7 @@ async def one_session(index: int, tmp: Path, failures: list[str]) -> None:
     received: dict[tuple[str, str], str] = {}
     for round_no in range(KILLS_PER_SESSION + 1):
         script.write_text(json.dumps(random_script(rng, round_no)))
-        async with running(command, stderr=subprocess.DEVNULL) as client:
+        async with running_bridge(command, stderr=subprocess.DEVNULL) as client:
             with anyio.fail_after(60):
                 await client.initialize()
                 if session_id is None:

@@ -14,8 +14,9 @@ import pytest
 from acp_schema import load_pinned_sdk_schema
 from harness import cwd_for_tests
 from provider_server import Reply, WireServer, anthropic_text
+from support.bridge import running_bridge
 
-from acp_bridge.client import AcpClient, bridge_command, running
+from acp_bridge.client import AcpClient, bridge_command
 from acp_bridge.notices import wants_notices
 from acp_bridge.update_builders import notice_update
 
@@ -43,14 +44,14 @@ async def session_with_a_retry(
         command = bridge_command(
             "--provider", "anthropic", "--base-url", server.url, "--state-dir", str(state)
         )
-        async with running(command, env=env) as client:
+        async with running_bridge(command, env=env) as client:
             with anyio.fail_after(30):
                 await client.initialize(capabilities)
                 sid = await client.new_session(CWD)
                 result = await client.prompt(sid, "Hi")
             await client.finish(within=15)
         assert result.stop_reason == "end_turn"
-        async with running(command, env=env) as second:
+        async with running_bridge(command, env=env) as second:
             with anyio.fail_after(30):
                 await second.initialize(capabilities)
                 start = len(second.updates)

@@ -13,8 +13,9 @@ import stat
 from pathlib import Path
 
 import pytest
+from support.bridge import running_bridge
 
-from acp_bridge.client import bridge_command, running
+from acp_bridge.client import bridge_command
 
 pytestmark = [
     pytest.mark.skipif(os.name != "posix", reason="POSIX file modes"),
@@ -28,7 +29,7 @@ def mode(path: Path) -> int:
 
 async def run_one_turn(tmp_path: Path, env: dict[str, str], umask: int, *args: str) -> None:
     command = bridge_command("--provider", "fake", *args)
-    async with running(command, env=env, umask=umask) as client:
+    async with running_bridge(command, env=env, umask=umask) as client:
         await client.initialize()
         session = await client.new_session(str(tmp_path))
         assert (await client.prompt(session, "Hi", settle=0)).stop_reason == "end_turn"

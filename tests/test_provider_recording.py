@@ -22,9 +22,10 @@ from provider_server import (
     openai_chunk,
     openai_text,
 )
+from support.bridge import running_bridge
 from support.harness import cwd_for_tests, normalize
 
-from acp_bridge.client import bridge_command, running
+from acp_bridge.client import bridge_command
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +33,7 @@ KEY = "sk-PLANTEDrecordingKEY0123456789"
 
 
 async def _play(command: list[str], env: dict[str, str]) -> list[list[Any]]:
-    async with running(command, env=env, stderr=subprocess.DEVNULL) as client:
+    async with running_bridge(command, env=env, stderr=subprocess.DEVNULL) as client:
         with anyio.fail_after(30):
             await client.initialize()
             sid = await client.new_session(cwd_for_tests())

@@ -34,10 +34,11 @@ from provider_server import (
     openai_text,
     sse,
 )
+from support.bridge import running_bridge
 from support.harness import SessionSnapshot, cwd_for_tests, normalize
 from syrupy.assertion import SnapshotAssertion
 
-from acp_bridge.client import AcpClient, PromptResult, bridge_command, running
+from acp_bridge.client import AcpClient, PromptResult, bridge_command
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_records
@@ -116,7 +117,7 @@ async def run(
             "debug",
             *extra,
         )
-        async with running(command, env=env, stderr=stderr_path) as client:
+        async with running_bridge(command, env=env, stderr=stderr_path) as client:
             session = Session(client, server, state)
             with anyio.fail_after(30):
                 await client.initialize()

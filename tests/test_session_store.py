@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 from acp_schema import AcpSchema, load_acp_unstable_schema
-from support.bridge import Mode
+from support.bridge import Mode, running_bridge
 from support.harness import (
     Run,
     SessionSnapshot,
@@ -35,7 +35,7 @@ from support.harness import (
 )
 from syrupy.assertion import SnapshotAssertion
 
-from acp_bridge.client import CHUNK_KINDS, AcpClient, bridge_command, prompt_params, running
+from acp_bridge.client import CHUNK_KINDS, AcpClient, bridge_command, prompt_params
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.replay import replay_updates
@@ -614,7 +614,7 @@ async def test_load_after_sigkill_mid_stream_keeps_what_was_shown(
     command = bridge_command(
         "--provider", "fake", "--script", str(script), "--state-dir", str(state)
     )
-    async with running(command, stderr=subprocess.DEVNULL) as killed:
+    async with running_bridge(command, stderr=subprocess.DEVNULL) as killed:
         with anyio.fail_after(30):
             await killed.initialize()
             sid = await killed.new_session(CWD)

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from support.bridge import barrier
+from support.bridge import barrier, running_bridge
 from support.harness import (
     run_bridge,
     update_seen,
@@ -27,7 +27,7 @@ from support.harness import (
     write_script,
 )
 
-from acp_bridge.client import AcpClient, bridge_command, prompt_params, running
+from acp_bridge.client import AcpClient, bridge_command, prompt_params
 from acp_bridge.log.check import check_log
 from acp_bridge.log.logfile import LogFile
 from acp_bridge.log.reader import read_records
@@ -115,7 +115,7 @@ async def test_an_editor_that_stops_reading_cannot_hold_the_exit(tmp_path: Path)
     command = bridge_command(
         "--provider", "fake", "--script", str(script), "--state-dir", str(state)
     )
-    async with running(command, stderr=subprocess.DEVNULL) as client:
+    async with running_bridge(command, stderr=subprocess.DEVNULL) as client:
         await client.initialize()
         sid = await client.new_session(str(tmp_path))
         await client.send_request("session/prompt", prompt_params(sid, "go"))
@@ -177,7 +177,7 @@ async def test_a_slow_editor_is_not_a_silent_provider(tmp_path: Path) -> None:
         "--idle-timeout",
         "0.3",
     )
-    async with running(command, stderr=subprocess.DEVNULL) as client:
+    async with running_bridge(command, stderr=subprocess.DEVNULL) as client:
         await client.initialize()
         sid = await client.new_session(str(tmp_path))
         client.agent.stdout.pause()

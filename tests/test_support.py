@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from support.bridge import MODES, BridgeStarter, Mode, barrier, start_bridge
+from support import zygote
+from support.bridge import MODES, BridgeStarter, Mode, barrier, running_bridge, start_bridge
 from support.harness import EXAMPLES, cwd_for_tests, normalize, prompt_and_look
 
-from acp_bridge.client import AcpClient, running
+from acp_bridge.client import AcpClient, bridge_command, running
 
 pytestmark = pytest.mark.anyio
 
@@ -88,3 +92,48 @@ async def test_a_barrier_sees_an_update_after_the_response_and_leaves_no_trace()
         assert len(client.transcript) == 3
         assert len(client.messages) == 2
         assert list(client.responses) == [b"1"]
+
+
+# -- the zygote: subprocess bridges forked from one pre-imported process -------
+
+
+async def test_a_subprocess_bridge_is_forked_from_the_zygote_and_ends_like_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(zygote.ENV_SPAWN, raising=False)
+    async with start_bridge(tmp_path / "a", script=HELLO, stderr=tmp_path / "err") as client:
+        process = client.agent.process
+        assert isinstance(process, zygote.ForkedProcess)
+        # Its own process (not this one, not the zygote), a child of the zygote.
+        assert process.pid != os.getpid()
+        stat = await anyio.Path(f"/proc/{process.pid}/stat").read_text()
+        assert stat.split()[3] != str(os.getpid())
+        await a_session(client)
+        assert await client.finish() == 0
+    async with start_bridge(tmp_path / "b", script=HELLO) as client:
+        await a_session(client)
+        client.agent.send_signal(signal.SIGKILL)
+        assert await client.agent.wait() == -signal.SIGKILL
+    # The environment is the one given: the state directory comes from it here.
+    env = {**os.environ, "ACP_BRIDGE_STATE_DIR": str(tmp_path / "c")}
+    command = bridge_command("--provider", "fake", "--script", str(HELLO))
+    async with running_bridge(command, env=env) as client:
+        assert isinstance(client.agent.process, zygote.ForkedProcess)
+        await a_session(client)
+    # Each wrote its own session log.
+    for name in ("a", "b", "c"):
+        assert len(list((tmp_path / name / "sessions").glob("*.jsonl"))) == 1
+
+
+async def test_what_the_interpreter_reads_at_start_gets_a_fresh_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(zygote.ENV_SPAWN, raising=False)
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    assert not zygote.fork_allowed(env)
+    async with start_bridge(tmp_path, script=HELLO, env=env) as client:
+        assert not isinstance(client.agent.process, zygote.ForkedProcess)
+        await a_session(client)
+    monkeypatch.setenv(zygote.ENV_SPAWN, "fresh")
+    async with start_bridge(tmp_path, script=HELLO) as client:
+        assert not isinstance(client.agent.process, zygote.ForkedProcess)

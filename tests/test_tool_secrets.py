@@ -19,12 +19,13 @@ from pathlib import Path
 import anyio
 import pytest
 from provider_server import Reply, WireServer, openai_chunk, openai_text, sse
+from support.bridge import running_bridge
 from support.harness import report, tool_call
 from test_tools import REPORT, Played
 from test_tools import play as play_in_either_mode
 from workspace_editor import WorkspaceEditor
 
-from acp_bridge.client import AcpClient, PromptResult, bridge_command, running
+from acp_bridge.client import AcpClient, PromptResult, bridge_command
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 
@@ -209,7 +210,7 @@ async def test_the_provider_key_is_redacted_from_tool_results(tmp_path: Path) ->
             "--provider", "openai", "--base-url", server.url, "--api-key-env", "LLM_SERVICE",
             "--model", "m", "--state-dir", str(state), "--log-level", "debug",
         )  # fmt: skip
-        async with running(command, env=env, stderr=stderr) as client:
+        async with running_bridge(command, env=env, stderr=stderr) as client:
             with anyio.fail_after(30):
                 await client.initialize()
                 sid = await client.new_session(str(workspace))

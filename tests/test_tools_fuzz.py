@@ -38,9 +38,10 @@ from typing import Any
 
 import anyio
 import pytest
+from support.bridge import running_bridge
 from support.harness import tool_call
 
-from acp_bridge.client import AcpClient, bridge_command, running
+from acp_bridge.client import AcpClient, bridge_command
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 
@@ -372,7 +373,7 @@ async def test_fuzzed_tool_arguments_stay_confined_and_never_block(tmp_path: Pat
             assert result.stop_reason == "end_turn", (seed, result.response)
             results.append(result.response)
 
-    async with running(command, env=env, stderr=stderr) as client:
+    async with running_bridge(command, env=env, stderr=stderr) as client:
         client.handlers["session/request_permission"] = reject
         pid = client.agent.pid
         await client.initialize({})

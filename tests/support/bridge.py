@@ -13,6 +13,11 @@ side, an `acp_bridge.client.AcpClient`, with its read loop running:
   ``os.pipe`` pairs, no interpreter start-up; scripted provider only, no extra
   options.  On the way out stdin is closed and stdout read to EOF.
 
+A subprocess bridge is forked from a process that imported the bridge once
+(`support.zygote`, with `running_bridge`) unless ``--spawn fresh`` is given or
+its environment needs a fresh interpreter; a ``command`` of its own is always
+spawned.
+
 The pytest fixture ``bridge`` (``tests/conftest.py``) calls it with the test's
 ``tmp_path``; a test runs in both modes with
 ``@pytest.mark.parametrize("bridge_mode", MODES)``.
@@ -28,9 +33,10 @@ from typing import IO, Any, Literal
 
 import anyio
 
-from acp_bridge.client import BARRIER_METHOD, AcpClient, bridge_command, running
+from acp_bridge.client import BARRIER_METHOD, AcpClient, attached, bridge_command, running
 from acp_bridge.loop.turn import TurnConfig
 from acp_bridge.providers.base import Provider
+from support import zygote
 
 Mode = Literal["subprocess", "inprocess"]
 MODES: tuple[Mode, ...] = ("subprocess", "inprocess")
@@ -71,7 +77,7 @@ async def start_bridge(
     if mode == "subprocess":
         args = bridge_args(state_dir, *extra, script=script, provider=provider)
         argv = [*command, *args] if command else bridge_command(*args)
-        async with running(
+        async with running_bridge(
             argv, env=env, stderr=stderr, paused=paused, keep=keep, cwd=cwd
         ) as client:
             yield client
@@ -112,6 +118,40 @@ async def start_bridge(
         command_line=command_line,
     ) as served:
         yield served.client
+
+
+@asynccontextmanager
+async def running_bridge(
+    command: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    stderr: int | IO[Any] | Path | None = None,
+    umask: int = -1,
+    paused: bool = False,
+    keep: bool = True,
+    cwd: str | Path | None = None,
+) -> AsyncIterator[AcpClient]:
+    """`acp_bridge.client.running` for the tests: ``python -m acp_bridge ARGS``
+    (`bridge_command`) is forked from the test session's zygote
+    (`support.zygote`) when nothing in its environment needs a fresh
+    interpreter; any other command, or ``--spawn fresh``, is spawned."""
+    prefix = bridge_command()
+    if list(command[: len(prefix)]) == prefix and zygote.use_zygote(env, stderr):
+        agent = await zygote.fork_agent(
+            list(command[len(prefix) :]),
+            env=env,
+            stderr=stderr,
+            paused=paused,
+            cwd=cwd,
+            umask=umask,
+        )
+        async with attached(agent, keep=keep) as client:
+            yield client
+        return
+    async with running(
+        command, env=env, stderr=stderr, umask=umask, paused=paused, keep=keep, cwd=cwd
+    ) as client:
+        yield client
 
 
 # What the in-process bridge takes from the command line: the turn's bounds and
@@ -184,5 +224,6 @@ __all__ = [
     "Mode",
     "barrier",
     "bridge_args",
+    "running_bridge",
     "start_bridge",
 ]

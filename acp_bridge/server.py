@@ -114,11 +114,14 @@ async def serve(options: ServeOptions) -> int:
     ended = anyio.Event()
     why: list[str] = []
     status = 0
+    # Set once ``initialize`` is answered, or when the editor leaves first.
+    may_load = anyio.Event()
 
     def end(reason: str) -> None:
         if not ended.is_set():
             why.append(reason)
             ended.set()
+            may_load.set()
 
     def on_stdin(data: bytes) -> None:
         if ended.is_set():
@@ -134,17 +137,18 @@ async def serve(options: ServeOptions) -> int:
         conn.fail_pending("stdout closed")
         end("stdout closed")
 
-    initialized = anyio.Event()
-
     async def load_provider(agent: Agent) -> None:
         nonlocal status
         # The interpreter is ``initialize``'s alone until it is answered: a
         # worker thread importing the provider meanwhile would share the GIL
-        # with it.  A session/new waits for the provider in any case.
-        with anyio.move_on_after(LOAD_AFTER_INITIALIZE_S):
-            await initialized.wait()
-        if not await _load_provider(options, agent, again=False):
-            status = 2
+        # with it.  A session/new waits for the provider in any case.  Shielded:
+        # a configuration that cannot work is reported (status 2) even when the
+        # editor leaves at once.
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(LOAD_AFTER_INITIALIZE_S):
+                await may_load.wait()
+            if not await _load_provider(options, agent, again=False):
+                status = 2
 
     async def watch_signals() -> None:
         # SIGHUP: the terminal or the parent went away, a disconnect like the others.
@@ -169,7 +173,7 @@ async def serve(options: ServeOptions) -> int:
         agent.auth.setup_command = options.setup_command
         agent.mcp.start_timeout = options.mcp_start_timeout
         agent.mcp.config_file = options.mcp_config_file
-        conn.requests["initialize"] = _then(conn.requests["initialize"], outbox, initialized)
+        conn.requests["initialize"] = _then(conn.requests["initialize"], outbox, may_load)
         tg.start_soon(outbox.run)
         tg.start_soon(load_provider, agent)
         tg.start_soon(watch_stdout)

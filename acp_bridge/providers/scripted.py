@@ -22,13 +22,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncGenerator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 
+from acp_bridge import warm_up
 from acp_bridge.context.config import ContextConfig
 from acp_bridge.context.windows import ModelInfo, resolve_window
 from acp_bridge.providers.base import (
@@ -103,25 +105,36 @@ class ScriptedProvider:
 
     def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[_ScriptStream]:
         self.request_count += 1
-        ops: list[_Op]
+        if isinstance(self._script, PreparedScript):
+            return self._built_then_open(self._script, request)
+        return _open(self._ops(request))
+
+    @asynccontextmanager
+    async def _built_then_open(
+        self, prepared: PreparedScript, request: ModelRequest
+    ) -> AsyncGenerator[_ScriptStream, None]:
+        """A stream of a script whose models may not be built yet: they are built,
+        or the warm-up is waited for, in a worker thread (cancellable), so that the
+        stream never runs beside a pydantic build, which holds the interpreter."""
+        await anyio.to_thread.run_sync(_build, prepared, abandon_on_cancel=True)
+        async with _open(self._ops(request)) as stream:
+            yield stream
+
+    def _ops(self, request: ModelRequest) -> list[_Op]:
         try:
             script = self.script
         except ScriptError as exc:
-            return _open([_Fail(ProviderError(str(exc), kind="scripted"))])
+            return [_Fail(ProviderError(str(exc), kind="scripted"))]
         if request.metadata.get("purpose") == "compaction":
             # A summary request takes no response from the list.
             compaction = script.compaction
             if compaction is None:
-                ops = [TextDelta(0, default_summary(request)), BlockEnd(0), Finish("end_turn")]
-            else:
-                ops = _compile(compaction, request, script.chunk_delay_ms)
-            return _open(ops)
+                return [TextDelta(0, default_summary(request)), BlockEnd(0), Finish("end_turn")]
+            return _compile(compaction, request, script.chunk_delay_ms)
         response = self._next_response()
         if response is None:
-            ops = [_Fail(EXHAUSTED)]
-        else:
-            ops = _compile(response, request, script.chunk_delay_ms)
-        return _open(ops)
+            return [_Fail(EXHAUSTED)]
+        return _compile(response, request, script.chunk_delay_ms)
 
     def _next_response(self) -> ScriptResponse | None:
         responses = self.script.responses
@@ -135,6 +148,13 @@ class ScriptedProvider:
         if mode == "repeat_all":
             return responses[cursor % len(responses)]
         return None
+
+
+def _build(prepared: PreparedScript) -> None:
+    """In a worker thread: the warm-up's end (it may be building the models), then the models."""
+    warm_up.wait()
+    with suppress(ScriptError):  # the stream reports it
+        prepared.get()
 
 
 @asynccontextmanager

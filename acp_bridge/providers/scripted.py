@@ -105,49 +105,55 @@ class ScriptedProvider:
 
     def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[_ScriptStream]:
         self.request_count += 1
+        # The response a request takes is decided now, whether or not its stream
+        # is ever opened (a Stop may come first); a summary request takes none.
+        cursor = None
+        if request.metadata.get("purpose") != "compaction":
+            cursor = self._cursor
+            self._cursor += 1
         if isinstance(self._script, PreparedScript):
-            return self._built_then_open(self._script, request)
-        return _open(self._ops(request))
+            return self._built_then_open(self._script, request, cursor)
+        return _open(self._ops(request, cursor))
 
     @asynccontextmanager
     async def _built_then_open(
-        self, prepared: PreparedScript, request: ModelRequest
+        self, prepared: PreparedScript, request: ModelRequest, cursor: int | None
     ) -> AsyncGenerator[_ScriptStream, None]:
         """A stream of a script whose models may not be built yet: they are built,
         or the warm-up is waited for, in a worker thread (cancellable), so that the
         stream never runs beside a pydantic build, which holds the interpreter."""
         await anyio.to_thread.run_sync(_build, prepared, abandon_on_cancel=True)
-        async with _open(self._ops(request)) as stream:
+        async with _open(self._ops(request, cursor)) as stream:
             yield stream
 
-    def _ops(self, request: ModelRequest) -> list[_Op]:
+    def _ops(self, request: ModelRequest, cursor: int | None) -> list[_Op]:
         try:
             script = self.script
         except ScriptError as exc:
             return [_Fail(ProviderError(str(exc), kind="scripted"))]
-        if request.metadata.get("purpose") == "compaction":
+        if cursor is None:
             # A summary request takes no response from the list.
             compaction = script.compaction
             if compaction is None:
                 return [TextDelta(0, default_summary(request)), BlockEnd(0), Finish("end_turn")]
             return _compile(compaction, request, script.chunk_delay_ms)
-        response = self._next_response()
+        response = _response_at(script, cursor)
         if response is None:
             return [_Fail(EXHAUSTED)]
         return _compile(response, request, script.chunk_delay_ms)
 
-    def _next_response(self) -> ScriptResponse | None:
-        responses = self.script.responses
-        cursor = self._cursor
-        self._cursor += 1
-        if cursor < len(responses):
-            return responses[cursor]
-        mode = self.script.when_exhausted
-        if mode == "repeat_last":
-            return responses[-1]
-        if mode == "repeat_all":
-            return responses[cursor % len(responses)]
-        return None
+
+def _response_at(script: Script, cursor: int) -> ScriptResponse | None:
+    """The response of the request at ``cursor`` (from 0); None once exhausted."""
+    responses = script.responses
+    if cursor < len(responses):
+        return responses[cursor]
+    mode = script.when_exhausted
+    if mode == "repeat_last":
+        return responses[-1]
+    if mode == "repeat_all":
+        return responses[cursor % len(responses)]
+    return None
 
 
 def _build(prepared: PreparedScript) -> None:

@@ -13,9 +13,10 @@ import pytest
 from acp_schema import AcpSchema, load_acp_schema
 from hypothesis import settings
 from support import zygote
-from support.bridge import BridgeStarter, Mode, start_bridge
+from support.bridge import BridgeStarter, Mode, running_bridge, start_bridge
 
 from acp_bridge.client import AcpClient
+from acp_bridge.testing.agent import Runner
 
 # The suite spawns hundreds of bridges: let them keep the bytecode they compile
 # (an environment that sets PYTHONDONTWRITEBYTECODE would make each one compile
@@ -40,6 +41,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "imported the bridge once (fork, the default) or as a new interpreter (fresh); "
         f"also {zygote.ENV_SPAWN}=fresh",
     )
+
+
+# ``-n auto`` (pyproject's addopts): test processes side by side, each file in
+# one of them (``--dist loadfile``: a file's module fixtures are built once).
+# Most tests wait on a subprocess, so there are more of them than cores.
+WORKERS_PER_CPU = 2
+MAX_WORKERS = 4
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many test processes ``-n auto`` starts: none (this process runs the
+    tests) for ``--snapshot-update``, which must see every test to tell an unused
+    snapshot, or for a run of named tests (``file.py::test``), else two per CPU,
+    at most four."""
+    if config.getoption("snapshot_update", False):
+        return 0
+    if any("::" in arg for arg in config.args):
+        return 0
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min(MAX_WORKERS, WORKERS_PER_CPU * (cpus or 1))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -110,6 +132,12 @@ def _bridge_zygote() -> Iterator[None]:
     stopped when the session ends."""
     yield
     zygote.close()
+
+
+@pytest.fixture
+def acp_agent_runner() -> Runner:
+    """The kit's ``acp_agent`` forks ``python -m acp_bridge`` from the zygote too."""
+    return running_bridge
 
 
 @pytest.fixture

@@ -225,6 +225,7 @@ async def new_session_error(client: AcpClient, cwd: Path) -> dict[str, Any] | No
     return answer.get("error")
 
 
+@pytest.mark.slow
 async def test_setup_stores_a_key_that_the_waiting_bridge_then_uses_and_logout_forgets(
     sandbox: Sandbox, acp_schema: AcpSchema
 ) -> None:
@@ -265,6 +266,7 @@ async def test_setup_stores_a_key_that_the_waiting_bridge_then_uses_and_logout_f
     assert KEY not in json.dumps(client.transcript)
 
 
+@pytest.mark.slow
 async def test_setup_file_is_private_and_a_new_bridge_uses_it(sandbox: Sandbox) -> None:
     replies = [Reply(openai_text(["ok"])), Reply(openai_text(["a new process"]))]
     with WireServer(replies) as server:
@@ -284,6 +286,7 @@ async def test_setup_file_is_private_and_a_new_bridge_uses_it(sandbox: Sandbox) 
     assert "chosen by acp-bridge setup" in stderr.read_text()
 
 
+@pytest.mark.slow
 async def test_setup_uses_the_keyring_when_one_is_available(sandbox: Sandbox) -> None:
     sandbox.use_test_keyring()
     replies = [Reply(openai_text(["ok"])), Reply(openai_text(["from the keyring"]))]

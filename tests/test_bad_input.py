@@ -390,6 +390,7 @@ async def spawn_bridge(state_dir: Path, stderr_path: Path) -> tuple[anyio.abc.Pr
     return process, stderr
 
 
+@pytest.mark.slow
 async def test_bad_frames_between_valid_ones(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
     cwd = str(tmp_path)

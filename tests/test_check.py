@@ -106,6 +106,7 @@ def frames_at_fault(report: Report, check_id: str) -> list[dict[str, Any]]:
     return [e.process.transcript[i][1] for e in result.evidence for i in e.marks]
 
 
+@pytest.mark.slow
 async def test_chunks_after_the_cancelled_response_fail_stop_ordering() -> None:
     report = await check([*FAULTY, "--leak", "3"], "stop.ordering")
     result = report.result("stop.ordering")
@@ -125,6 +126,7 @@ async def test_chunks_after_the_cancelled_response_fail_stop_ordering() -> None:
     assert '"result":{"stopReason":"cancelled"}' in text
 
 
+@pytest.mark.slow
 async def test_end_turn_answered_to_a_stop_fails_stop_cancelled() -> None:
     report = await check([*FAULTY, "--end-turn"], "stop.cancelled")
     result = report.result("stop.cancelled")
@@ -138,6 +140,7 @@ async def test_end_turn_answered_to_a_stop_fails_stop_cancelled() -> None:
     assert "NOT CONFORMANT: stop.cancelled" in render_text(report)
 
 
+@pytest.mark.slow
 async def test_a_cancel_lost_behind_the_prompt_fails_stop_race() -> None:
     report = await check([*FAULTY, "--late-register"], "stop.race", stop_timeout=1.5)
     result = report.result("stop.race")
@@ -148,6 +151,7 @@ async def test_a_cancel_lost_behind_the_prompt_fails_stop_race() -> None:
     assert report.exit_code == 1
 
 
+@pytest.mark.slow
 async def test_a_cancel_kept_from_an_idle_session_fails_stop_idle() -> None:
     report = await check([*FAULTY, "--sticky-cancel"], "stop.idle")
     assert report.result("stop.idle").outcome is Outcome.FAIL
@@ -156,6 +160,7 @@ async def test_a_cancel_kept_from_an_idle_session_fails_stop_idle() -> None:
     assert report.exit_code == 1
 
 
+@pytest.mark.slow
 async def test_an_agent_that_dies_on_stop_fails_and_the_run_goes_on() -> None:
     report = await check([*FAULTY, "--crash-on-cancel"], "stop.cancelled", "stop.race")
     got = outcomes(report)
@@ -179,6 +184,7 @@ async def test_a_file_read_without_the_capability_fails_capability_gating() -> N
     assert report.exit_code == 1
 
 
+@pytest.mark.slow
 async def test_a_stop_during_a_permission_request_is_answered_cancelled_by_the_checker() -> None:
     report = await check(
         [*FAULTY, "--ask-permission"], "permission.stop", permission_prompt="Write the note."
@@ -194,6 +200,7 @@ async def test_a_stop_during_a_permission_request_is_answered_cancelled_by_the_c
     assert report.exit_code == 0
 
 
+@pytest.mark.slow
 async def test_without_a_stream_the_stop_checks_are_not_exercised_and_not_passed() -> None:
     """The reference agent's --one-line mode answers every prompt at once: a Stop
     cannot be tested, and that is not a pass (acplint's cancel tests pass vacuously)."""
@@ -204,6 +211,7 @@ async def test_without_a_stream_the_stop_checks_are_not_exercised_and_not_passed
     assert report.exit_code == 1
 
 
+@pytest.mark.slow
 async def test_the_json_report_holds_every_wire_whole(tmp_path: Path) -> None:
     report = await check([*FAULTY, "--leak", "2"], "stop.ordering")
     data = render_json(report)

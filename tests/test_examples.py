@@ -93,7 +93,14 @@ def _check_session(tmp_path: Path, session_id: str) -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize(
+    "name",
+    # The story waits between its chunks (seconds): CI plays it.
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n == "story-then-report.json" else n
+        for n in sorted(EXPECTED)
+    ],
+)
 async def test_an_example_serves_three_prompts(tmp_path: Path, name: str) -> None:
     async with bridge(tmp_path, EXAMPLES / name) as client:
         session_id = await client.new_session("/")
@@ -115,6 +122,7 @@ def _report(client: AcpClient, session_id: str, since: int) -> dict[str, Any]:
     return parse_report("".join(chunks(client, session_id, since)))
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_the_zed_example_ends_on_its_own_and_reports_the_whole_story(tmp_path: Path) -> None:
     async with bridge(tmp_path, STORY) as client:

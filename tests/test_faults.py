@@ -245,6 +245,7 @@ HANG_SECONDS = 5.0
 PREFIX = "The answer starts here and then the provider wedges"
 
 
+@pytest.mark.slow
 async def test_cancel_deadline_abandons_a_wedged_provider(tmp_path: Path) -> None:
     script = write_script(
         tmp_path,

@@ -255,6 +255,7 @@ async def test_call_and_result(
 # -- Stop ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_stop_mid_call_cancels_it_on_the_server(
     tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
@@ -317,6 +318,7 @@ async def test_stop_mid_call_cancels_it_on_the_server(
 # -- failures -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_server_that_crashes_mid_session(tmp_path: Path, acp_schema: AcpSchema) -> None:
     """The server dies during a call: the call fails saying so, the user is told
     (a thought chunk, stderr), the model is told once in the next user message,
@@ -446,6 +448,7 @@ async def test_a_server_failure_is_a_notice_for_a_client_that_opted_in(tmp_path:
 # -- tools ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_two_hundred_tools(tmp_path: Path, acp_schema: AcpSchema) -> None:
     """All 200 tools of a server are offered beside the built-in ones, with
     their schemas; one of them can be called."""
@@ -472,6 +475,7 @@ async def test_two_hundred_tools(tmp_path: Path, acp_schema: AcpSchema) -> None:
     check(played, acp_schema)
 
 
+@pytest.mark.slow
 async def test_tools_list_changed(tmp_path: Path, acp_schema: AcpSchema) -> None:
     """notifications/tools/list_changed: the new tool is offered from the next request on."""
     script = {
@@ -498,6 +502,7 @@ async def test_tools_list_changed(tmp_path: Path, acp_schema: AcpSchema) -> None
 # -- permissions and modes -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_read_only_mode_and_always_rules(tmp_path: Path, acp_schema: AcpSchema) -> None:
     """read_only mode runs the read-only MCP tool and refuses the others;
     an "always allow" answer is remembered for that one MCP tool only."""
@@ -546,6 +551,7 @@ async def test_read_only_mode_and_always_rules(tmp_path: Path, acp_schema: AcpSc
 # -- the config file --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_config_servers_join_and_the_editor_wins_a_clash(
     tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
@@ -592,6 +598,7 @@ async def test_config_servers_join_and_the_editor_wins_a_clash(
     check(played, acp_schema)
 
 
+@pytest.mark.slow
 async def test_the_environment_is_the_editors_not_the_bridges(
     tmp_path: Path, acp_schema: AcpSchema, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -623,6 +630,7 @@ async def test_the_environment_is_the_editors_not_the_bridges(
 # -- lifecycle -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["stdin closed", "SIGTERM"])
 async def test_no_server_process_outlives_the_bridge(tmp_path: Path, how: str) -> None:
     """A server that ignores EOF and SIGTERM, and its own child, are killed
@@ -665,6 +673,7 @@ async def test_no_server_process_outlives_the_bridge(tmp_path: Path, how: str) -
         await wait_until(functools.partial(_dead, pid))
 
 
+@pytest.mark.slow
 async def test_http_server(tmp_path: Path, acp_schema: AcpSchema) -> None:
     """A streamable HTTP server on loopback: its tools are offered and called."""
     with socket.socket() as probe:
@@ -709,6 +718,7 @@ def _accepts(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+@pytest.mark.slow
 async def test_load_of_a_session_that_used_mcp_tools(tmp_path: Path, acp_schema: AcpSchema) -> None:
     """A session that called an MCP tool is loaded in a new process: the replay
     shows the call and its final status, the servers passed to session/load are
@@ -776,6 +786,7 @@ async def test_load_of_a_session_that_used_mcp_tools(tmp_path: Path, acp_schema:
     assert statuses == ["starting", "connected", "starting", "connected"]
 
 
+@pytest.mark.slow
 async def test_a_fork_connects_the_servers_it_is_given(tmp_path: Path) -> None:
     """session/fork with mcpServers: the fork connects them (its log says so) and
     offers their tools from its first request on, and a call goes through; the
@@ -837,7 +848,7 @@ def _imported(stderr: str) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("with_server", [False, True])
+@pytest.mark.parametrize("with_server", [False, pytest.param(True, marks=pytest.mark.slow)])
 async def test_the_mcp_package_loads_only_for_a_session_with_servers(
     tmp_path: Path, with_server: bool
 ) -> None:
@@ -903,6 +914,7 @@ raise SystemExit(main())
 """
 
 
+@pytest.mark.slow
 async def test_session_new_does_not_wait_for_the_mcp_package(tmp_path: Path) -> None:
     """A stdio server's tools are offered while the bridge cannot import the mcp
     package yet (session/new, the first model request); a call made then waits
@@ -944,6 +956,7 @@ async def test_session_new_does_not_wait_for_the_mcp_package(tmp_path: Path) -> 
     assert played.run.returncode == 0
 
 
+@pytest.mark.slow
 async def test_a_servers_stderr_reaches_the_bridges_bounded(tmp_path: Path) -> None:
     script = {
         "responses": [

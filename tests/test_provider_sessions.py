@@ -374,6 +374,7 @@ async def test_anthropic_429_with_retry_after_then_success(
     assert s.snapshot() == snapshot
 
 
+@pytest.mark.slow
 async def test_a_retry_wait_longer_than_the_idle_timeout_is_not_a_stall(tmp_path: Path) -> None:
     """The provider announces its wait before a retry; the idle watch allows it."""
     results: list[PromptResult] = []

@@ -164,7 +164,14 @@ async def play(tmp: Path, cancel_after: int) -> PyRun:
     return run
 
 
-@pytest.fixture(scope="module", params=CANCEL_AFTER, ids=lambda k: f"stop-after-{k}")
+# The fast tier plays the first Stop point; CI plays every one.
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(k, id=f"stop-after-{k}", marks=[pytest.mark.slow] if i else [])
+        for i, k in enumerate(CANCEL_AFTER)
+    ],
+)
 def py_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> PyRun:
     k: int = request.param
     tmp = tmp_path_factory.mktemp(f"py-sdk-{k}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from support.bridge import MODES, BridgeStarter, Mode, barrier, running_bridge, 
 from support.harness import EXAMPLES, cwd_for_tests, normalize, prompt_and_look
 
 from acp_bridge.client import AcpClient, bridge_command, running
+from acp_bridge.testing.launcher import AgentLauncher
 
 pytestmark = pytest.mark.anyio
 
@@ -137,3 +140,19 @@ async def test_what_the_interpreter_reads_at_start_gets_a_fresh_one(
     monkeypatch.setenv(zygote.ENV_SPAWN, "fresh")
     async with start_bridge(tmp_path, script=HELLO) as client:
         assert not isinstance(client.agent.process, zygote.ForkedProcess)
+
+
+async def test_the_kits_agents_start_through_its_runner(tmp_path: Path) -> None:
+    """`acp_agent_runner` (here: `running_bridge`, see conftest) starts the kit's agents."""
+    started: list[list[str]] = []
+
+    def recording(command: Sequence[str], **options: Any) -> AbstractAsyncContextManager[AcpClient]:
+        started.append(list(command))
+        return running_bridge(command, **options)
+
+    launcher = AgentLauncher(tmp_path, runner=recording)
+    async with launcher.bridge(script=HELLO) as agent:
+        assert isinstance(agent.client.agent.process, zygote.ForkedProcess)
+        await agent.client.initialize()
+    assert len(started) == 1
+    assert started[0][started[0].index("--script") + 1] == str(HELLO)

@@ -17,6 +17,7 @@ official schema of `acp_schema` when no override sits beside the checkout.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -133,6 +134,15 @@ def install_ts_client() -> float | None:
     """
     if installed_sdk_version() == pinned_sdk_version():
         return None
+    # Test processes running side by side (``pytest -n``) install it once.
+    with open(TS_CLIENT / ".install.lock", "w") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        return _install_ts_client_locked()
+
+
+def _install_ts_client_locked() -> float | None:
+    if installed_sdk_version() == pinned_sdk_version():
+        return None
     npm = shutil.which("npm")
     assert npm is not None
     lock = TS_CLIENT / "package-lock.json"
@@ -242,7 +252,14 @@ def run_ts_client(client_dir: Path, tmp: Path, cancel_after: int) -> TsRun:
     return run
 
 
-@pytest.fixture(scope="module", params=CANCEL_AFTER, ids=lambda k: f"stop-after-{k}")
+# The fast tier plays the first Stop point; CI plays every one.
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(k, id=f"stop-after-{k}", marks=[pytest.mark.slow] if i else [])
+        for i, k in enumerate(CANCEL_AFTER)
+    ],
+)
 def ts_run(
     request: pytest.FixtureRequest, ts_client: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> TsRun:

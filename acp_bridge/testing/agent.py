@@ -22,10 +22,10 @@ its response (ACP says there must be none).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -331,6 +331,19 @@ async def _first_of(*events: anyio.Event) -> None:
             tg.start_soon(wait, event)
 
 
+class Runner(Protocol):
+    """How `start_agent` starts a command: `acp_bridge.client.running`'s signature."""
+
+    def __call__(
+        self,
+        command: Sequence[str],
+        *,
+        env: dict[str, str] | None = ...,
+        cwd: str | Path | None = ...,
+        stderr: Path | None = ...,
+    ) -> AbstractAsyncContextManager[AcpClient]: ...
+
+
 @asynccontextmanager
 async def start_agent(
     command: Sequence[str],
@@ -341,16 +354,21 @@ async def start_agent(
     cwd: str | Path | None = None,
     stderr: Path | None = None,
     tmp: Path | None = None,
+    runner: Runner | None = None,
 ) -> AsyncIterator[Agent]:
     """Start ``command`` (any ACP agent) on stdio and yield an `Agent` for it.
 
     ``workspace`` is the folder the test editor serves and the default cwd of
     sessions; ``state_dir`` is only recorded (for `Agent.logs`); ``stderr`` is
-    a file for the agent's stderr (default: inherited).  On the way out the
-    agent is killed if it still runs, and so are the terminals it left.
+    a file for the agent's stderr (default: inherited).  ``runner`` starts the
+    process and yields the client on it (default: `acp_bridge.client.running`;
+    a suite can start its agents another way, forked from a process that
+    imported them once, say).  On the way out the agent is killed if it still
+    runs, and so are the terminals it left.
     """
+    run = runner or running
     async with (
-        running(command, env=env, cwd=cwd, stderr=stderr) as client,
+        run(command, env=env, cwd=cwd, stderr=stderr) as client,
         anyio.create_task_group() as tg,
     ):
         agent = Agent(
@@ -369,6 +387,7 @@ __all__ = [
     "STDIN_CLOSED",
     "Agent",
     "AgentError",
+    "Runner",
     "Session",
     "Turn",
     "TurnEnded",

@@ -19,7 +19,7 @@ from itertools import count
 from pathlib import Path
 
 from ..client import bridge_command
-from .agent import Agent, start_agent
+from .agent import Agent, Runner, start_agent
 
 
 class AgentLauncher:
@@ -27,7 +27,8 @@ class AgentLauncher:
 
     ``bridge`` is the acp-bridge command line the options are added to (an
     agent built on acp-bridge runs its own script here); ``default`` is the
-    command `start` runs instead of acp-bridge (the ``--acp-agent`` option).
+    command `start` runs instead of acp-bridge (the ``--acp-agent`` option);
+    ``runner`` starts each command (`acp_bridge.testing.agent.Runner`).
     """
 
     def __init__(
@@ -38,8 +39,10 @@ class AgentLauncher:
         bridge: Sequence[str] | None = None,
         default: Sequence[str] | None = None,
         env: dict[str, str] | None = None,
+        runner: Runner | None = None,
     ) -> None:
         self.tmp = tmp
+        self.runner = runner
         self.workspace = workspace or tmp / "workspace"
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.bridge_command = list(bridge) if bridge else bridge_command()
@@ -117,6 +120,7 @@ class AgentLauncher:
             cwd=cwd,
             stderr=stderr,
             tmp=self.tmp,
+            runner=self.runner,
         )
 
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from .agent import Runner
     from .launcher import AgentLauncher
 
 
@@ -91,17 +92,30 @@ def acp_workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def acp_agent_runner() -> Runner | None:
+    """How the kit starts an agent's command (`acp_bridge.testing.agent.Runner`):
+    None for `acp_bridge.client.running`; override it in a conftest to start
+    agents another way."""
+    return None
+
+
+@pytest.fixture
 def acp_agent(
     tmp_path: Path,
     acp_workspace: Path,
     acp_bridge_command: list[str],
     acp_agent_command: list[str] | None,
+    acp_agent_runner: Runner | None,
 ) -> AgentLauncher:
     """Starts agents for the test: ``async with acp_agent.bridge(script=path) as agent``."""
     from .launcher import AgentLauncher
 
     return AgentLauncher(
-        tmp_path, workspace=acp_workspace, bridge=acp_bridge_command, default=acp_agent_command
+        tmp_path,
+        workspace=acp_workspace,
+        bridge=acp_bridge_command,
+        default=acp_agent_command,
+        runner=acp_agent_runner,
     )
 
 

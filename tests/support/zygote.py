@@ -57,14 +57,23 @@ ENV_SPAWN = "ACP_BRIDGE_TEST_SPAWN"
 MAX_REQUEST = 1 << 20
 
 
+# PYTHON* variables that are not the interpreter's (a library reads them when it
+# runs), and PYTHONPATH, which the child applies to its own sys.path.
+NOT_READ_AT_START = frozenset({"PYTHONPATH", "PYTHON_KEYRING_BACKEND"})
+
+
 def fork_allowed(env: dict[str, str] | None) -> bool:
     """Whether a bridge with this environment can be forked from the zygote
-    (which has the test process's environment): no ``PYTHON*`` variable, which
-    the interpreter reads before any code runs, may differ."""
+    (which has the test process's environment): no ``PYTHON*`` variable that
+    the interpreter reads before any code runs may differ."""
     if env is None:
         return True
     python_vars = {k for k in (*env, *os.environ) if k.startswith("PYTHON")}
-    return all(env.get(k) == os.environ.get(k) for k in python_vars)
+    return all(env.get(k) == os.environ.get(k) for k in python_vars - NOT_READ_AT_START)
+
+
+def _path_entries(env: dict[str, str] | os._Environ[str]) -> list[str]:
+    return [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
 
 
 def use_zygote(env: dict[str, str] | None, stderr: object) -> bool:
@@ -334,6 +343,10 @@ def _become_child(request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
     for fd in fds:
         if fd > 2:
             os.close(fd)
+    # sys.path as ``python -m`` would start it: the working directory, then
+    # PYTHONPATH, then the interpreter's own entries.
+    own = sys.path[1 + len(_path_entries(os.environ)) :]
+    sys.path[:] = [request["cwd"], *_path_entries(request["env"]), *own]
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])

@@ -42,7 +42,7 @@ _more: list[Callable[[], object]] = []
 
 
 def also(work: Callable[[], object]) -> None:
-    """Have the warm-up run ``work`` too, after the modules (the script's models,
+    """Have the warm-up run ``work`` too, before the modules (the script's models,
     say).  ``work`` must be safe to run again at its first real use, which runs it
     itself if the warm-up has not (or fails): an exception here is only logged."""
     with _lock:
@@ -70,12 +70,7 @@ def wait(timeout: float | None = None) -> bool:
 
 
 def _load() -> None:
-    for name in MODULES:
-        try:
-            import_module(name)
-        except Exception as exc:  # left to the first use, which reports it
-            log.debug("warm-up: cannot import %s: %s", name, exc)
-            return
+    # First what `also` added (the script's models: the first stream waits for them).
     while True:
         with _lock:
             if not _more:
@@ -85,6 +80,12 @@ def _load() -> None:
             work()
         except Exception as exc:  # left to the first use, which reports it
             log.debug("warm-up: %s: %s", getattr(work, "__qualname__", work), exc)
+    for name in MODULES:
+        try:
+            import_module(name)
+        except Exception as exc:  # left to the first use, which reports it
+            log.debug("warm-up: cannot import %s: %s", name, exc)
+            return
     # Building the JSON Schemas the first request sends loads pydantic's
     # schema machinery; the registry builds and keeps its own on first use.
     from .tools.registry import TOOLS

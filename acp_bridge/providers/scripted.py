@@ -30,7 +30,6 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from acp_bridge import warm_up
 from acp_bridge.context.config import ContextConfig
 from acp_bridge.context.windows import ModelInfo, resolve_window
 from acp_bridge.providers.base import (
@@ -119,9 +118,9 @@ class ScriptedProvider:
     async def _built_then_open(
         self, prepared: PreparedScript, request: ModelRequest, cursor: int | None
     ) -> AsyncGenerator[_ScriptStream, None]:
-        """A stream of a script whose models may not be built yet: they are built,
-        or the warm-up is waited for, in a worker thread (cancellable), so that the
-        stream never runs beside a pydantic build, which holds the interpreter."""
+        """A stream of a script whose models may not be built yet: they are built
+        in a worker thread (or, if the warm-up is building them, waited for there),
+        cancellable, and not on the event loop, which a pydantic build would hold."""
         await anyio.to_thread.run_sync(_build, prepared, abandon_on_cancel=True)
         async with _open(self._ops(request, cursor)) as stream:
             yield stream
@@ -157,9 +156,8 @@ def _response_at(script: Script, cursor: int) -> ScriptResponse | None:
 
 
 def _build(prepared: PreparedScript) -> None:
-    """In a worker thread: the warm-up's end (it may be building the models), then the models."""
-    warm_up.wait()
-    with suppress(ScriptError):  # the stream reports it
+    """In a worker thread: the script's models (built once; the stream reports an error)."""
+    with suppress(ScriptError):
         prepared.get()
 
 

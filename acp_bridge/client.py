@@ -473,7 +473,8 @@ class AcpClient:
     ) -> PromptResult:
         """Send a prompt; optionally send session/cancel after N message chunks
         (or, with ``cancel_when_quiet``, as soon as no chunk has arrived for
-        that many seconds, for a stream that ends its output before N).
+        that many seconds since the last one, for a stream that ends its output
+        before N; the wait for the first chunk is not counted).
 
         After the response, unless ``settle`` is false, runs a `barrier` and
         reports in ``late`` the updates that arrived after the response and
@@ -509,7 +510,7 @@ class AcpClient:
                         seen_before = chunks
                         with anyio.move_on_after(cancel_when_quiet):
                             await cancel_now.wait()
-                        if chunks == seen_before:
+                        if chunks == seen_before and chunks:  # quiet after its start
                             break
                 await self.notify("session/cancel", {"sessionId": session_id})
             await anyio.sleep_forever()

@@ -174,21 +174,26 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
 def _load_fake_provider(
     script_path: str | None, settings: dict[str, Any], args: argparse.Namespace
 ) -> Callable[[], Provider]:
+    from . import warm_up
+    from .config_error import ConfigError
     from .context.config import context_config
-    from .providers.config import ConfigError
-    from .providers.script_format import ScriptError, load_script, parse_script
+    from .providers.script_check import ScriptError, prepare_data, prepare_file
     from .providers.scripted import ScriptedProvider
     from .server import StartupError
 
     try:
         context = context_config(settings, context_window=getattr(args, "context_window", None))
+        # A script the quick check passes has its models built once the first
+        # session is answered (an invalid one is refused here, by the models).
         script = (
-            load_script(script_path)
+            prepare_file(script_path)
             if script_path
-            else parse_script(BUILTIN_SCRIPT, source="<built-in>")
+            else prepare_data(BUILTIN_SCRIPT, source="<built-in>")
         )
     except (ScriptError, ConfigError) as exc:
         raise StartupError(str(exc)) from exc
+    if not script.built:
+        warm_up.also(script.get)
     return lambda: ScriptedProvider(script, context)
 
 

@@ -8,27 +8,43 @@ import gc
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
 from .acp.agent import Agent
 from .errors import StartupFailed
-from .jsonrpc.connection import Connection
+from .jsonrpc.connection import Connection, RequestHandler, current_reply
 from .log.writes import save_unwritten
 from .loop.turn import TurnConfig
 from .providers.base import Provider
-from .providers.choose import AuthRequired
 from .stderr_log import MUST_DELIVER
 from .transport.outbox import Outbox
 from .transport.stdio import InputPoll, read_fd
 
+if TYPE_CHECKING:
+    from .providers.choose import AuthRequired
+
 __all__ = ["AuthRequired", "ServeOptions", "StartupError", "serve"]
 
 log = logging.getLogger("acp_bridge.server")
+
+# How long the provider's loading waits for ``initialize`` to be answered
+# before it starts anyway (a client that sends something else first).
+LOAD_AFTER_INITIALIZE_S = 0.25
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AuthRequired":  # the provider's choice loads with the provider
+        from .providers.choose import AuthRequired
+
+        return AuthRequired
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # The exit status when records could not be written to their session log.
@@ -98,11 +114,14 @@ async def serve(options: ServeOptions) -> int:
     ended = anyio.Event()
     why: list[str] = []
     status = 0
+    # Set once ``initialize`` is answered, or when the editor leaves first.
+    may_load = anyio.Event()
 
     def end(reason: str) -> None:
         if not ended.is_set():
             why.append(reason)
             ended.set()
+            may_load.set()
 
     def on_stdin(data: bytes) -> None:
         if ended.is_set():
@@ -120,8 +139,16 @@ async def serve(options: ServeOptions) -> int:
 
     async def load_provider(agent: Agent) -> None:
         nonlocal status
-        if not await _load_provider(options, agent, again=False):
-            status = 2
+        # The interpreter is ``initialize``'s alone until it is answered: a
+        # worker thread importing the provider meanwhile would share the GIL
+        # with it.  A session/new waits for the provider in any case.  Shielded:
+        # a configuration that cannot work is reported (status 2) even when the
+        # editor leaves at once.
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(LOAD_AFTER_INITIALIZE_S):
+                await may_load.wait()
+            if not await _load_provider(options, agent, again=False):
+                status = 2
 
     async def watch_signals() -> None:
         # SIGHUP: the terminal or the parent went away, a disconnect like the others.
@@ -146,6 +173,7 @@ async def serve(options: ServeOptions) -> int:
         agent.auth.setup_command = options.setup_command
         agent.mcp.start_timeout = options.mcp_start_timeout
         agent.mcp.config_file = options.mcp_config_file
+        conn.requests["initialize"] = _then(conn.requests["initialize"], outbox, may_load)
         tg.start_soon(outbox.run)
         tg.start_soon(load_provider, agent)
         tg.start_soon(watch_stdout)
@@ -182,6 +210,21 @@ async def serve(options: ServeOptions) -> int:
     return status
 
 
+def _then(initialize: RequestHandler, outbox: Outbox, done: anyio.Event) -> RequestHandler:
+    """``initialize``, whose answer is written at once, then ``done`` is set."""
+
+    async def answer_then(params: dict[str, Any]) -> Any:
+        try:
+            result = await initialize(params)
+            current_reply.get().result(result)  # the later reply of the same result is dropped
+            outbox.flush_now()
+            return result
+        finally:
+            done.set()
+
+    return answer_then
+
+
 async def _load_provider(options: ServeOptions, agent: Agent, *, again: bool) -> bool:
     """Give ``agent`` its provider factory; False if the configuration cannot work.
 
@@ -190,7 +233,7 @@ async def _load_provider(options: ServeOptions, agent: Agent, *, again: bool) ->
     """
     try:
         factory = await anyio.to_thread.run_sync(_load_in_worker, options.load_provider)
-    except AuthRequired as exc:
+    except _auth_required() as exc:
         if not again:
             log.warning("no model provider can start yet: %s", exc)
         agent.needs_auth(str(exc))
@@ -201,6 +244,17 @@ async def _load_provider(options: ServeOptions, agent: Agent, *, again: bool) ->
         return False
     agent.set_provider_factory(factory)
     return True
+
+
+def _auth_required() -> type[Exception]:
+    """`AuthRequired`, if its module is loaded: only the choice of a provider
+    raises it, and the scripted provider never loads that module."""
+    choose = sys.modules.get("acp_bridge.providers.choose")
+    return choose.AuthRequired if choose is not None else _NeverRaised
+
+
+class _NeverRaised(Exception):
+    pass
 
 
 def _load_in_worker(

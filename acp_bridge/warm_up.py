@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from importlib import import_module
 from typing import Final
 
-__all__ = ["MODULES", "start", "wait"]
+__all__ = ["MODULES", "also", "start", "wait"]
 
 log = logging.getLogger("acp_bridge.warm_up")
 
@@ -37,13 +38,23 @@ MODULES: Final[tuple[str, ...]] = (
 
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
+_more: list[Callable[[], object]] = []
+
+
+def also(work: Callable[[], object]) -> None:
+    """Have the warm-up run ``work`` too, before the modules (the script's models,
+    say).  ``work`` must be safe to run again at its first real use, which runs it
+    itself if the warm-up has not (or fails): an exception here is only logged."""
+    with _lock:
+        _more.append(work)
 
 
 def start() -> None:
-    """Start loading (once per process; later calls do nothing)."""
+    """Start loading (once per process; later calls do nothing, unless work was
+    added by `also` after the loading ended: a process forked after it, say)."""
     global _thread
     with _lock:
-        if _thread is not None:
+        if _thread is not None and (_thread.is_alive() or not _more):
             return
         _thread = threading.Thread(target=_load, name="acp-bridge-warm-up", daemon=True)
         _thread.start()
@@ -59,6 +70,16 @@ def wait(timeout: float | None = None) -> bool:
 
 
 def _load() -> None:
+    # First what `also` added (the script's models: the first stream waits for them).
+    while True:
+        with _lock:
+            if not _more:
+                break
+            work = _more.pop(0)
+        try:
+            work()
+        except Exception as exc:  # left to the first use, which reports it
+            log.debug("warm-up: %s: %s", getattr(work, "__qualname__", work), exc)
     for name in MODULES:
         try:
             import_module(name)

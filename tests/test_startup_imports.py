@@ -5,10 +5,20 @@ Each check runs in a fresh interpreter (this one has long imported everything).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 from datetime import UTC
+from pathlib import Path
+
+import anyio
+import pytest
+from harness import write_script
+from support.bridge import start_bridge
+
+from acp_bridge.client import AcpClient
+from acp_bridge.paths import ENV_CONFIG_DIR
 
 
 def _run(code: str) -> str:
@@ -64,6 +74,25 @@ def test_the_warm_up_loads_what_a_turn_needs_once() -> None:
     assert out.splitlines() == ["before []", "same thread True", "missing []"]
 
 
+def test_work_added_after_the_warm_up_ended_runs_in_the_next_one() -> None:
+    """A script prepared after the warm-up ran (a bridge forked after it) still
+    has its models built in the background once a session is answered."""
+    out = _run(
+        """
+        from acp_bridge import warm_up
+        warm_up.start()
+        assert warm_up.wait(100)
+        done = []
+        warm_up.also(lambda: done.append("built"))
+        print("before", done)
+        warm_up.start()
+        assert warm_up.wait(100)
+        print("after", done)
+        """
+    )
+    assert out.splitlines() == ["before []", "after ['built']"]
+
+
 def test_a_retry_after_date_is_read_though_its_parser_loads_late() -> None:
     """``Retry-After`` as an HTTP date (its parser is imported on first use)."""
     from datetime import datetime, timedelta
@@ -94,3 +123,103 @@ def test_httpx_loads_without_its_command_line_client() -> None:
         """
     )
     assert out.splitlines() == ["None False True", "AsyncClient"]
+
+
+# The bridge, with the provider's module held (in its loader, in whichever thread
+# imports it) until the file HOLD_UNTIL exists, and some modules refused with an
+# ImportError until the file REFUSE_UNTIL exists.
+GATED_BRIDGE = """
+import os, sys, time
+import importlib.machinery
+
+HELD, REFUSED = {held!r}, {refused!r}
+
+
+class Held:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        while not os.path.exists({hold_until!r}):
+            time.sleep(0.01)
+        self.loader.exec_module(module)
+
+
+class Gate:
+    def find_spec(self, name, path=None, target=None):
+        if (name in REFUSED or name.split(".")[0] in REFUSED) and not os.path.exists(
+            {refuse_until!r}
+        ):
+            raise ImportError(name + ": refused until the test opens its gate")
+        if name not in HELD:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None:
+            spec.loader = Held(spec.loader)
+        return spec
+
+
+sys.meta_path.insert(0, Gate())
+from acp_bridge.cli import main
+raise SystemExit(main())
+"""
+
+# Not needed before session/new is answered (nor the config file's parser,
+# without a config file).
+NOT_FOR_SESSION_NEW = (
+    "pydantic",
+    "pydantic_core",
+    "acp_bridge.providers.script_format",
+    "acp_bridge.tools.arguments",
+    "importlib.metadata",
+    "jsonschema",
+    "tomllib",
+)
+
+
+@pytest.mark.anyio
+async def test_initialize_and_session_new_wait_for_nothing_heavy(tmp_path: Path) -> None:
+    """``initialize`` is answered while the provider's module cannot load yet;
+    ``session/new`` while pydantic (the script's models, the tools' models) and
+    the config file's parser cannot load at all; the first prompt, once they
+    can, streams the script's answer."""
+    hold_until, refuse_until = tmp_path / "provider-may-load", tmp_path / "pydantic-may-load"
+    code = GATED_BRIDGE.format(
+        held=("acp_bridge.providers.scripted",),
+        refused=NOT_FOR_SESSION_NEW,
+        hold_until=str(hold_until),
+        refuse_until=str(refuse_until),
+    )
+    script = {"responses": [{"events": [{"text": "one "}, {"text": "two"}]}]}
+
+    env = {k: v for k, v in os.environ.items() if k != ENV_CONFIG_DIR}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "no-config")  # no config file to read
+    env["HOME"] = str(tmp_path)
+    stderr = tmp_path / "stderr.txt"
+    async with start_bridge(
+        tmp_path / "state",
+        script=write_script(tmp_path, script),
+        command=[sys.executable, "-c", code],
+        env=env,
+        stderr=stderr,
+    ) as client:
+        with anyio.fail_after(60):
+            await _initialize_new_and_prompt(client, tmp_path, hold_until, refuse_until)
+        assert await client.finish() == 0
+    assert "Traceback" not in stderr.read_text()
+
+
+async def _initialize_new_and_prompt(
+    client: AcpClient, tmp_path: Path, hold_until: Path, refuse_until: Path
+) -> None:
+    init = await client.initialize()
+    assert init["result"]["protocolVersion"] == 1
+    await anyio.Path(hold_until).touch()
+    answer = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+    assert "result" in answer, answer
+    await anyio.Path(refuse_until).touch()
+    result = await client.prompt(answer["result"]["sessionId"], "hi")
+    assert (result.stop_reason, result.text()) == ("end_turn", "one two")

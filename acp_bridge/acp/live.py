@@ -97,6 +97,8 @@ class LiveMethods:
         current_reply.get().result(answer)
         table.mcp.answered(session)
         announce(session)
+        # Written first: the warm-up's thread would share the interpreter with the writer.
+        table.outbox.flush_now()
         warm_up.start()  # what the first prompt needs, now that the editor has its session
         return answer
 

@@ -154,12 +154,12 @@ class McpHub:
 
 def _load(path: str) -> list[ServerSpec]:
     """``[[mcp_servers]]`` of the config file; a bad entry is said on stderr and left out."""
+    if not os.path.isfile(path):
+        return []  # no config file: nothing to parse (tomllib compiles regexes at import)
     import tomllib
 
     from .specs import SpecError, parse_server
 
-    if not os.path.isfile(path):
-        return []
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)

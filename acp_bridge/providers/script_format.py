@@ -59,6 +59,15 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from acp_bridge.providers.base import FinishReason
+from acp_bridge.providers.script_check import (
+    BLOCK_NEUTRAL_KINDS,
+    ScriptError,
+    never_ends,
+    order_problem,
+    read_script,
+    repeat_problem,
+    script_to_text,
+)
 
 __all__ = [
     "EVENT_KINDS",
@@ -85,6 +94,7 @@ __all__ = [
     "load_script",
     "parse_script",
     "script_schema",
+    "validate",
 ]
 
 WhenExhausted: TypeAlias = Literal["error", "repeat_last", "repeat_all"]
@@ -102,10 +112,6 @@ REPORT_FACTS: Final[tuple[str, ...]] = ReportFact.__args__  # type: ignore[attr-
 
 Ms = Annotated[float, Field(ge=0)]
 NonEmpty = Annotated[str, Field(min_length=1)]
-
-
-class ScriptError(Exception):
-    """A script that cannot be used; the message names the file and the JSON path."""
 
 
 class _Model(BaseModel):
@@ -401,13 +407,11 @@ Event = Annotated[
     ),
 ]
 # The events that neither open nor end a block.
-_BLOCK_NEUTRAL: Final = (DelayEvent, StallEvent, UsageEvent, HangEvent)
+_BLOCK_NEUTRAL: Final = tuple(m for m in EVENT_MODELS if m.kind in BLOCK_NEUTRAL_KINDS)
 
 
 def _never_ends(event: Event) -> bool:
-    return isinstance(event, EndlessEvent | ErrorEvent) or (
-        isinstance(event, HangEvent) and event.seconds is None
-    )
+    return never_ends(event.kind, event.seconds if isinstance(event, HangEvent) else None)
 
 
 # -- responses and scripts -----------------------------------------------------------
@@ -425,16 +429,10 @@ class ScriptResponse(_Model):
 
     @model_validator(mode="after")
     def _reachable_and_ordered(self) -> ScriptResponse:
-        open_tool = False  # a tool_call_start is open, so tool_args may follow
-        for i, event in enumerate(self.events):
-            if i and _never_ends(self.events[i - 1]):
-                raise _problem("unreachable: the event before it never ends", "events", i)
-            if isinstance(event, ToolArgsEvent) and not open_tool:
-                raise _problem("tool_args must follow a tool_call_start", "events", i)
-            if isinstance(event, ToolCallStartEvent):
-                open_tool = True
-            elif not isinstance(event, (ToolArgsEvent, *_BLOCK_NEUTRAL)):
-                open_tool = False
+        kinds = [event.kind for event in self.events]
+        problem = order_problem(kinds, [_never_ends(event) for event in self.events])
+        if problem is not None:
+            raise _problem(problem[0], "events", problem[1])
         return self
 
     @property
@@ -472,8 +470,9 @@ class Script(_Model):
 
     @model_validator(mode="after")
     def _repeats_something(self) -> Script:
-        if self.when_exhausted != "error" and not self.responses:
-            raise _problem(f"{self.when_exhausted!r} needs a response", "when_exhausted")
+        problem = repeat_problem(self.when_exhausted, len(self.responses))
+        if problem is not None:
+            raise _problem(problem, "when_exhausted")
         return self
 
     @property
@@ -515,39 +514,18 @@ def _is_object_or_empty(args: str) -> bool:
 
 def load_script(path: str | os.PathLike[str]) -> Script:
     """Read and validate a script file; raise `ScriptError` if it is unusable."""
-    source = os.fspath(path)
-    try:
-        with open(source, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise ScriptError(f"{source}: cannot read script: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ScriptError(f"{source}: not UTF-8 text: {exc.reason}") from None
-    try:
-        data = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise ScriptError(
-            f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
-    except ValueError as exc:
-        raise ScriptError(f"{source}: invalid JSON: {exc}") from None
-    return _validate(text, data, source)
+    source, text, data = read_script(path)
+    return validate(text, data, source)
 
 
 def parse_script(data: object, source: str = "<script>") -> Script:
     """Validate already decoded JSON and build a `Script`; raise `ScriptError`."""
-    try:
-        text = json.dumps(data, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ScriptError(f"{source}: not JSON data: {exc}") from None
-    return _validate(text, data, source)
+    return validate(script_to_text(data, source), data, source)
 
 
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _validate(text: str, data: object, source: str) -> Script:
+def validate(text: str, data: object, source: str) -> Script:
+    """Build a `Script` from a script's text (``data`` is the same, decoded: for
+    the error message); raise `ScriptError` naming ``source`` and the JSON path."""
     try:
         script = Script.model_validate_json(text)
     except ValidationError as exc:

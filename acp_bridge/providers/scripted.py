@@ -22,12 +22,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncGenerator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 
 from acp_bridge.context.config import ContextConfig
 from acp_bridge.context.windows import ModelInfo, resolve_window
@@ -43,22 +44,10 @@ from acp_bridge.providers.base import (
     ToolCallStart,
     Usage,
 )
-from acp_bridge.providers.script_format import (
-    DelayEvent,
-    EndlessEvent,
-    HangEvent,
-    ReasoningEvent,
-    ReportEvent,
-    Script,
-    ScriptResponse,
-    StallEvent,
-    TextEvent,
-    ToolArgsEvent,
-    ToolCallEvent,
-    ToolCallStartEvent,
-    UsageEvent,
-    load_script,
-)
+from acp_bridge.providers.script_check import PreparedScript, ScriptError
+
+if TYPE_CHECKING:  # the models load with the first request (pydantic: not at start-up)
+    from acp_bridge.providers.script_format import Script, ScriptResponse
 
 __all__ = ["ScriptedProvider", "default_summary", "report_lines"]
 
@@ -77,12 +66,17 @@ class ScriptedProvider:
 
     Every `stream` call consumes one response, in order; ``request_count``
     counts them.  Requests are not kept: each carries the whole history.
+    A `PreparedScript` has its models built at the first request (if the
+    warm-up has not built them yet); should they refuse it, every request
+    fails with their message.
     """
 
     name: str = "fake"
 
-    def __init__(self, script: Script, context: ContextConfig | None = None) -> None:
-        self.script = script
+    def __init__(
+        self, script: Script | PreparedScript, context: ContextConfig | None = None
+    ) -> None:
+        self._script = script
         self.request_count = 0
         self._cursor = 0
         self.context = context or ContextConfig()
@@ -94,40 +88,77 @@ class ScriptedProvider:
         price = self.context.prices.get(self.name)
         return ModelInfo(None, window, source, 0, price, estimate_usage=False)
 
+    @property
+    def script(self) -> Script:
+        """The script's models (built now if they are not yet); raises `ScriptError`."""
+        script = self._script
+        if isinstance(script, PreparedScript):
+            script = self._script = script.get()
+        return script
+
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> ScriptedProvider:
+        from acp_bridge.providers.script_format import load_script
+
         return cls(load_script(path))
 
     def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[_ScriptStream]:
         self.request_count += 1
-        ops: list[_Op]
-        if request.metadata.get("purpose") == "compaction":
-            # A summary request takes no response from the list.
-            compaction = self.script.compaction
-            if compaction is None:
-                ops = [TextDelta(0, default_summary(request)), BlockEnd(0), Finish("end_turn")]
-            else:
-                ops = _compile(compaction, request, self.script.chunk_delay_ms)
-            return _open(ops)
-        response = self._next_response()
-        if response is None:
-            ops = [_Fail(EXHAUSTED)]
-        else:
-            ops = _compile(response, request, self.script.chunk_delay_ms)
-        return _open(ops)
+        # The response a request takes is decided now, whether or not its stream
+        # is ever opened (a Stop may come first); a summary request takes none.
+        cursor = None
+        if request.metadata.get("purpose") != "compaction":
+            cursor = self._cursor
+            self._cursor += 1
+        if isinstance(self._script, PreparedScript):
+            return self._built_then_open(self._script, request, cursor)
+        return _open(self._ops(request, cursor))
 
-    def _next_response(self) -> ScriptResponse | None:
-        responses = self.script.responses
-        cursor = self._cursor
-        self._cursor += 1
-        if cursor < len(responses):
-            return responses[cursor]
-        mode = self.script.when_exhausted
-        if mode == "repeat_last":
-            return responses[-1]
-        if mode == "repeat_all":
-            return responses[cursor % len(responses)]
-        return None
+    @asynccontextmanager
+    async def _built_then_open(
+        self, prepared: PreparedScript, request: ModelRequest, cursor: int | None
+    ) -> AsyncGenerator[_ScriptStream, None]:
+        """A stream of a script whose models may not be built yet: they are built
+        in a worker thread (or, if the warm-up is building them, waited for there),
+        cancellable, and not on the event loop, which a pydantic build would hold."""
+        await anyio.to_thread.run_sync(_build, prepared, abandon_on_cancel=True)
+        async with _open(self._ops(request, cursor)) as stream:
+            yield stream
+
+    def _ops(self, request: ModelRequest, cursor: int | None) -> list[_Op]:
+        try:
+            script = self.script
+        except ScriptError as exc:
+            return [_Fail(ProviderError(str(exc), kind="scripted"))]
+        if cursor is None:
+            # A summary request takes no response from the list.
+            compaction = script.compaction
+            if compaction is None:
+                return [TextDelta(0, default_summary(request)), BlockEnd(0), Finish("end_turn")]
+            return _compile(compaction, request, script.chunk_delay_ms)
+        response = _response_at(script, cursor)
+        if response is None:
+            return [_Fail(EXHAUSTED)]
+        return _compile(response, request, script.chunk_delay_ms)
+
+
+def _response_at(script: Script, cursor: int) -> ScriptResponse | None:
+    """The response of the request at ``cursor`` (from 0); None once exhausted."""
+    responses = script.responses
+    if cursor < len(responses):
+        return responses[cursor]
+    mode = script.when_exhausted
+    if mode == "repeat_last":
+        return responses[-1]
+    if mode == "repeat_all":
+        return responses[cursor % len(responses)]
+    return None
+
+
+def _build(prepared: PreparedScript) -> None:
+    """In a worker thread: the script's models (built once; the stream reports an error)."""
+    with suppress(ScriptError):
+        prepared.get()
 
 
 @asynccontextmanager
@@ -291,6 +322,20 @@ class _Compiler:
 
 
 def _compile(response: ScriptResponse, request: ModelRequest, default_delay_ms: float) -> list[_Op]:
+    from acp_bridge.providers.script_format import (
+        DelayEvent,
+        EndlessEvent,
+        HangEvent,
+        ReasoningEvent,
+        ReportEvent,
+        StallEvent,
+        TextEvent,
+        ToolArgsEvent,
+        ToolCallEvent,
+        ToolCallStartEvent,
+        UsageEvent,
+    )
+
     c = _Compiler(default_delay_ms)
     for event in response.events:
         if isinstance(event, TextEvent):

@@ -29,7 +29,6 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
-import re2
 
 from . import localfs
 from .base import LazyArgs, Tool, ToolContext, ToolError, ToolOutput
@@ -157,13 +156,22 @@ def _search(
 
 # -- matching ---------------------------------------------------------------------
 
-# RE2 options: errors are ours to report (not RE2's to print on stderr), and
-# no match crosses a line's end.
-_CHECK: Final = re2.Options()
-_CHECK.log_errors = False
-_LINES: Final = re2.Options()
-_LINES.log_errors = False
-_LINES.never_nl = True
+
+@functools.cache
+def _engine() -> tuple[Any, Any, Any]:
+    """RE2, loaded with the first pattern (not at start-up), and its options:
+    errors are ours to report (not RE2's to print on stderr), and no match
+    crosses a line's end."""
+    import re2
+
+    check = re2.Options()
+    check.log_errors = False
+    lines = re2.Options()
+    lines.log_errors = False
+    lines.never_nl = True
+    return re2, check, lines
+
+
 # A file is searched a block at a time (cut at a line's end), and the stop
 # flag is looked at between blocks.
 _BLOCK: Final = 1 << 20
@@ -199,10 +207,11 @@ _UNSUPPORTED: Final = (
 def compile_pattern(pattern: str) -> Any:
     """``pattern`` compiled for `_match_lines`; a ToolError says what is wrong
     with it, and names the syntax RE2 does not support."""
+    re2, check, lines = _engine()
     try:
         # Checked alone first, so that an error quotes the pattern as given.
-        re2.compile(pattern, options=_CHECK)
-        return re2.compile("(?m)" + pattern, options=_LINES)
+        re2.compile(pattern, options=check)
+        return re2.compile("(?m)" + pattern, options=lines)
     except re2.error as exc:
         detail = exc.args[0] if exc.args else ""
         reason = detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)

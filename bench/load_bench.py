@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -178,14 +179,27 @@ async def time_load(state: Path, session_id: str, cwd: str) -> tuple[float, int,
     return elapsed, client.updates, cpu
 
 
+async def _until_idle(pid: int, cpu_s: Callable[[int], float], within: float = 30.0) -> None:
+    """Until the process used no CPU for three reads in a row, 0.2 s apart."""
+    quiet, last = 0, cpu_s(pid)
+    with anyio.move_on_after(within):
+        while quiet < 3:
+            await anyio.sleep(0.2)
+            now = cpu_s(pid)
+            quiet = quiet + 1 if now - last < 0.005 else 0
+            last = now
+
+
 async def idle_memory(count: int, records_each: int, warm: int = 10) -> dict[str, Any]:
     """RSS growth of one process per session loaded and left idle.
 
     ``count`` + ``warm`` logs of ``records_each`` records each; the bridge
-    loads ``warm`` of them, then its VmRSS is the baseline; then it loads the
-    other ``count``; VmRSS again once the last answer is in.
+    loads ``warm`` of them and is left until its CPU time stops moving (what it
+    loads in the background once a session is answered is not a session's
+    cost), then its VmRSS is the baseline; then it loads the other ``count``;
+    VmRSS again once the last answer is in.
     """
-    from bench.procfs import tree_rss_kib
+    from bench.procfs import tree_cpu_s, tree_rss_kib
 
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp)
@@ -204,6 +218,7 @@ async def idle_memory(count: int, records_each: int, warm: int = 10) -> dict[str
             await client.started(str(project))
             for rid, session_id in enumerate(ids[:warm], start=10):
                 await client.load(rid, session_id, str(project))
+            await _until_idle(process.pid, tree_cpu_s)
             base = tree_rss_kib(process.pid)
             for rid, session_id in enumerate(ids[warm:], start=10 + warm):
                 await client.load(rid, session_id, str(project))

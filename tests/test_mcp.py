@@ -36,6 +36,7 @@ from harness import (
     wait_until,
     write_script,
 )
+from support.import_gate import gated_bridge_code
 from syrupy.assertion import SnapshotAssertion
 from workspace_editor import FULL_CAPABILITIES, WorkspaceEditor
 
@@ -881,39 +882,6 @@ async def test_the_mcp_package_loads_only_for_a_session_with_servers(
     assert bool(loaded) is with_server, sorted(loaded)[:5]
 
 
-# The bridge, with the mcp package's import held (in whichever thread runs it)
-# until a file exists.  Held in the loader, not the finder: a finder runs under
-# the interpreter's global import lock, which every other import needs too.
-IMPORT_GATE = """
-import importlib.machinery, os, sys, time
-
-class Held:
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        while not os.path.exists({gate!r}):
-            time.sleep(0.01)
-        self.loader.exec_module(module)
-
-class Gate:
-    def find_spec(self, name, path=None, target=None):
-        if name not in ("mcp", "mcp_types"):
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is not None:
-            spec.loader = Held(spec.loader)
-        return spec
-
-sys.meta_path.insert(0, Gate())
-from acp_bridge.cli import main
-raise SystemExit(main())
-"""
-
-
 @pytest.mark.slow
 async def test_session_new_does_not_wait_for_the_mcp_package(tmp_path: Path) -> None:
     """A stdio server's tools are offered while the bridge cannot import the mcp
@@ -940,7 +908,7 @@ async def test_session_new_does_not_wait_for_the_mcp_package(tmp_path: Path) -> 
         assert not gate.exists()
         return [await client.prompt(sid, "Echo", on_update=open_gate)]
 
-    code = IMPORT_GATE.format(gate=str(gate))
+    code = gated_bridge_code(held=("mcp", "mcp_types"), hold_until=str(gate))
     played = await play(
         tmp_path, script, [stdio_server("files")], turns, command=[sys.executable, "-c", code]
     )

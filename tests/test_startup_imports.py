@@ -16,6 +16,7 @@ import anyio
 import pytest
 from harness import write_script
 from support.bridge import start_bridge
+from support.import_gate import gated_bridge_code
 
 from acp_bridge.client import AcpClient
 from acp_bridge.paths import ENV_CONFIG_DIR
@@ -125,48 +126,6 @@ def test_httpx_loads_without_its_command_line_client() -> None:
     assert out.splitlines() == ["None False True", "AsyncClient"]
 
 
-# The bridge, with the provider's module held (in its loader, in whichever thread
-# imports it) until the file HOLD_UNTIL exists, and some modules refused with an
-# ImportError until the file REFUSE_UNTIL exists.
-GATED_BRIDGE = """
-import os, sys, time
-import importlib.machinery
-
-HELD, REFUSED = {held!r}, {refused!r}
-
-
-class Held:
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        while not os.path.exists({hold_until!r}):
-            time.sleep(0.01)
-        self.loader.exec_module(module)
-
-
-class Gate:
-    def find_spec(self, name, path=None, target=None):
-        if (name in REFUSED or name.split(".")[0] in REFUSED) and not os.path.exists(
-            {refuse_until!r}
-        ):
-            raise ImportError(name + ": refused until the test opens its gate")
-        if name not in HELD:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is not None:
-            spec.loader = Held(spec.loader)
-        return spec
-
-
-sys.meta_path.insert(0, Gate())
-from acp_bridge.cli import main
-raise SystemExit(main())
-"""
-
 # Not needed before session/new is answered (nor the config file's parser,
 # without a config file).
 NOT_FOR_SESSION_NEW = (
@@ -187,10 +146,10 @@ async def test_initialize_and_session_new_wait_for_nothing_heavy(tmp_path: Path)
     the config file's parser cannot load at all; the first prompt, once they
     can, streams the script's answer."""
     hold_until, refuse_until = tmp_path / "provider-may-load", tmp_path / "pydantic-may-load"
-    code = GATED_BRIDGE.format(
+    code = gated_bridge_code(
         held=("acp_bridge.providers.scripted",),
-        refused=NOT_FOR_SESSION_NEW,
         hold_until=str(hold_until),
+        refused=NOT_FOR_SESSION_NEW,
         refuse_until=str(refuse_until),
     )
     script = {"responses": [{"events": [{"text": "one "}, {"text": "two"}]}]}

@@ -59,7 +59,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from acp_bridge.providers.base import FinishReason
-from acp_bridge.providers.script_check import (
+from acp_bridge.providers.script_rules import (
     BLOCK_NEUTRAL_KINDS,
     ScriptError,
     never_ends,

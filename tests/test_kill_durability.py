@@ -11,11 +11,11 @@ every ``agent_message_chunk`` and ``agent_thought_chunk`` in its
 `acp_bridge.log.check`.
 
 The kills run a few processes at a time, each killed after a short random
-delay; the bridges are forked from a process that imported the bridge once
-(`bridge_zygote.py`), each one running the command's own entry point on its
-own pipes (two FIFOs), so the test does not pay the interpreter's start-up
-200 times.  Each bridge is driven by the package's client
-(`AcpClient.over(FdSink, FdSource)` on the FIFOs), all of them from one event
+delay; the bridges are forked from the test session's zygote
+(`support.zygote.fork_agent`: a process that imported the bridge once), each
+one running the command's own entry point on its own pipes, so the test does
+not pay the interpreter's start-up 200 times.  Each bridge is driven by the
+package's client (`acp_bridge.client.attached`), all of them from one event
 loop.
 The seed is printed on failure (``ACP_BRIDGE_KILL_SEED`` replays it).
 """
@@ -26,9 +26,7 @@ import json
 import os
 import random
 import signal
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,20 +34,11 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.to_thread
-import orjson
 import pytest
-from anyio.streams.buffered import BufferedByteReceiveStream
 from support.harness import EXAMPLES
+from support.zygote import fork_agent
 
-from acp_bridge.client import (
-    CHUNK_KINDS,
-    AcpClient,
-    FdSink,
-    FdSource,
-    Pipes,
-    id_key,
-    prompt_params,
-)
+from acp_bridge.client import CHUNK_KINDS, AcpClient, attached, id_key, prompt_params
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
 
@@ -95,88 +84,37 @@ class Delivered:
     answered: int
 
 
-class Zygote:
-    """The forking parent of the bridges (see `bridge_zygote.py`)."""
-
-    def __init__(self, process: anyio.abc.Process) -> None:
-        assert process.stdin is not None
-        assert process.stdout is not None
-        self.process = process
-        self.stdin = process.stdin
-        self.pids = BufferedByteReceiveStream(process.stdout)
-        self.lock = anyio.Lock()
-
-    async def spawn(self, folder: Path, *args: str) -> tuple[int, AcpClient]:
-        """Fork a bridge on two FIFOs in ``folder``; a client on its stdin and stdout."""
-        stdin_fifo, stdout_fifo = folder / "stdin", folder / "stdout"
-        os.mkfifo(stdin_fifo)
-        os.mkfifo(stdout_fifo)
-        async with self.lock:
-            await self.stdin.send(orjson.dumps([str(stdin_fifo), str(stdout_fifo), *args]) + b"\n")
-            pid = int(await self.pids.receive_until(b"\n", 32))
-        # Opened in the child's order (its stdin, then its stdout); each open
-        # waits for the child's, so it runs in a worker thread.
-        stdin = await anyio.to_thread.run_sync(os.open, stdin_fifo, os.O_WRONLY)
-        stdout = await anyio.to_thread.run_sync(os.open, stdout_fifo, os.O_RDONLY)
-        return pid, AcpClient.over(FdSink(stdin), FdSource(stdout))
-
-
-@asynccontextmanager
-async def zygote() -> AsyncIterator[Zygote]:
-    script = str(Path(__file__).with_name("bridge_zygote.py"))
-    async with await anyio.open_process([sys.executable, script]) as process:
-        try:
-            yield Zygote(process)
-        finally:
-            assert process.stdin is not None
-            await process.stdin.aclose()  # the zygote ends at EOF
-            with anyio.fail_after(30):
-                await process.wait()
-
-
 def chunk_seen(client: AcpClient) -> bool:
     return any(u.get("sessionUpdate") in CHUNK_KINDS for u in client.updates)
 
 
-async def kill_once(
-    zygote: Zygote, scenario: Scenario, folder: Path, rng: random.Random
-) -> tuple[Delivered, Path]:
+async def kill_once(scenario: Scenario, folder: Path, rng: random.Random) -> tuple[Delivered, Path]:
     """Run the bridge, kill it at a random moment; return what the client received."""
     os.mkdir(folder)
     state = folder / "state"
-    pid, client = await zygote.spawn(
-        folder, "--script", str(scenario.script), "--state-dir", str(state)
-    )
-    assert isinstance(client.process, Pipes)
-    stdin, stdout = client.process.stdin, client.process.stdout
-    assert isinstance(stdin, FdSink)
-    assert isinstance(stdout, FdSource)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(client.read_loop)
-            await client.initialize()
-            sid = await client.new_session(str(folder))
-            # Queued in one write: the turns run back to back.
-            await client.send(
-                *(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": PROMPT_IDS + n,
-                        "method": "session/prompt",
-                        "params": prompt_params(sid, f"Prompt {n}"),
-                    }
-                    for n in range(scenario.prompts)
-                )
+    args = ["--script", str(scenario.script), "--state-dir", str(state)]
+    agent = await fork_agent(args, env=None, stderr=subprocess.DEVNULL, paused=False, cwd=None)
+    async with attached(agent) as client:
+        await client.initialize()
+        sid = await client.new_session(str(folder))
+        # Queued in one write: the turns run back to back.
+        await client.send(
+            *(
+                {
+                    "jsonrpc": "2.0",
+                    "id": PROMPT_IDS + n,
+                    "method": "session/prompt",
+                    "params": prompt_params(sid, f"Prompt {n}"),
+                }
+                for n in range(scenario.prompts)
             )
-            await client.wait_until(lambda: chunk_seen(client), within=60)
-            await anyio.sleep(rng.uniform(0, scenario.max_delay))
-            os.kill(pid, signal.SIGKILL)
-            # What the bridge wrote before it died is still in the pipe: read to EOF.
-            with anyio.fail_after(30):
-                await client.eof.wait()
-    finally:
-        await stdin.aclose()
-        stdout.close()
+        )
+        await client.wait_until(lambda: chunk_seen(client), within=60)
+        await anyio.sleep(rng.uniform(0, scenario.max_delay))
+        agent.send_signal(signal.SIGKILL)
+        # What the bridge wrote before it died is still in the pipe: read to EOF.
+        with anyio.fail_after(30):
+            await client.eof.wait()
 
     # A torn last frame was not received (the client keeps it out of `updates`).
     kinds = {"agent_message_chunk": "text", "agent_thought_chunk": "reasoning"}
@@ -215,9 +153,9 @@ async def test_a_kill_at_any_moment_loses_no_delivered_text(tmp_path: Path) -> N
     ]
     results: list[tuple[str, str | None, int]] = []
 
-    async def job(zygote: Zygote, i: int, scenario: Scenario) -> tuple[str, str | None, int]:
+    async def job(i: int, scenario: Scenario) -> tuple[str, str | None, int]:
         rng = random.Random(seed * 1000 + i)
-        delivered, path = await kill_once(zygote, scenario, tmp_path / f"k{i}", rng)
+        delivered, path = await kill_once(scenario, tmp_path / f"k{i}", rng)
         records = read_records(path)
         check_log(records)
         logged = logged_text(records)
@@ -243,13 +181,13 @@ async def test_a_kill_at_any_moment_loses_no_delivered_text(tmp_path: Path) -> N
 
     jobs = iter(range(KILLS))
 
-    async def worker(zygote: Zygote) -> None:
+    async def worker() -> None:
         for i in jobs:  # shared: each kill is taken by one worker
-            results.append(await job(zygote, i, scenarios[i % len(scenarios)]))
+            results.append(await job(i, scenarios[i % len(scenarios)]))
 
-    async with zygote() as z, anyio.create_task_group() as tg:
+    async with anyio.create_task_group() as tg:
         for _ in range(PARALLEL):
-            tg.start_soon(worker, z)
+            tg.start_soon(worker)
     failures = [why for _, why, _ in results if why is not None]
     assert not failures, f"seed {seed}: {len(failures)} of {KILLS} kills lost text: {failures[:5]}"
     # The kills did land mid-stream: most runs had delivered text when they died.

@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -90,37 +90,31 @@ def use_zygote(env: dict[str, str] | None, stderr: object) -> bool:
 class ForkedProcess:
     """A bridge forked by the zygote: an `acp_bridge.agent_process.ChildProcess`.
 
-    The zygote is its parent and reaps it; ``wait`` reads the exit status the
-    zygote sends on this process's own connection.  Its pid cannot be reused
-    before that status is read, so a signal sent before then reaches it.
+    The zygote is its parent: it reaps the child when it ends and sends the
+    exit status on this process's own connection, which ``wait`` reads.  Until
+    the child ends its pid is its own, so a signal reaches it; after, a signal
+    finds no process and is dropped.
     """
 
     pid: int
     conn: socket.socket
     returncode: int | None = None
-    _closed: bool = field(default=False, repr=False)
 
     def send_signal(self, signum: signal.Signals, /) -> None:
         if self.returncode is None:
-            os.kill(self.pid, signum)
+            # Gone already (the zygote reaped it, its status not read yet):
+            # nothing to signal, as with `subprocess.Popen.send_signal`.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
     async def wait(self) -> int:
-        while self.returncode is None:
-            await anyio.wait_readable(self.conn)
-            try:
-                data = self.conn.recv(64)
-            except BlockingIOError:
-                continue
-            if not data:
-                raise RuntimeError(f"the zygote closed the connection of pid {self.pid}")
-            word, status = data.decode().split()
-            assert word == "exit", data
+        if self.returncode is None:
+            word, status = await _message(self.conn)
+            if word != "exit":
+                raise RuntimeError(f"the zygote said {word} {status} for pid {self.pid}")
             self.returncode = int(status)
         return self.returncode
 
@@ -129,9 +123,21 @@ class ForkedProcess:
             self.kill()
             with anyio.CancelScope(shield=True):
                 await self.wait()
-        if not self._closed:
-            self._closed = True
-            self.conn.close()
+        self.conn.close()
+
+
+async def _message(conn: socket.socket) -> tuple[str, str]:
+    """The zygote's next message on ``conn`` (non-blocking): two words."""
+    while True:
+        await anyio.wait_readable(conn)
+        try:
+            data = conn.recv(64)
+        except BlockingIOError:
+            continue
+        if not data:
+            raise RuntimeError("the zygote closed the connection")
+        word, value = data.decode().split()
+        return word, value
 
 
 class Zygote:
@@ -142,7 +148,6 @@ class Zygote:
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self._path = ""
         self._lock = threading.Lock()
-        self.forks = 0
 
     def _ensure(self) -> str:
         with self._lock:
@@ -185,20 +190,12 @@ class Zygote:
             conn.connect(path)
             socket.send_fds(conn, [json.dumps(request).encode()], [stdin, stdout, stderr])
             conn.setblocking(False)
-            while True:
-                await anyio.wait_readable(conn)
-                try:
-                    answer = conn.recv(64)
-                    break
-                except BlockingIOError:
-                    continue
-            word, pid = answer.decode().split()
+            word, pid = await _message(conn)
             if word != "pid":
-                raise RuntimeError(f"the bridge zygote could not fork: {answer!r}")
+                raise RuntimeError(f"the bridge zygote could not fork: {word} {pid}")
         except BaseException:
             conn.close()
             raise
-        self.forks += 1
         return ForkedProcess(int(pid), conn)
 
     def close(self) -> None:

@@ -32,26 +32,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-if TYPE_CHECKING:
-    from acp_bridge.providers.script_format import Script
-
-__all__ = [
-    "BLOCK_NEUTRAL_KINDS",
-    "PreparedScript",
-    "ScriptError",
-    "never_ends",
-    "order_problem",
-    "passes",
-    "prepare_data",
-    "prepare_file",
-    "read_script",
-    "repeat_problem",
-    "script_to_text",
-]
-
-
 from acp_bridge.providers.script_rules import (
-    BLOCK_NEUTRAL_KINDS,
+    SCRIPT_SCHEMA_FILE,
     ScriptError,
     never_ends,
     order_problem,
@@ -59,6 +41,12 @@ from acp_bridge.providers.script_rules import (
     repeat_problem,
     script_to_text,
 )
+
+if TYPE_CHECKING:
+    from acp_bridge.providers.script_format import Script
+
+__all__ = ["PreparedScript", "ScriptError", "passes", "prepare_data", "prepare_file"]
+
 
 # -- a script read and checked -------------------------------------------------------
 
@@ -120,9 +108,6 @@ class _Unsure(Exception):
     """A construct the check does not know: leave the verdict to the models."""
 
 
-_SCHEMA_FILE: Final = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas", "script.schema.json"
-)
 _schema: dict[str, Any] | None = None
 # Annotations only: they never make a value invalid.
 _IGNORED: Final = frozenset(
@@ -147,7 +132,7 @@ def passes(text: str, data: object) -> bool:
 def _load_schema() -> dict[str, Any]:
     global _schema
     if _schema is None:
-        with open(_SCHEMA_FILE, encoding="utf-8") as f:
+        with open(SCRIPT_SCHEMA_FILE, encoding="utf-8") as f:
             loaded = json.load(f)
         if not isinstance(loaded, dict):
             raise _Unsure("the schema is not an object")

@@ -15,6 +15,7 @@ from typing import Final
 
 __all__ = [
     "BLOCK_NEUTRAL_KINDS",
+    "SCRIPT_SCHEMA_FILE",
     "ScriptError",
     "never_ends",
     "order_problem",
@@ -22,6 +23,12 @@ __all__ = [
     "repeat_problem",
     "script_to_text",
 ]
+
+
+# The JSON Schema generated from the script's models (`acp_bridge.providers.script_schema`).
+SCRIPT_SCHEMA_FILE: Final = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas", "script.schema.json"
+)
 
 
 class ScriptError(Exception):

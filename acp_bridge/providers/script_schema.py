@@ -16,11 +16,12 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema
 
 from acp_bridge.providers.script_format import Script
+from acp_bridge.providers.script_rules import SCRIPT_SCHEMA_FILE
 from acp_bridge.schema_file import schema_file_main
 
 __all__ = ["SCHEMA_PATH", "build_script_schema", "main", "render"]
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "script.schema.json"
+SCHEMA_PATH = Path(SCRIPT_SCHEMA_FILE)
 
 
 class _ScriptSchema(GenerateJsonSchema):

@@ -188,11 +188,12 @@ class StoredMethods:
             endings = _endings(others)
             del records, others, frames
             answer = await self._answer_then_announce(session, endings)
+            self.table.spawn(functools.partial(_release, self.table.outbox, held, resume))
         except BaseException:
+            # Also when the release task cannot start: the collector runs again.
             held.clear()
             resume()
             raise
-        self.table.spawn(functools.partial(_release, self.table.outbox, held, resume))
         return answer
 
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:

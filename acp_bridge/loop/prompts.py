@@ -153,7 +153,7 @@ class PromptQueue:
                 # A cancel arrived before this turn could start: it still
                 # records the user's message, then ends as cancelled.
                 turn.cancel("user")
-            _start_turn(host.run_turn(turn)())
+            spawn(host.run_turn(turn))
             try:
                 await turn.settled.wait()
             finally:
@@ -166,30 +166,6 @@ class PromptQueue:
                     with anyio.CancelScope(shield=True), anyio.move_on_after(deadline):
                         await turn.settled.wait()
         return turn
-
-
-# The tasks of the turns that run (a task is only weakly held by the loop).
-_turn_tasks: set[asyncio.Task[None]] = set()
-
-
-def _start_turn(run: Coroutine[Any, Any, None]) -> None:
-    """Run a turn in a task of its own.
-
-    An asyncio task rather than one of the session's task group: anyio's
-    ``start_soon`` costs several times what asyncio's task does, and this
-    is once per prompt.  Nothing is lost by it: the turn is stopped through
-    its own cancel scope (`Turn.cancel`), never through the group's, and
-    `Turn.run` catches what a turn can raise and always answers the prompt.
-    """
-    task = asyncio.get_running_loop().create_task(run)
-    _turn_tasks.add(task)
-    task.add_done_callback(_turn_done)
-
-
-def _turn_done(task: asyncio.Task[None]) -> None:
-    _turn_tasks.discard(task)
-    if not task.cancelled() and task.exception() is not None:
-        log.error("a turn's task failed", exc_info=task.exception())
 
 
 def stop(turn: Turn, cause: str, spawn: Spawn) -> None:

@@ -58,6 +58,10 @@ A regenerate turn started by the ``/regenerate`` command keeps the command
 the editor sent in its ``turn/start`` (``prompt``), replayed as the user's
 message of that turn.
 
+A log read for a replay (`acp_bridge.log.replay_read.read_for_replay`) has
+its runs of one-part deltas folded into `DeltaRun` items: each replays as the
+deltas it holds would have, one chunk per text.
+
 Why this module is over 400 lines: `replay_updates` (the reference) and
 `replay_frames` (the same updates as wire bytes, for a large load) share one
 walk over the records; split, the two would drift apart, and a test holds
@@ -81,6 +85,7 @@ from ..update_builders import (
     user_message_chunk,
 )
 from .derive import replaced_turns
+from .replay_read import DeltaRun
 
 __all__ = [
     "CHUNK_UPDATES",
@@ -135,7 +140,7 @@ def title_from_prompt(blocks: Iterable[Mapping[str, Any]]) -> str | None:
 
 
 def replay_updates(
-    records: Iterable[Record], *, compaction: bool = False, notices: bool = False
+    records: Iterable[Record | DeltaRun], *, compaction: bool = False, notices: bool = False
 ) -> list[dict[str, Any]]:
     """The ``session/update`` params that replay a session (see the module docstring).
 
@@ -161,7 +166,7 @@ def replay_updates(
 
 
 def replay_frames(
-    records: Iterable[Record],
+    records: Iterable[Record | DeltaRun],
     frame: Callable[[dict[str, Any]], bytes],
     *,
     others: Sequence[Record] | None = None,
@@ -184,7 +189,7 @@ def replay_frames(
 
 
 def replay_frame_list(
-    records: Iterable[Record],
+    records: Iterable[Record | DeltaRun],
     frame: Callable[[dict[str, Any]], bytes],
     *,
     others: Sequence[Record] | None = None,
@@ -200,7 +205,15 @@ def replay_frame_list(
         runs.flush()
         out.append(frame(item))
 
-    _walk(list(records), update, runs.chunk, others, compaction=compaction, notices=notices)
+    _walk(
+        list(records),
+        update,
+        runs.chunk,
+        others,
+        compaction=compaction,
+        notices=notices,
+        chunks=runs.chunks,
+    )
     runs.flush()
     return out
 
@@ -227,6 +240,16 @@ class _ChunkRuns:
             self.flush()
             self.key, self.spec = key, (kind, message_id, meta, replaced)
         self.texts.append(text)
+
+    def chunks(
+        self, kind: str, texts: list[str], message_id: str | None, meta: Meta, replaced: bool
+    ) -> None:
+        """`chunk` of each of ``texts``, in order."""
+        key = (kind, message_id, id(meta), replaced)
+        if key != self.key:
+            self.flush()
+            self.key, self.spec = key, (kind, message_id, meta, replaced)
+        self.texts += texts
 
     def flush(self) -> None:
         texts = self.texts
@@ -289,25 +312,29 @@ def _template(
 Meta = Mapping[str, Any] | None
 UpdateSink = Callable[[dict[str, Any]], None]
 ChunkSink = Callable[[str, Any, "str | None", Meta, bool], None]
+ChunksSink = Callable[[str, list[str], "str | None", Meta, bool], None]
 
 
 def _walk(
-    records: list[Record],
+    records: list[Record | DeltaRun],
     update: UpdateSink,
     chunk: ChunkSink,
     others: Sequence[Record] | None,
     *,
     compaction: bool,
     notices: bool,
+    chunks: ChunksSink | None = None,
 ) -> None:
     """The one walk of a replay: each update to ``update``, except the text
     chunks of ``stream/delta`` records, which go to ``chunk`` as (update kind,
     text, message id, marker, replaced) so that the caller can build them as
-    it likes."""
+    it likes; those of a `DeltaRun` go to ``chunks`` at once (the texts in a
+    list), or to ``chunk`` one by one without it.  ``others`` must be given
+    when ``records`` holds runs (`without_deltas` of the records they stand for)."""
     # What the walk looks up ahead and the plan come from the other records:
     # a pass over these is a quarter of one over a long log.
     if others is None:
-        others = without_deltas(records)
+        others = without_deltas(_dicts(records))
     markers = _markers(others)
     replaced = replaced_turns(others)
     shown = _Shown(markers, compaction)
@@ -319,6 +346,19 @@ def _walk(
     marker: Meta = None
     was_replaced = False
     for record in records:
+        if isinstance(record, DeltaRun):
+            last = None  # the next delta record looks its attempt up again
+            update_kind = chunk_updates.get(record.kind)
+            if update_kind is None:
+                continue
+            run_id, run_marker = shown.message_ids.get(record.attempt), markers.get(record.attempt)
+            run_replaced = record.turn in replaced
+            if chunks is not None:
+                chunks(update_kind, record.texts, run_id, run_marker, run_replaced)
+            else:
+                for text in record.texts:
+                    chunk(update_kind, text, run_id, run_marker, run_replaced)
+            continue
         if record.get("type") != "stream/delta":
             last = None
             for item in shown.updates(record):
@@ -429,8 +469,13 @@ def _is_notice(update: Mapping[str, Any]) -> bool:
     )
 
 
-def _session_id(records: list[Record]) -> str | None:
-    for record in records:
+def _dicts(records: list[Record | DeltaRun]) -> list[Record]:
+    """The records that are dicts (not `DeltaRun` s)."""
+    return [record for record in records if not isinstance(record, DeltaRun)]
+
+
+def _session_id(records: list[Record | DeltaRun]) -> str | None:
+    for record in _dicts(records):
         if record.get("type") == "session/start":
             session_id = record.get("session_id")
             return session_id if isinstance(session_id, str) else None

@@ -93,13 +93,15 @@ def reopen(path: str, outbox: RecordWriter, *, for_replay: bool = False) -> Reop
     loaded, items = _read(path, for_replay)
     if loaded.torn:
         os.truncate(path, loaded.valid_size)
-    slog = SessionLog(path, outbox, next_seq=loaded.next_seq)
+    slog = SessionLog(path, outbox, next_seq=loaded.next_seq, size=loaded.valid_size)
     records = loaded.records
     closed: list[Record] = []
     kinds = loaded.kinds
     with gc_paused():
-        slog.restore(records, kinds)
-        for kind, turn, step, fields in closing_records(records):
+        closing = closing_records(records)
+        # Nothing to append: the file holds the records, none are kept.
+        slog.restore(records, kinds, on_file=not closing)
+        for kind, turn, step, fields in closing:
             record = slog.append(kind, turn, step, **fields)
             closed.append(record)
     records.extend(closed)

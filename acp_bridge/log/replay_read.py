@@ -125,7 +125,10 @@ def _fold(
         attempt, turn, part_kind, texts = run.attempt, run.turn, run.kind, run.texts
     for value, kind in zip(values, found, strict=True):
         if kind == DELTA:
-            parts = value.get("parts")
+            try:  # subscripts, not calls of get: this loop visits every delta
+                parts, this_attempt, this_turn = value["parts"], value["attempt"], value["turn"]
+            except KeyError:
+                parts = None
             if type(parts) is list and len(parts) == 1:
                 part = parts[0]
                 if type(part) is list and len(part) == 3 and type(part[2]) is str:
@@ -135,12 +138,12 @@ def _fold(
                     if (
                         texts is not None
                         and part[1] == part_kind
-                        and value.get("attempt") == attempt
-                        and value.get("turn") == turn
+                        and this_attempt == attempt
+                        and this_turn == turn
                     ):
                         texts.append(part[2])
                         continue
-                    attempt, turn, part_kind = value.get("attempt"), value.get("turn"), part[1]
+                    attempt, turn, part_kind = this_attempt, this_turn, part[1]
                     if type(attempt) is str and type(turn) is int and type(part_kind) is str:
                         run = DeltaRun(attempt, turn, part_kind, [part[2]])
                         texts = run.texts

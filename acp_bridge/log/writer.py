@@ -198,7 +198,9 @@ class SessionLog:
         if self._dropped or self._size is None or self._attempt is not None or self._parts:
             return False
         file = self.file
-        if file.pending or file.error is not None or getattr(file, "size", None) != self._size:
+        if file.pending or file.error is not None or getattr(file, "lost", None) is not None:
+            return False
+        if getattr(file, "size", None) != self._size:
             return False
         self._history, self._packed, self._dropped = None, None, True
         return True

@@ -206,3 +206,26 @@ async def test_a_long_session_loads_with_the_updates_of_its_records(
         loaded = await agent.load_session(session_id)
         await agent.finish(within=30)
     assert loaded.replayed == expected
+
+
+def test_the_records_the_replay_skips_show_nothing() -> None:
+    """`SHOWN_TYPES` leaves out only types that `_Shown.updates` neither shows
+    nor keeps anything of (the walk skips them unread)."""
+    from acp_bridge.log.records import RECORD_TYPES
+    from acp_bridge.log.replay import SHOWN_TYPES, _Shown
+
+    for kind in sorted(RECORD_TYPES - SHOWN_TYPES - {"stream/delta"}):
+        shown = _Shown({}, compaction=True)
+        record = {
+            "type": kind,
+            "turn": 1,
+            "attempt": "att_a",
+            "message_id": "msg_a",
+            "prompt": [{"type": "text", "text": "hi"}],
+            "content": [{"type": "text", "text": "hi"}],
+            "text": "hi",
+            "command": "compact",
+            "retrying": True,
+        }
+        assert shown.updates(record) == [], kind
+        assert (shown.message_ids, shown.compact_turn, shown.first_turn) == ({}, None, True), kind

@@ -70,7 +70,7 @@ them byte-identical.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import orjson
@@ -348,19 +348,13 @@ def _walk(
     for record in records:
         if isinstance(record, DeltaRun):
             last = None  # the next delta record looks its attempt up again
-            update_kind = chunk_updates.get(record.kind)
-            if update_kind is None:
-                continue
-            run_id, run_marker = shown.message_ids.get(record.attempt), markers.get(record.attempt)
-            run_replaced = record.turn in replaced
-            if chunks is not None:
-                chunks(update_kind, record.texts, run_id, run_marker, run_replaced)
-            else:
-                for text in record.texts:
-                    chunk(update_kind, text, run_id, run_marker, run_replaced)
+            _run_chunks(record, shown.message_ids, markers, replaced, chunk, chunks)
             continue
-        if record.get("type") != "stream/delta":
+        kind = record.get("type")
+        if kind != "stream/delta":
             last = None
+            if type(kind) is not str or kind not in SHOWN_TYPES:
+                continue  # shows nothing, changes nothing the walk keeps
             for item in shown.updates(record):
                 if notices and _is_notice(item):
                     continue
@@ -384,6 +378,46 @@ def _walk(
     plan = latest_plan(others)
     if plan is not None:
         update(plan_update(plan))
+
+
+def _run_chunks(
+    run: DeltaRun,
+    message_ids: Mapping[str, str],
+    markers: Mapping[str, dict[str, Any]],
+    replaced: Container[Any],
+    chunk: ChunkSink,
+    chunks: ChunksSink | None,
+) -> None:
+    """The chunks of a `DeltaRun`, as its delta records would give them."""
+    update_kind = CHUNK_UPDATES.get(run.kind)
+    if update_kind is None:
+        return
+    message_id, marker = message_ids.get(run.attempt), markers.get(run.attempt)
+    was_replaced = run.turn in replaced
+    if chunks is not None:
+        chunks(update_kind, run.texts, message_id, marker, was_replaced)
+    else:
+        for text in run.texts:
+            chunk(update_kind, text, message_id, marker, was_replaced)
+
+
+# The types of the records `_Shown.updates` shows something of or keeps
+# something from; the walk skips the others (a test holds that they show
+# nothing).
+SHOWN_TYPES: Final = frozenset(
+    {
+        "user/message",
+        "turn/start",
+        "turn/end",
+        "stream/start",
+        "tool/announce",
+        "tool/update",
+        "usage/update",
+        "agent/request-error",
+        "command/answer",
+        "compaction",
+    }
+)
 
 
 class _Shown:

@@ -45,6 +45,7 @@ class FileTarget:
         self.error: str | None = None
         self.synced_at = 0.0
         self.size = Path(path).stat().st_size if Path(path).exists() else 0
+        self.lost: str | None = None
 
 
 class Writer:
@@ -143,6 +144,9 @@ def test_nothing_is_dropped_while_the_file_lacks_some_of_the_log(tmp_path: Path)
     assert not slog.drop()  # a stream is open
     slog.close_stream("committed")
     writer.flush()
+    file.lost = "the file was deleted"  # its records now live in memory alone
+    assert not slog.drop()
+    file.lost = None
     assert slog.drop()
     assert not slog.drop()  # already
 

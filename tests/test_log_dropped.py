@@ -3,8 +3,7 @@
 `SessionLog.drop` lets go of a log's model records once its file holds every
 byte the log appended, and the next use of the history reads them back from
 the file (`SessionLog.history`, or `SessionLog.read_back` in a worker
-thread).  A log read back for a load drops them at once (`restore` with
-``on_file``).  These tests hold the history read back to the eager one on
+thread).  These tests hold the history read back to the eager one on
 the session logs of the snapshots, cut at random and continued, with
 records appended after the drop; hold that nothing is dropped while bytes
 are unwritten or a stream is open; that a file changed behind the log is an
@@ -25,6 +24,7 @@ from hypothesis import strategies as st
 from support.harness import cwd_for_tests, write_script
 from test_log_packed import LIVE_FIELDS, SNAPSHOT_LOGS
 
+from acp_bridge.acp.table import KEEP_UNPACKED
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.logfile import LogFileLost
 from acp_bridge.log.reader import read_records
@@ -90,12 +90,14 @@ def live_log(path: Path, records: list[Record]) -> tuple[SessionLog, Writer]:
 
 
 def loaded_log(path: Path) -> tuple[SessionLog, Writer]:
-    """The log at ``path`` as a load opens it: restored, its records on file."""
+    """The log at ``path`` as a load opens it (restored), then left to rest."""
     records = read_records(path)
     writer = Writer()
     size = path.stat().st_size
     slog = SessionLog(str(path), cast(RecordWriter, writer), next_seq=len(records), size=size)
-    slog.restore(records, on_file=True)
+    slog.restore(records)
+    assert slog.packed
+    assert slog.pack()  # rests: the file holds them all, so they are dropped
     return slog, writer
 
 
@@ -156,7 +158,8 @@ def test_a_log_of_unknown_size_is_never_dropped(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     live_log(path, records)
     slog = SessionLog(str(path), cast(RecordWriter, Writer()), next_seq=len(records))
-    slog.restore(read_records(path), on_file=True)
+    slog.restore(read_records(path))
+    assert not slog.pack()  # packed already, and not to be dropped
     assert not slog.dropped
     assert slog.packed  # packed in memory instead
 
@@ -217,12 +220,20 @@ def report_of(updates: list[Any]) -> dict[str, Any]:
     return parse_report(text)
 
 
+async def rest_others(agent: Any, cwd: str) -> None:
+    """Open more sessions than are kept as they are: the ones used before rest
+    (`acp_bridge.acp.table.rest`), their records dropped."""
+    for _ in range(KEEP_UNPACKED + 1):
+        await agent.new_session(cwd)
+
+
 @pytest.mark.anyio
 async def test_a_loaded_session_sends_the_model_the_history_it_read_back(
     acp_agent: AgentLauncher, tmp_path: Path
 ) -> None:
-    """A session loaded in a second process keeps none of its records (the file
-    holds them); prompted, regenerated and forked, the model gets them all."""
+    """A session loaded in a second process and left to rest keeps none of its
+    records (the file holds them); prompted, left to rest again, regenerated
+    and forked, the model gets them all."""
     first = {
         "responses": [
             {"events": [{"text": "The capital of France is Paris."}]},
@@ -242,7 +253,9 @@ async def test_a_loaded_session_sends_the_model_the_history_it_read_back(
     async with acp_agent.bridge(script=write_script(tmp_path / "reports", reports)) as agent:
         await agent.initialize(NO_CAPABILITIES)
         loaded = await agent.load_session(session.id, cwd)
+        await rest_others(agent, cwd)
         asked = report_of((await loaded.prompt("How long is it?")).updates)
+        await rest_others(agent, cwd)
         start = len(agent.client.messages)
         await agent.request(REGENERATE, {"sessionId": session.id})
         updates = [session_update(m, session.id) for m in agent.client.messages[start:]]

@@ -98,10 +98,8 @@ def reopen(path: str, outbox: RecordWriter, *, for_replay: bool = False) -> Reop
     closed: list[Record] = []
     kinds = loaded.kinds
     with gc_paused():
-        closing = closing_records(records)
-        # Nothing to append: the file holds the records, none are kept.
-        slog.restore(records, kinds, on_file=not closing)
-        for kind, turn, step, fields in closing:
+        slog.restore(records, kinds)
+        for kind, turn, step, fields in closing_records(records):
             record = slog.append(kind, turn, step, **fields)
             closed.append(record)
     records.extend(closed)

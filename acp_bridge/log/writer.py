@@ -145,13 +145,7 @@ class SessionLog:
         # granularity of the writes to the editor.
         self._timed = bytearray()
 
-    def restore(
-        self,
-        records: list[dict[str, Any]],
-        kinds: list[str] | None = None,
-        *,
-        on_file: bool = False,
-    ) -> None:
+    def restore(self, records: list[dict[str, Any]], kinds: list[str] | None = None) -> None:
         """Start the in-memory history from the records of a log read back.
 
         They are kept as one JSON array until the history or the records are
@@ -161,11 +155,9 @@ class SessionLog:
         times that), and one never used costs no projection.  They are the records of the file
         as read, so they serialize, and read back equal (a test compares
         the history derived after a round trip with the eager one).
-        ``on_file``: the file holds them and nothing is to be appended before
-        the session is used: they are not kept at all (`drop`).
+        A session that rests drops even these (`pack`, `drop`): kept until
+        then, they spare the first prompt after a load a read of the file.
         """
-        if on_file and self.drop():
-            return
         if kinds is None:
             model = [record for record in records if record.get("type") in MODEL_TYPES]
         else:  # ``kinds``: the type of each record (one pass over strings, not the dicts)
@@ -414,10 +406,14 @@ def _model_records(path: str, seq: int, size: int | None) -> list[dict[str, Any]
     bytes, as the log that dropped them left it."""
     from .errors import LogCorrupt
     from .logfile import LogFileLost
+    from .replay_read import read_for_replay
     from .upcast import load_log
 
     try:
-        loaded = load_log(path)
+        # Read as a load reads it (the deltas folded, their dicts freed as it
+        # goes), or whole when the file needs more than a glance.
+        read = read_for_replay(path)
+        loaded = read[0] if read is not None else load_log(path)
     except (LogCorrupt, FileNotFoundError) as exc:
         raise LogFileLost(errno.ESTALE, f"its records cannot be read back: {exc}") from None
     if loaded.torn or loaded.next_seq != seq or loaded.valid_size != size:

@@ -12,10 +12,11 @@ frames, so a crash at any moment loses nothing the editor received.
 
 The log writes through a `RecordWriter` (the process's ordered writer
 implements it) and the `LogTarget` files it opens.  Its one read is of its
-own file: a session left idle drops its model records when the file holds
-every byte the log appended (`drop`), and reads them back from the file when
-they are next needed (the file is the source of truth, the log its only
-writer); a file that no longer holds exactly those bytes is then an error.
+own file: a session loaded and left idle drops its model records when the
+file holds every byte the log appended (`drop`), and reads them back from
+the file when they are next needed (the file is the source of truth, the
+log its only writer); a file that no longer holds exactly those bytes is
+then an error.
 """
 
 from __future__ import annotations
@@ -155,8 +156,9 @@ class SessionLog:
         times that), and one never used costs no projection.  They are the records of the file
         as read, so they serialize, and read back equal (a test compares
         the history derived after a round trip with the eager one).
-        A session that rests drops even these (`pack`, `drop`): kept until
-        then, they spare the first prompt after a load a read of the file.
+        A session that rests before it is used drops even these (`pack`,
+        `drop`): kept until then, they spare a prompt right after a load a
+        read of the file.
         """
         if kinds is None:
             model = [record for record in records if record.get("type") in MODEL_TYPES]
@@ -167,19 +169,20 @@ class SessionLog:
             self._history, self._packed = HistoryProjection(kept), None
 
     def pack(self) -> bool:
-        """Make a session left idle small: drop its model records if the file
-        holds them all (`drop`), else keep them serialized until the history
-        is next asked for, as a log read back does (`restore`): a few bytes
-        per record instead of the dicts and the messages projected from
-        them.  Not while a stream is open; False when nothing was dropped or
-        packed (already done, a stream open, not JSON data)."""
+        """Make a session left idle small: keep its model records serialized
+        until the history is next asked for, as a log read back does
+        (`restore`), a few bytes per record instead of the dicts and the
+        messages projected from them; a log read back and not used since
+        keeps none (`drop`: its file holds them).  A session in use keeps
+        its pack: reading its whole file back at each use, as sessions take
+        turns, would churn memory more than the pack costs.  Not while a
+        stream is open; False when nothing was packed or dropped (already
+        done, a stream open, not JSON data)."""
         if self._attempt is not None or self._parts:
             return False
-        if self.drop():
-            return True
         history = self._history
         if history is None:
-            return False
+            return self.drop()
         return self._pack(history.records)
 
     def drop(self) -> bool:

@@ -58,6 +58,7 @@ from .tools.modes import DEFAULT_MODE
 
 __all__ = [
     "ENV_FRONT_DOOR",
+    "ENV_FRONT_DOOR_IDLE",
     "ENV_FRONT_DOOR_REPORT",
     "Door",
     "HandOff",
@@ -73,6 +74,8 @@ ENV_FRONT_DOOR: Final = "ACP_BRIDGE_FRONT_DOOR"
 # A file the front door writes, as it hands off, what it answered, why it
 # ended and the modules loaded at that moment (a JSON object; for tests).
 ENV_FRONT_DOOR_REPORT: Final = "ACP_BRIDGE_FRONT_DOOR_REPORT"
+# Seconds without input after which the server starts anyway (`IDLE_S`).
+ENV_FRONT_DOOR_IDLE: Final = "ACP_BRIDGE_FRONT_DOOR_IDLE"
 
 # With nothing more to read for this long, the server starts anyway (it loads
 # the provider and the tools meanwhile).
@@ -165,7 +168,7 @@ class _Front:
         self.buf = bytearray()
         # Whether a signal may interrupt: only while waiting for input.
         self.waiting = False
-        self.provider: QuickProvider | None = None
+        self.idle = _idle_seconds()
 
     # -- the loop ------------------------------------------------------------------
 
@@ -179,6 +182,7 @@ class _Front:
                     continue
                 answer = self._answer(bytes(self.buf[:nl]))
                 if answer is None:
+                    state.why = "a message for the server"
                     break
                 del self.buf[: nl + 1]
                 self._write(answer)
@@ -199,7 +203,7 @@ class _Front:
         try:
             if self.state.signals:
                 raise _Signalled
-            ready, _, _ = select.select([self.stdin_fd], [], [], IDLE_S)
+            ready, _, _ = select.select([self.stdin_fd], [], [], self.idle)
             if not ready:
                 self.state.why = "idle"
                 return
@@ -345,6 +349,14 @@ def run(door: Door, *, stdin_fd: int = 0, stdout_fd: int = 1) -> HandOff:
     if report:
         _report(report, state)
     return state
+
+
+def _idle_seconds() -> float:
+    try:
+        seconds = float(os.environ.get(ENV_FRONT_DOOR_IDLE, IDLE_S))
+    except ValueError:
+        return IDLE_S
+    return seconds if 0 <= seconds <= 3600 else IDLE_S
 
 
 def _no_configured_servers(path: str | None) -> bool:

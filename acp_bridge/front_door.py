@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import select
 import signal
@@ -67,6 +68,8 @@ __all__ = [
     "enabled",
     "run",
 ]
+
+log = logging.getLogger("acp_bridge.front_door")
 
 # ``0`` (or ``off``, ``no``, ``false``) turns the front door off: the server
 # answers from the first byte.
@@ -253,6 +256,9 @@ class _Front:
                 return None
         except RpcError:
             return None  # the server answers it, with its own message
+        except Exception:  # a bug here must not cost the editor its agent
+            log.exception("start-up: %s left to the server", msg.method)
+            return None
         if result is None:
             return None
         self.state.answered.append(msg.method)

@@ -245,7 +245,11 @@ async def _read_stdin(
         # read after them is handled (a prompt for one, say); then the bytes
         # it read and left, then stdin.
         for opened in front.sessions:
-            await agent.live.adopt(opened)
+            try:
+                await agent.live.adopt(opened)
+            except Exception:  # answered already: its prompts get "no session"
+                opened.release()
+                log.exception("cannot take in the session %s", opened.session_id)
         if front.unread:
             on_stdin(front.unread)
     await read_fd(options.stdin_fd, on_stdin, outbox, poll_input)

@@ -261,3 +261,32 @@ async def test_a_signal_during_the_front_door_ends_the_bridge_as_the_server_woul
         if on:
             assert _report(run)["why"] == "signal"
     assert statuses == [0, 0]
+
+
+CONFIGS = [
+    ("# no MCP server\n[profiles.default]\nprovider = 'fake'\n", ["initialize", "session/new"]),
+    ("[[mcp_servers]]\nname = 'x'\ncommand = '/nonexistent/mcp-server'\n", ["initialize"]),
+    ("not = [toml\n", ["initialize"]),  # the server says why it cannot read it
+]
+
+
+@pytest.mark.parametrize(("config", "answered"), CONFIGS)
+async def test_a_config_file_with_mcp_servers_leaves_session_new_to_the_server(
+    tmp_path: Path, config: str, answered: list[str]
+) -> None:
+    path = tmp_path / "config.toml"
+    await anyio.Path(path).write_text(config)
+    async with start_bridge(
+        tmp_path / "state",
+        "--config",
+        str(path),
+        "--mcp-start-timeout",
+        "1",
+        env=_env(tmp_path, on=True),
+        stderr=tmp_path / "stderr.txt",
+    ) as client:
+        with anyio.fail_after(60):
+            await client.initialize()
+            await client.new_session(str(tmp_path))
+        assert await client.finish() == 0
+    assert _report(tmp_path)["answered"] == answered

@@ -100,11 +100,7 @@ class LiveMethods:
         commands announced, the warm-up started."""
         table = self.table
         session_id = opened.session_id
-        try:
-            provider = await table.new_provider()
-        except BaseException:
-            opened.release()
-            raise
+        provider = await table.new_provider()
         opened.release()  # the front door's lock, just before the table takes it
         table.lock(session_id, opened.path)
         slog = SessionLog(opened.path, table.outbox, next_seq=1)

@@ -48,12 +48,14 @@ import orjson
 
 from .acp import answers
 from .acp import params as P
+from .commands.catalog import commands_update
 from .jsonrpc.errors import RpcError
 from .jsonrpc.framing import DEFAULT_MAX_FRAME
 from .jsonrpc.messages import Request, encode_result, parse_frame
 from .log.lock import lock_log, unlock_log
 from .log.reader import session_path
 from .log.record_line import encode_record, new_record
+from .loop.updates import UpdateFrames
 from .paths import create_private_file, make_private_dirs
 from .tools.modes import DEFAULT_MODE
 
@@ -262,7 +264,12 @@ class _Front:
         if result is None:
             return None
         self.state.answered.append(msg.method)
-        return encode_result(msg.id, result)
+        answer = encode_result(msg.id, result)
+        if msg.method == "session/new":
+            # The commands follow the answer at once, as the server announces them.
+            session_id = result["sessionId"]
+            answer += UpdateFrames(session_id).update(commands_update())
+        return answer
 
     def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         capabilities, info = answers.read_initialize(params)

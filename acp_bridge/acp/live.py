@@ -97,7 +97,7 @@ class LiveMethods:
         What `new_session` does besides that is done now, in the same order:
         the log opened and locked (as a reopen, without a replay), the session
         with its provider, tools and context, its MCP servers (none), the
-        commands announced, the warm-up started."""
+        warm-up started (the commands were announced with the answer)."""
         table = self.table
         session_id = opened.session_id
         provider = await table.new_provider()
@@ -110,10 +110,10 @@ class LiveMethods:
         table.sessions[session_id] = session
         slog.sync()
         await table.mcp.ready(session)
-        from ..commands.catalog import announce
+        from ..commands.catalog import shown
 
         table.mcp.answered(session)
-        announce(session)
+        shown(session)  # the front door sent the commands with its answer
         table.outbox.flush_now()
         warm_up.start()
 

@@ -312,3 +312,10 @@ async def test_a_config_file_with_mcp_servers_leaves_session_new_to_the_server(
             await client.new_session(str(tmp_path))
         assert await client.finish() == 0
     assert _report(tmp_path)["answered"] == answered
+
+
+def test_the_front_door_sizes_stdout_as_the_server_does() -> None:
+    from acp_bridge import front_door
+    from acp_bridge.transport import pipe
+
+    assert front_door.STDOUT_PIPE_SIZE == pipe.STDOUT_PIPE_SIZE

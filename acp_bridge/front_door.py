@@ -93,9 +93,8 @@ MAX_LINE: Final = min(1 << 20, DEFAULT_MAX_FRAME)
 READ_SIZE: Final = 1 << 16
 # The stdout pipe's size while the bridge serves: the size the server's writer
 # gives it (`acp_bridge.transport.pipe.STDOUT_PIPE_SIZE`, which imports anyio; a
-# test holds the two equal).  Made so from the start, as the server does; given
-# back at the hand-off, so that the writer finds the pipe as the editor made it
-# (a replay gets that size again).
+# test holds the two equal).  Made so from the start, as the server does; the
+# size it had goes to the writer (`HandOff.stdout_pipe_was`: a replay gets it).
 STDOUT_PIPE_SIZE: Final = 8 * 1024
 SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -166,6 +165,9 @@ class HandOff:
     # SIGTERM, SIGINT or SIGHUP received since the front door started (the
     # server ends with the first, as if it had received it itself).
     signals: list[int] = field(default_factory=list)
+    # The size of the stdout pipe before the front door made it small (0:
+    # unchanged), for the server's writer (`acp_bridge.transport.pipe`).
+    stdout_pipe_was: int = 0
 
 
 class _Signalled(Exception):
@@ -365,12 +367,8 @@ def run(door: Door, *, stdin_fd: int = 0, stdout_fd: int = 1) -> HandOff:
         return front.state
     for signum in SIGNALS:
         signal.signal(signum, front.on_signal)
-    wide = _shrink_pipe(stdout_fd)
-    try:
-        state = front.run()
-    finally:
-        if wide:
-            _set_pipe_size(stdout_fd, wide)
+    front.state.stdout_pipe_was = _shrink_pipe(stdout_fd)
+    state = front.run()
     report = os.environ.get(ENV_FRONT_DOOR_REPORT)
     if report:
         _report(report, state)

@@ -113,7 +113,8 @@ async def serve(options: ServeOptions) -> int:
     # Everything loaded so far lives as long as the process: keep it out of
     # the collector's full passes, which otherwise stall a stream now and then.
     gc.freeze()
-    outbox = Outbox(options.stdout_fd)
+    front = options.front
+    outbox = Outbox(options.stdout_fd, pipe_was=front.stdout_pipe_was if front else 0)
     conn = Connection(outbox)
     ended = anyio.Event()
     why: list[str] = []
@@ -162,7 +163,6 @@ async def serve(options: ServeOptions) -> int:
                 end(signal.Signals(signum).name)
                 return
 
-    front = options.front
     poll_input = InputPoll()
     outbox.poll_input = poll_input
     async with anyio.create_task_group() as tg:

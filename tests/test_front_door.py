@@ -10,6 +10,7 @@ is imported.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -23,7 +24,7 @@ import pytest
 from support.bridge import start_bridge
 from support.harness import coalesce_deltas, normalize, wait_exit, write_script
 
-from acp_bridge.client import AcpClient
+from acp_bridge.client import AcpClient, id_key
 from acp_bridge.front_door import ENV_FRONT_DOOR, ENV_FRONT_DOOR_IDLE, ENV_FRONT_DOOR_REPORT
 from acp_bridge.log.reader import read_records
 
@@ -319,3 +320,31 @@ def test_the_front_door_sizes_stdout_as_the_server_does() -> None:
     from acp_bridge.transport import pipe
 
     assert front_door.STDOUT_PIPE_SIZE == pipe.STDOUT_PIPE_SIZE
+
+
+async def test_stdout_stays_small_through_the_hand_off_and_widens_for_a_replay(
+    tmp_path: Path,
+) -> None:
+    """The pipe is small from the start, never its old size while the server
+    starts (a fresh interpreter: that takes a while), and a replay gets that
+    old size back from the server's writer."""
+    from acp_bridge.transport.pipe import STDOUT_PIPE_SIZE
+
+    async def play(client: AcpClient, cwd: str) -> None:
+        fd = client.agent.stdout.fd
+        await client.initialize()
+        session_id = await client.new_session(cwd)
+        sizes = set()
+        rid = await client.send_request("session/list", {})
+        while not client.responses.get(id_key(rid)):
+            sizes.add(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
+            await anyio.sleep(0.001)
+        assert sizes == {STDOUT_PIPE_SIZE}
+        await client.prompt(session_id, "hi")
+        load = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+        rid = await client.send_request("session/load", load)
+        await client.wait_response(rid)
+        assert fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) > STDOUT_PIPE_SIZE
+
+    on = await _run(tmp_path / "on", play, on=True, command=FRESH)
+    assert on[3]["answered"] == ["initialize", "session/new"]

@@ -16,8 +16,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .context.config import ContextConfig
+    from .front_door import HandOff, QuickProvider
     from .providers.base import Provider
     from .providers.choose import Choice
+    from .providers.script_check import PreparedScript
 
 __all__ = ["BUILTIN_SCRIPT", "PROVIDERS", "serve_command", "setup_command"]
 
@@ -44,19 +47,42 @@ def _pass_env(flags: Sequence[tuple[str, ...]] | None) -> tuple[str, ...]:
 
 def serve_command(args: argparse.Namespace, state_dir: str) -> int:
     """Serve ACP on stdin/stdout with the options of ``acp-bridge [serve]``."""
+    interactive = sys.stdin.isatty()
+    if interactive:
+        sys.stderr.write(
+            "acp-bridge: serving ACP on stdin/stdout; an editor starts it this way. "
+            "To see it work, run: acp-bridge demo; to choose its model: acp-bridge setup\n"
+        )
+    fake = args.provider == "fake" or (args.provider is None and args.script)
+    # The first answers before the event loop is imported (acp_bridge.front_door);
+    # for the scripted provider only (a real one's configuration is read by
+    # modules that cost more than the front door saves).
+    front: HandOff | None = None
+    quick: _QuickFake | None = None
+    if fake and not interactive:
+        from . import front_door
+
+        if front_door.enabled():
+            quick = _QuickFake(args)
+            front = front_door.run(
+                front_door.Door(
+                    state_dir=state_dir,
+                    logout=True,  # forget_credentials below
+                    setup_command=setup_command(),
+                    mcp_config_file=_mcp_config_file(args),
+                    provider=quick,
+                )
+            )
+
     import anyio
 
     from .loop.turn import TurnConfig
     from .server import ServeOptions, serve
 
-    if sys.stdin.isatty():
-        sys.stderr.write(
-            "acp-bridge: serving ACP on stdin/stdout; an editor starts it this way. "
-            "To see it work, run: acp-bridge demo; to choose its model: acp-bridge setup\n"
-        )
     load: Callable[[], Callable[[], Provider]]
-    if args.provider == "fake" or (args.provider is None and args.script):
-        load = functools.partial(_load_fake_provider, args.script, _flags(args), args)
+    if fake:
+        prepared = quick.prepared if quick is not None else None
+        load = functools.partial(_load_fake_provider, args.script, _flags(args), args, prepared)
     else:
         load = _http_loader(args)
     options = ServeOptions(
@@ -73,6 +99,7 @@ def serve_command(args: argparse.Namespace, state_dir: str) -> int:
         setup_command=setup_command(),
         mcp_start_timeout=args.mcp_start_timeout,
         mcp_config_file=_mcp_config_file(args),
+        front=front,
     )
     return anyio.run(serve, options)
 
@@ -171,8 +198,43 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+class _QuickFake:
+    """The front door's provider check for the scripted provider: the context
+    settings and the script's quick check (`acp_bridge.providers.script_check`),
+    kept for the server when they pass (``prepared``)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.prepared: tuple[PreparedScript, ContextConfig] | None = None
+
+    def __call__(self) -> QuickProvider | None:
+        from .config_error import ConfigError
+        from .context.config import context_config
+        from .front_door import QuickProvider
+        from .providers.script_check import passed_data, passed_file
+
+        args = self.args
+        try:
+            context = context_config(_flags(args), context_window=args.context_window)
+        except ConfigError:
+            return None
+        script = (
+            passed_file(args.script)
+            if args.script
+            else passed_data(BUILTIN_SCRIPT, source="<built-in>")
+        )
+        if script is None:
+            return None
+        self.prepared = (script, context)
+        # What `ScriptedProvider` says of itself (it has no model to choose).
+        return QuickProvider(name="fake", model_options=None)
+
+
 def _load_fake_provider(
-    script_path: str | None, settings: dict[str, Any], args: argparse.Namespace
+    script_path: str | None,
+    settings: dict[str, Any],
+    args: argparse.Namespace,
+    prepared: tuple[PreparedScript, ContextConfig] | None = None,
 ) -> Callable[[], Provider]:
     from . import warm_up
     from .config_error import ConfigError
@@ -181,6 +243,11 @@ def _load_fake_provider(
     from .providers.scripted import ScriptedProvider
     from .server import StartupError
 
+    if prepared is not None:  # checked by the front door
+        script, context = prepared
+        if not script.built:
+            warm_up.also(script.get)
+        return lambda: ScriptedProvider(script, context)
     try:
         context = context_config(settings, context_window=getattr(args, "context_window", None))
         # A script the quick check passes has its models built once the first

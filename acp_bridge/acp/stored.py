@@ -47,14 +47,6 @@ FORK_AT_TURN: Final = "_acp-bridge/fork_at_turn"
 REGENERATE: Final = "_acp-bridge/regenerate"
 ENV_PAGE_SIZE: Final = "ACP_BRIDGE_LIST_PAGE_SIZE"
 
-SESSION_CAPABILITIES: Final[dict[str, dict[str, Any]]] = {
-    "list": {},
-    "resume": {},
-    "close": {},
-    "delete": {},
-    "fork": {},
-}
-
 Record = dict[str, Any]
 
 

@@ -31,7 +31,8 @@ from typing import Any, Final, Protocol
 import orjson
 
 from .projection import HistoryProjection
-from .records import FORMAT_VERSION, SURFACE_TYPES, StreamOutcome
+from .record_line import encode_record, new_record
+from .records import SURFACE_TYPES, StreamOutcome
 
 
 class LogTarget(Protocol):
@@ -265,15 +266,7 @@ class SessionLog:
             self.history  # noqa: B018 (read back while the file holds exactly this log)
         if self._parts:
             self._flush_delta()
-        record = {
-            "v": FORMAT_VERSION,
-            "seq": self.seq,
-            "at": time.time(),
-            "type": type,
-            "turn": turn,
-            "step": step,
-        }
-        record.update(fields)
+        record = new_record(self.seq, type, turn, step, fields)
         self.seq += 1
         if type in MODEL_TYPES:
             # The embedded timed stream is for readers of the file only.  The
@@ -282,7 +275,7 @@ class SessionLog:
             # Stop's interrupted message is appended while the editor waits
             # for the answer, and taking it in is most of that append's cost.
             self.records.append(_for_history(record))
-        data = orjson.dumps(record) + b"\n"
+        data = encode_record(record)
         if self._size is not None:
             self._size += len(data)
         self.outbox.write_log(self.file, data)

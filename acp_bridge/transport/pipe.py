@@ -76,10 +76,11 @@ class StdoutPipe:
         self._unread = 0
         self._stalled_from: float | None = None
 
-    def prepare(self) -> None:
-        """Non-blocking where that is safe, and the pipe made small."""
+    def prepare(self, was: int = 0) -> None:
+        """Non-blocking where that is safe, and the pipe made small (``was``: the
+        size it had, if the start-up's front door made it small already)."""
         set_nonblocking(self.fd)
-        self._wide = shrink_pipe(self.fd, self._size)
+        self._wide = shrink_pipe(self.fd, self._size) or was
 
     def unread(self) -> int:
         """The bytes written that the editor has not read yet.

@@ -278,3 +278,47 @@ async def test_a_loaded_session_sends_the_model_the_history_it_read_back(
     assert forked["first_user_text"] == "What is the capital of France?"
     assert forked["last_user_text"] == "And its source?"
     assert forked["last_assistant_text"].startswith("message_count: 5")
+
+
+@pytest.mark.anyio
+async def test_a_mode_change_reads_a_dropped_log_back_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``session/set_mode`` on a loaded session that dropped its records reads
+    them back in a worker thread before it appends its record, not on the
+    event loop (a long session's file is megabytes)."""
+    import asyncio
+
+    from support.pipe_peer import bridge_on_pipes
+
+    from acp_bridge.log import writer
+
+    reads: list[bool] = []  # for each read back: whether it ran on an event loop
+    model_records = writer._model_records
+
+    def watched(path: str, seq: int, size: int | None) -> list[Record]:
+        try:
+            asyncio.get_running_loop()
+            reads.append(True)
+        except RuntimeError:
+            reads.append(False)
+        return model_records(path, seq, size)
+
+    monkeypatch.setattr(writer, "_model_records", watched)
+    script = {"responses": [{"events": [{"text": "Paris."}]}], "when_exhausted": "repeat_last"}
+    cwd = cwd_for_tests()
+    async with bridge_on_pipes(script, str(tmp_path)) as served:
+        client = served.client
+        with anyio.fail_after(30):
+            await client.initialize()
+            sid = await client.new_session(cwd)
+            await client.prompt(sid, "The capital of France?")
+            await client.request("session/close", {"sessionId": sid})
+            await client.request("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []})
+            for _ in range(KEEP_UNPACKED + 1):  # it rests, its records dropped
+                await client.new_session(cwd)
+            assert reads == []
+            await client.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"})
+    assert reads == [False]
+    modes = [r for r in served.records(sid) if r["type"] == "session/mode"]
+    assert [r["mode"] for r in modes] == ["read_only"]

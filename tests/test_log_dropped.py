@@ -322,3 +322,60 @@ async def test_a_mode_change_reads_a_dropped_log_back_off_the_event_loop(
     assert reads == [False]
     modes = [r for r in served.records(sid) if r["type"] == "session/mode"]
     assert [r["mode"] for r in modes] == ["read_only"]
+
+
+@pytest.mark.anyio
+async def test_loading_an_open_session_again_reads_its_file_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second ``session/load`` of a session open here, resting with its
+    records dropped, reads them back and reads its file for the replay in
+    worker threads."""
+    import asyncio
+
+    from support.pipe_peer import bridge_on_pipes
+
+    from acp_bridge.acp import stored
+    from acp_bridge.log import writer
+
+    reads: list[tuple[str, bool]] = []  # (what, whether it ran on an event loop)
+
+    def on_loop() -> bool:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True
+
+    def watch(name: str, read: Any) -> Any:
+        def watched(*args: Any) -> Any:
+            reads.append((name, on_loop()))
+            return read(*args)
+
+        return watched
+
+    script = {"responses": [{"events": [{"text": "Paris."}]}], "when_exhausted": "repeat_last"}
+    cwd = cwd_for_tests()
+    async with bridge_on_pipes(script, str(tmp_path)) as served:
+        client = served.client
+        with anyio.fail_after(30):
+            await client.initialize()
+            sid = await client.new_session(cwd)
+            await client.prompt(sid, "The capital of France?")
+            await client.request("session/close", {"sessionId": sid})
+            await client.request("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []})
+            for _ in range(KEEP_UNPACKED + 1):  # it rests, its records dropped
+                await client.new_session(cwd)
+            monkeypatch.setattr(writer, "_model_records", watch("back", writer._model_records))
+            monkeypatch.setattr(stored, "read_for_replay", watch("replay", stored.read_for_replay))
+            start = len(client.messages)
+            await client.request("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []})
+            replayed = client.messages[start:]
+    assert reads == [("back", False), ("replay", False)]
+    texts = [
+        m["params"]["update"]["content"]["text"]
+        for m in replayed
+        if m.get("method") == "session/update"
+        and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    ]
+    assert "".join(texts) == "Paris."

@@ -337,6 +337,7 @@ async def test_loading_an_open_session_again_reads_its_file_off_the_event_loop(
 
     from acp_bridge.acp import stored
     from acp_bridge.log import writer
+    from acp_bridge.log.replay_read import read_for_replay
 
     reads: list[tuple[str, bool]] = []  # (what, whether it ran on an event loop)
 
@@ -367,7 +368,7 @@ async def test_loading_an_open_session_again_reads_its_file_off_the_event_loop(
             for _ in range(KEEP_UNPACKED + 1):  # it rests, its records dropped
                 await client.new_session(cwd)
             monkeypatch.setattr(writer, "_model_records", watch("back", writer._model_records))
-            monkeypatch.setattr(stored, "read_for_replay", watch("replay", stored.read_for_replay))
+            monkeypatch.setattr(stored, "read_for_replay", watch("replay", read_for_replay))
             start = len(client.messages)
             await client.request("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []})
             replayed = client.messages[start:]

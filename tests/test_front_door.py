@@ -424,11 +424,11 @@ async def test_a_real_provider_s_session_is_the_same_with_and_without_the_front_
     """The answers (the profile's models as config options), notifications and
     log records; and the model request the loopback server received."""
     runs, servers = [], []
-    for on in (True, False):
+    for door in (True, False):
         run, server = await _run_http(
             tmp_path,
             _a_real_provider_s_session,
-            on=on,
+            on=door,
             config=_profile("{url}"),
             ANTHROPIC_API_KEY=KEY,
         )
@@ -501,7 +501,7 @@ async def test_a_real_provider_that_cannot_start_gets_the_server_s_error(
     """No key, a bad config file, an unknown provider: the front door hands
     off, and session/new gets the same error with and without it."""
     runs = []
-    for on in (True, False):
+    for door in (True, False):
         with WireServer([]) as server:
             extra: tuple[str, ...] = ()
             if config is not None:
@@ -509,12 +509,12 @@ async def test_a_real_provider_that_cannot_start_gets_the_server_s_error(
                 path.write_text(config.replace("{url}", server.url))
                 extra = ("--config", str(path))
             provider = "anthropic" if case.startswith("--provider") else None
-            tmp = tmp_path / ("on" if on else "off")
+            tmp = tmp_path / ("on" if door else "off")
             runs.append(
                 await _run(
                     tmp,
                     _session_new_error,
-                    on=on,
+                    on=door,
                     provider=provider,
                     extra=extra,
                     env=_http_env(tmp_path),

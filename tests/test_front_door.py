@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
-from provider_server import Reply, WireServer, anthropic_text
+from provider_server import Reply, WireServer, anthropic_text, openai_text
 from support.bridge import start_bridge
 from support.harness import coalesce_deltas, normalize, wait_exit, write_script
 
@@ -364,13 +364,14 @@ async def test_stdout_stays_small_through_the_hand_off_and_widens_for_a_replay(
 # -- a real provider ---------------------------------------------------------------
 
 KEY = "sk-ant-front-door-test"
+TESTS = str(Path(__file__).resolve().parent)  # for the test keyring's backend
 MODELS = ["claude-front-a", "claude-front-b"]
 
 
-def _profile(base_url: str, **more: str) -> str:
+def _profile(base_url: str, vendor: str = "anthropic", **more: str) -> str:
     lines = [
         "[profiles.default]",
-        "provider = 'anthropic'",
+        f"provider = '{vendor}'",
         f"model = {MODELS!r}",
         f"base_url = '{base_url}'",
         *(f"{k} = {v}" for k, v in more.items()),
@@ -383,8 +384,9 @@ def _http_env(root: Path, **more: str) -> dict[str, str]:
     return {"ACP_BRIDGE_CONFIG_DIR": str(root / "config-dir"), **more}
 
 
-def _replies() -> list[Reply]:
-    return [Reply(anthropic_text(["Hel", "lo ", "there"]))]
+def _replies(vendor: str = "anthropic") -> list[Reply]:
+    text = anthropic_text if vendor == "anthropic" else openai_text
+    return [Reply(text(["Hel", "lo ", "there"]))]
 
 
 async def _a_real_provider_s_session(client: AcpClient, cwd: str) -> None:
@@ -401,16 +403,13 @@ async def _a_real_provider_s_session(client: AcpClient, cwd: str) -> None:
 
 
 async def _run_http(
-    root: Path, play: Play, *, on: bool, config: str | None = None, **kw: Any
+    root: Path, play: Play, *, on: bool, config: str, vendor: str, **kw: Any
 ) -> tuple[tuple[Any, ...], WireServer]:
     """``play`` against a bridge of the config file's real provider (on loopback)."""
-    with WireServer(_replies()) as server:
-        extra: tuple[str, ...] = ()
-        if config is not None:
-            path = root / "config.toml"
-            path.parent.mkdir(exist_ok=True)
-            path.write_text(config.replace("{url}", server.url))
-            extra = ("--config", str(path))
+    with WireServer(_replies(vendor)) as server:
+        path = root / "config.toml"
+        path.write_text(config.replace("{url}", server.url))
+        extra = ("--config", str(path))
         tmp = root / ("on" if on else "off")
         run = await _run(
             tmp, play, on=on, provider=None, extra=extra, env=_http_env(root, **kw), command=FRESH
@@ -418,19 +417,21 @@ async def _run_http(
     return run, server
 
 
+@pytest.mark.parametrize("vendor", ["anthropic", "openai"])
 async def test_a_real_provider_s_session_is_the_same_with_and_without_the_front_door(
-    tmp_path: Path,
+    tmp_path: Path, vendor: str
 ) -> None:
     """The answers (the profile's models as config options), notifications and
-    log records; and the model request the loopback server received."""
+    log records; and the model requests the loopback server received."""
     runs, servers = [], []
     for door in (True, False):
         run, server = await _run_http(
             tmp_path,
             _a_real_provider_s_session,
             on=door,
-            config=_profile("{url}"),
-            ANTHROPIC_API_KEY=KEY,
+            config=_profile("{url}", vendor),
+            vendor=vendor,
+            **{f"{vendor.upper()}_API_KEY": KEY},
         )
         runs.append(run)
         servers.append(server)
@@ -440,10 +441,14 @@ async def test_a_real_provider_s_session_is_the_same_with_and_without_the_front_
     _same(on, off)
     [records] = on[1].values()
     assert records[0]["type"] == "session/start"
-    assert records[0]["provider"] == "anthropic"
-    requests = [[(r.path, r.headers.get("x-api-key"), r.body) for r in s.requests] for s in servers]
+    assert records[0]["provider"] == vendor
+    auth = "x-api-key" if vendor == "anthropic" else "authorization"
+    requests = [[(r.path, r.headers.get(auth), r.body) for r in s.requests] for s in servers]
     assert requests[0] == requests[1]
-    assert [(path, key) for path, key, _ in requests[0]] == [("/v1/messages", KEY)]
+    [(_, key, body)] = requests[0]
+    assert KEY in str(key)
+    assert body["model"] == MODELS[0]
+    assert servers[0].gets == servers[1].gets
 
 
 async def test_a_real_provider_s_front_door_loads_no_http_nor_event_loop(
@@ -569,3 +574,35 @@ async def test_a_provider_that_fails_after_the_answer_fails_the_session_s_prompt
     assert "cannot make the anthropic provider: ImportError: httpx is broken here" in stderr
     [records] = on[1].values()
     assert records[0]["provider"] == "anthropic"
+
+
+async def test_a_key_in_the_system_keyring_is_left_to_the_server(tmp_path: Path) -> None:
+    """Asking the keyring costs more than the front door saves: the server
+    answers session/new, with the key the keyring gives."""
+    config_dir = tmp_path / "config-dir"
+    config_dir.mkdir()
+    ring = tmp_path / "keyring.json"
+    ring.write_text(json.dumps({"acp-bridge-agent/api-key": KEY}))
+    path = os.pathsep.join([TESTS, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+
+    async def play(client: AcpClient, cwd: str) -> None:
+        await client.initialize()
+        session_id = await client.new_session(cwd)
+        result = await client.prompt(session_id, "hi")
+        assert (result.stop_reason, result.text()) == ("end_turn", "Hello there")
+
+    with WireServer(_replies("openai")) as server:
+        setup = {"version": 1, "provider": "openai", "base_url": server.url, "model": "m1"}
+        (config_dir / "setup.json").write_text(json.dumps({**setup, "key": "keyring"}))
+        env = _http_env(
+            tmp_path,
+            PYTHONPATH=path,
+            PYTHON_KEYRING_BACKEND="json_keyring.JsonKeyring",
+            ACP_BRIDGE_TEST_KEYRING=str(ring),
+        )
+        on = await _run(tmp_path / "on", play, on=True, provider=None, env=env, command=FRESH)
+    assert on[2] == 0
+    assert (on[3]["answered"], on[3]["why"]) == (["initialize"], "a message for the server")
+    assert not [m for m in on[3]["modules"] if m.split(".")[0] == "keyring"]
+    [request] = server.requests
+    assert request.headers.get("authorization") == f"Bearer {KEY}"

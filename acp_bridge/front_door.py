@@ -109,6 +109,11 @@ class QuickProvider:
 
     name: str
     model_options: list[dict[str, Any]] | None = None
+    # The configuration the answer was made from (a real provider's
+    # `acp_bridge.providers.config.ProviderConfig`): should the server fail to
+    # make the provider, the session keeps a stand-in with these models
+    # (`acp_bridge.providers.unavailable`).
+    config: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +142,8 @@ class OpenedSession:
     path: str
     # The descriptor that holds the log's lock until the server takes it.
     fd: int | None
+    # What the answer said of the provider.
+    provider: QuickProvider | None = None
 
     def release(self) -> None:
         """Give up the front door's lock and descriptor (the server locks the log next)."""
@@ -311,6 +318,7 @@ class _Front:
         opened = self._open_log(session_id, cwd, extra_dirs, params, start)
         if opened is None:
             return None
+        opened.provider = provider
         state.sessions.append(opened)
         return {
             "sessionId": session_id,

@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
+from provider_server import Reply, WireServer, anthropic_text, openai_text
 from support.bridge import start_bridge
 from support.harness import coalesce_deltas, normalize, wait_exit, write_script
 
@@ -40,8 +41,13 @@ CHUNKS = ("agent_message_chunk", "agent_thought_chunk")
 Play = Callable[[AcpClient, str], Awaitable[None]]
 
 
+# What would choose a real provider, or where it is: only a test's own settings count.
+VENDOR_ENV = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL")
+
+
 def _env(tmp: Path, *, on: bool, **more: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != ENV_FRONT_DOOR_REPORT}
+    drop = (ENV_FRONT_DOOR_REPORT, *VENDOR_ENV)
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env[ENV_FRONT_DOOR] = "1" if on else "0"
     env[ENV_FRONT_DOOR_REPORT] = str(tmp / "front-door.json")
     env.update(more)
@@ -60,6 +66,9 @@ async def _run(
     on: bool,
     script: dict[str, Any] = SCRIPT,
     command: list[str] | None = None,
+    provider: str | None = "fake",
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> tuple[list[Any], dict[str, list[dict[str, Any]]], int, dict[str, Any]]:
     """``play`` against a bridge with the front door on or off: the messages it
     received, the records of each log, its exit status and the front door's report."""
@@ -69,8 +78,10 @@ async def _run(
     state = tmp / "state"
     async with start_bridge(
         state,
-        script=write_script(tmp, script),
-        env=_env(tmp, on=on),
+        *extra,
+        script=write_script(tmp, script) if provider == "fake" else None,
+        provider=provider,
+        env=_env(tmp, on=on, **(env or {})),
         stderr=tmp / "stderr.txt",
         command=command,
     ) as client:
@@ -348,3 +359,250 @@ async def test_stdout_stays_small_through_the_hand_off_and_widens_for_a_replay(
 
     on = await _run(tmp_path / "on", play, on=True, command=FRESH)
     assert on[3]["answered"] == ["initialize", "session/new"]
+
+
+# -- a real provider ---------------------------------------------------------------
+
+KEY = "sk-ant-front-door-test"
+TESTS = str(Path(__file__).resolve().parent)  # for the test keyring's backend
+MODELS = ["claude-front-a", "claude-front-b"]
+
+
+def _profile(base_url: str, vendor: str = "anthropic", **more: str) -> str:
+    lines = [
+        "[profiles.default]",
+        f"provider = '{vendor}'",
+        f"model = {MODELS!r}",
+        f"base_url = '{base_url}'",
+        *(f"{k} = {v}" for k, v in more.items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _http_env(root: Path, **more: str) -> dict[str, str]:
+    """No stored setup (a config folder of the test's own) and ``more``."""
+    return {"ACP_BRIDGE_CONFIG_DIR": str(root / "config-dir"), **more}
+
+
+def _replies(vendor: str = "anthropic") -> list[Reply]:
+    text = anthropic_text if vendor == "anthropic" else openai_text
+    return [Reply(text(["Hel", "lo ", "there"]))]
+
+
+async def _a_real_provider_s_session(client: AcpClient, cwd: str) -> None:
+    await client.initialize()
+    new = await client.request("session/new", {"cwd": cwd, "mcpServers": []})
+    session_id = new["result"]["sessionId"]
+    [model] = [o for o in new["result"]["configOptions"] if o["id"] == "model"]
+    assert [o["value"] for o in model["options"]] == MODELS
+    assert model["currentValue"] == MODELS[0]
+    result = await client.prompt(session_id, "hi")
+    assert (result.stop_reason, result.text()) == ("end_turn", "Hello there")
+    change = {"sessionId": session_id, "configId": "model", "value": MODELS[1]}
+    assert "result" in await client.request("session/set_config_option", change)
+
+
+async def _run_http(
+    root: Path, play: Play, *, on: bool, config: str, vendor: str, **kw: Any
+) -> tuple[tuple[Any, ...], WireServer]:
+    """``play`` against a bridge of the config file's real provider (on loopback)."""
+    with WireServer(_replies(vendor)) as server:
+        path = root / "config.toml"
+        path.write_text(config.replace("{url}", server.url))
+        extra = ("--config", str(path))
+        tmp = root / ("on" if on else "off")
+        run = await _run(
+            tmp, play, on=on, provider=None, extra=extra, env=_http_env(root, **kw), command=FRESH
+        )
+    return run, server
+
+
+@pytest.mark.parametrize("vendor", ["anthropic", "openai"])
+async def test_a_real_provider_s_session_is_the_same_with_and_without_the_front_door(
+    tmp_path: Path, vendor: str
+) -> None:
+    """The answers (the profile's models as config options), notifications and
+    log records; and the model requests the loopback server received."""
+    runs, servers = [], []
+    for door in (True, False):
+        run, server = await _run_http(
+            tmp_path,
+            _a_real_provider_s_session,
+            on=door,
+            config=_profile("{url}", vendor),
+            vendor=vendor,
+            **{f"{vendor.upper()}_API_KEY": KEY},
+        )
+        runs.append(run)
+        servers.append(server)
+    on, off = runs
+    assert on[3]["answered"] == ["initialize", "session/new"]
+    assert off[3] == {}
+    _same(on, off)
+    [records] = on[1].values()
+    assert records[0]["type"] == "session/start"
+    assert records[0]["provider"] == vendor
+    auth = "x-api-key" if vendor == "anthropic" else "authorization"
+    requests = [[(r.path, r.headers.get(auth), r.body) for r in s.requests] for s in servers]
+    assert requests[0] == requests[1]
+    [(_, key, body)] = requests[0]
+    assert KEY in str(key)
+    assert body["model"] == MODELS[0]
+    assert servers[0].gets == servers[1].gets
+
+
+async def test_a_real_provider_s_front_door_loads_no_http_nor_event_loop(
+    tmp_path: Path,
+) -> None:
+    """session/new is answered before asyncio, anyio, httpx or pydantic is
+    imported, and nothing reaches the model's server before the prompt, which
+    is sent right after session/new and streams from it."""
+    requests_at_session_new: list[int] = []
+    server_box: list[WireServer] = []
+
+    async def play(client: AcpClient, cwd: str) -> None:
+        await client.initialize()
+        session_id = await client.new_session(cwd)
+        requests_at_session_new.append(len(server_box[0].requests) + len(server_box[0].gets))
+        result = await client.prompt(session_id, "hi")
+        assert (result.stop_reason, result.text()) == ("end_turn", "Hello there")
+
+    with WireServer(_replies()) as server:
+        server_box.append(server)
+        env = _http_env(tmp_path, ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=server.url)
+        on = await _run(
+            tmp_path / "on", play, on=True, provider="anthropic", env=env, command=FRESH
+        )
+    assert on[2] == 0
+    assert on[3]["answered"] == ["initialize", "session/new"]
+    assert requests_at_session_new == [0]
+    assert len(server.requests) == 1
+    modules = set(on[3]["modules"])
+    heavy = {"asyncio", "anyio", "httpx", "httpx_sse", "h11", "pydantic", "keyring"}
+    assert not {m for m in modules if m.split(".")[0] in heavy} - {"httpx._main"}
+    assert "acp_bridge.providers.choose" in modules
+
+
+async def _session_new_error(client: AcpClient, cwd: str) -> None:
+    await client.initialize()
+    answer = await client.request("session/new", {"cwd": cwd, "mcpServers": []})
+    assert "error" in answer, answer
+    await client.initialize()  # still serving
+
+
+NO_KEY = [
+    ("--provider anthropic", None, -32000),  # the vendor's own API, without a key
+    ("no provider at all", None, -32000),
+    ("a bad config file", _profile("{url}", bogus="1"), -32603),
+    ("not TOML", "[profiles.default\n", -32603),
+    ("an unknown provider", "[profiles.default]\nprovider = 'nope'\n", -32603),
+]
+
+
+@pytest.mark.parametrize(("case", "config", "code"), NO_KEY, ids=[c[0] for c in NO_KEY])
+async def test_a_real_provider_that_cannot_start_gets_the_server_s_error(
+    tmp_path: Path, case: str, config: str | None, code: int
+) -> None:
+    """No key, a bad config file, an unknown provider: the front door hands
+    off, and session/new gets the same error with and without it."""
+    runs = []
+    for door in (True, False):
+        with WireServer([]) as server:
+            extra: tuple[str, ...] = ()
+            if config is not None:
+                path = tmp_path / "config.toml"  # one file: the messages name it
+                path.write_text(config.replace("{url}", server.url))
+                extra = ("--config", str(path))
+            provider = "anthropic" if case.startswith("--provider") else None
+            tmp = tmp_path / ("on" if door else "off")
+            runs.append(
+                await _run(
+                    tmp,
+                    _session_new_error,
+                    on=door,
+                    provider=provider,
+                    extra=extra,
+                    env=_http_env(tmp_path),
+                )
+            )
+    on, off = runs
+    assert (on[3]["answered"], on[3]["why"]) == (["initialize"], "a message for the server")
+    [on_error] = [m["error"] for m in on[0] if m.get("id") == 2]
+    [off_error] = [m["error"] for m in off[0] if m.get("id") == 2]
+    assert on_error == off_error
+    assert on_error["code"] == code
+    assert normalize(on[0]) == normalize(off[0])
+    assert on[1] == off[1] == {}
+    assert on[2] == off[2]
+
+
+async def test_a_provider_that_fails_after_the_answer_fails_the_session_s_prompts(
+    tmp_path: Path,
+) -> None:
+    """The HTTP stack cannot be loaded (a broken httpx on the path): the session
+    the front door answered stays, each prompt fails with the reason, which
+    also goes to stderr; a later session/new gets it as its error."""
+    broken = tmp_path / "broken"
+    (broken / "httpx").mkdir(parents=True)
+    (broken / "httpx" / "__init__.py").write_text("raise ImportError('httpx is broken here')\n")
+    path = os.pathsep.join([str(broken), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+
+    async def play(client: AcpClient, cwd: str) -> None:
+        await client.initialize()
+        session_id = await client.new_session(cwd)
+        for _ in range(2):
+            result = await client.prompt(session_id, "hi")
+            assert "error" in result.response, result.response
+            assert "httpx is broken here" in json.dumps(result.response["error"])
+        again = await client.request("session/new", {"cwd": cwd, "mcpServers": []})
+        assert "httpx is broken here" in json.dumps(again["error"])
+
+    with WireServer(_replies()) as server:
+        env = _http_env(tmp_path, ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=server.url)
+        on = await _run(
+            tmp_path / "on",
+            play,
+            on=True,
+            provider="anthropic",
+            env={**env, "PYTHONPATH": path},
+            command=FRESH,
+        )
+    assert on[3]["answered"] == ["initialize", "session/new"]
+    assert on[2] == 2  # a configuration that cannot work
+    assert server.requests == []
+    stderr = (tmp_path / "on" / "stderr.txt").read_text()
+    assert "cannot make the anthropic provider: ImportError: httpx is broken here" in stderr
+    [records] = on[1].values()
+    assert records[0]["provider"] == "anthropic"
+
+
+async def test_a_key_in_the_system_keyring_is_left_to_the_server(tmp_path: Path) -> None:
+    """Asking the keyring costs more than the front door saves: the server
+    answers session/new, with the key the keyring gives."""
+    config_dir = tmp_path / "config-dir"
+    config_dir.mkdir()
+    ring = tmp_path / "keyring.json"
+    ring.write_text(json.dumps({"acp-bridge-agent/api-key": KEY}))
+    path = os.pathsep.join([TESTS, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+
+    async def play(client: AcpClient, cwd: str) -> None:
+        await client.initialize()
+        session_id = await client.new_session(cwd)
+        result = await client.prompt(session_id, "hi")
+        assert (result.stop_reason, result.text()) == ("end_turn", "Hello there")
+
+    with WireServer(_replies("openai")) as server:
+        setup = {"version": 1, "provider": "openai", "base_url": server.url, "model": "m1"}
+        (config_dir / "setup.json").write_text(json.dumps({**setup, "key": "keyring"}))
+        env = _http_env(
+            tmp_path,
+            PYTHONPATH=path,
+            PYTHON_KEYRING_BACKEND="json_keyring.JsonKeyring",
+            ACP_BRIDGE_TEST_KEYRING=str(ring),
+        )
+        on = await _run(tmp_path / "on", play, on=True, provider=None, env=env, command=FRESH)
+    assert on[2] == 0
+    assert (on[3]["answered"], on[3]["why"]) == (["initialize"], "a message for the server")
+    assert not [m for m in on[3]["modules"] if m.split(".")[0] == "keyring"]
+    [request] = server.requests
+    assert request.headers.get("authorization") == f"Bearer {KEY}"

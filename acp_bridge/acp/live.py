@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from .. import warm_up
-from ..errors import LogNotCreated
+from ..errors import LogNotCreated, NoProvider
 from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RequestId, RpcError
 from ..log.reader import session_path
@@ -30,6 +30,7 @@ from .table import SessionTable, require_directory
 if TYPE_CHECKING:
     from ..front_door import OpenedSession
     from ..loop.session import Session
+    from ..providers.base import Provider
 
 __all__ = ["LiveMethods"]
 
@@ -98,10 +99,15 @@ class LiveMethods:
         What `new_session` does besides that is done now, in the same order:
         the log opened and locked (as a reopen, without a replay), the session
         with its provider, tools and context, its MCP servers (none), the
-        warm-up started (the commands were announced with the answer)."""
+        warm-up started (the commands were announced with the answer).  A
+        provider that cannot start is a stand-in whose model requests fail with
+        the reason (`acp_bridge.providers.unavailable`): the editor has the session."""
         table = self.table
         session_id = opened.session_id
-        provider = await table.new_provider()
+        try:
+            provider = await table.new_provider()
+        except NoProvider as exc:
+            provider = _stand_in(opened, exc.reason)
         opened.release()  # the front door's lock, just before the table takes it
         table.lock(session_id, opened.path)
         slog = SessionLog(opened.path, table.outbox, next_seq=1)
@@ -182,6 +188,17 @@ class LiveMethods:
         session = self.table.find(params)
         if session is not None:
             session.prompts.cancel_request(request_id, self.table.spawn)
+
+
+def _stand_in(opened: OpenedSession, reason: str) -> Provider:
+    """The provider of a session answered before its provider failed to start:
+    named as the answer named it, each of its model requests failing with ``reason``."""
+    from ..providers.unavailable import Unavailable
+
+    quick = opened.provider
+    log.error("the session %s cannot reach its model: %s", opened.session_id, reason)
+    name = quick.name if quick is not None else "unavailable"
+    return Unavailable(name, reason, quick.config if quick is not None else None)
 
 
 async def _cancel_is_a_notification(params: dict[str, Any]) -> None:

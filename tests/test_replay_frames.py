@@ -17,6 +17,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from acp_bridge.log import replay
 from acp_bridge.log.replay import replay_frames, replay_updates, without_deltas
 from acp_bridge.loop.updates import UpdateFrames
 
@@ -70,8 +71,28 @@ def test_a_long_log_replays_to_the_same_bytes(monkeypatch: pytest.MonkeyPatch) -
     frames = UpdateFrames("sess_long")
     data = replay_frames(records, frames.update)
     assert data == reference(records, frames)
+    # A message's batches replay as one chunk: one per reply here.
+    replies = {r["attempt"] for r in records if r["type"] == "stream/delta"}
+    assert data.count(b'"agent_message_chunk"') == len(replies)
+    assert data.count(b'"interrupted":true') > 20
+    # Pieces of at most 16 characters: many chunks per message, cut from one template.
+    monkeypatch.setattr(replay, "REPLAY_CHUNK_CHARS", 16)
+    data = replay_frames(records, frames.update)
+    assert data == reference(records, frames)
     assert data.count(b'"agent_message_chunk"') > 1000
     assert data.count(b'"interrupted":true') > 100
+
+
+def test_a_message_s_chunks_replay_joined_in_pieces_of_a_bounded_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    texts = ["ab", "cde", "", "f", "ghijk", "l" * 12, "m"]
+    assert replay.merged_texts(texts) == ["abcdefghijk" + "l" * 12 + "m"]
+    monkeypatch.setattr(replay, "REPLAY_CHUNK_CHARS", 6)
+    pieces = replay.merged_texts(texts)
+    assert pieces == ["abcdef", "ghijk", "l" * 12, "m"]  # a longer text stays whole
+    assert "".join(pieces) == "".join(texts)
+    assert replay.merged_texts(["a", 7, "b", "c"]) == ["a", 7, "bc"]  # odd texts stay as they are
 
 
 def test_without_deltas_keeps_every_other_record_in_order() -> None:
@@ -154,9 +175,16 @@ def random_log(draw: st.DrawFn) -> list[Record]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(random_log(), st.sampled_from(["sess_r", "sess_\x00"]))
-def test_random_logs_replay_to_the_same_bytes(records: list[Record], session_id: str) -> None:
-    assert_same_frames(records, session_id)
+@given(random_log(), st.sampled_from(["sess_r", "sess_\x00"]), st.sampled_from([None, 3]))
+def test_random_logs_replay_to_the_same_bytes(
+    records: list[Record], session_id: str, piece: int | None
+) -> None:
+    """(``piece``: a message's chunks joined in pieces of that many characters,
+    so that one message replays as several chunks from one template.)"""
+    with pytest.MonkeyPatch.context() as patch:
+        if piece is not None:
+            patch.setattr(replay, "REPLAY_CHUNK_CHARS", piece)
+        assert_same_frames(records, session_id)
 
 
 tricky = st.lists(

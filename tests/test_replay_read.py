@@ -200,7 +200,8 @@ async def test_a_long_session_loads_with_the_updates_of_its_records(
     monkeypatch.syspath_prepend(str(ROOT))
     session_id = "sess_long_load"
     expected = write_long_session(acp_agent.state_dir, session_id, acp_agent.workspace)
-    assert sum(u["sessionUpdate"] == "agent_message_chunk" for u in expected) > 2000
+    # About one per reply (a message's batches replay joined), the odd lines apart.
+    assert sum(u["sessionUpdate"] == "agent_message_chunk" for u in expected) > 100
     async with acp_agent.bridge() as agent:
         await agent.initialize(NO_CAPABILITIES)
         loaded = await agent.load_session(session_id)

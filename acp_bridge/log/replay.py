@@ -89,7 +89,9 @@ from .replay_read import DeltaRun
 
 __all__ = [
     "CHUNK_UPDATES",
+    "REPLAY_CHUNK_CHARS",
     "command_answer",
+    "merged_texts",
     "replay_frame_list",
     "replay_frames",
     "replay_updates",
@@ -103,6 +105,12 @@ R = TypeVar("R", bound=Mapping[str, Any])
 
 # stream/delta part kind -> the session update that showed it.
 CHUNK_UPDATES: Final = {"text": "agent_message_chunk", "reasoning": "agent_thought_chunk"}
+
+# Consecutive text chunks of one message, kind and marker replay as one chunk
+# of up to this many characters (a text longer than that stays whole): the
+# live stream sent them as its batches came, and an editor joins them anyway,
+# so a long session's replay is a few frames per message, not one per batch.
+REPLAY_CHUNK_CHARS: Final = 8192
 
 TITLE_LENGTH: Final = 60
 
@@ -151,18 +159,68 @@ def replay_updates(
     session_id = _session_id(records)
     updates: list[dict[str, Any]] = []
     append = updates.append
+    # The texts of the chunks of one message, kind and marker seen last (merged).
+    texts: list[Any] = []
+    spec: tuple[str, str | None, Meta, bool] = ("", None, None, False)
+    key: tuple[str, Any, int, bool] | None = None
+
+    def flush() -> None:
+        if not texts:
+            return
+        kind, message_id, meta, replaced = spec
+        for text in merged_texts(texts):
+            item = text_chunk(kind, text, message_id=message_id, meta=meta)
+            if replaced:
+                item.setdefault("_meta", {"acpBridge": {}})["acpBridge"]["replaced"] = True
+            append({"sessionId": session_id, "update": item})
+        texts.clear()
 
     def update(item: dict[str, Any]) -> None:
+        flush()
         append({"sessionId": session_id, "update": item})
 
     def chunk(kind: str, text: Any, message_id: str | None, meta: Meta, replaced: bool) -> None:
-        item = text_chunk(kind, text, message_id=message_id, meta=meta)
-        if replaced:
-            item.setdefault("_meta", {"acpBridge": {}})["acpBridge"]["replaced"] = True
-        append({"sessionId": session_id, "update": item})
+        nonlocal key, spec
+        now = (kind, message_id, id(meta), replaced)
+        if now != key:
+            flush()
+            key, spec = now, (kind, message_id, meta, replaced)
+        texts.append(text)
 
     _walk(records, update, chunk, None, compaction=compaction, notices=notices)
+    flush()
     return updates
+
+
+def merged_texts(texts: list[Any]) -> list[Any]:
+    """Consecutive string ``texts`` joined into pieces of at most
+    `REPLAY_CHUNK_CHARS` characters (a longer text is a piece of its own);
+    anything else (an odd log's non-string text) stays as it is, in order."""
+    try:
+        joined = "".join(texts)
+    except TypeError:
+        pass  # not all strings
+    else:
+        if len(joined) <= REPLAY_CHUNK_CHARS:
+            return [joined]  # the common case: a message's batches
+    out: list[Any] = []
+    piece: list[str] = []
+    size = 0
+    for text in texts:
+        if type(text) is not str:
+            if piece:
+                out.append("".join(piece))
+                piece, size = [], 0
+            out.append(text)
+            continue
+        if piece and size + len(text) > REPLAY_CHUNK_CHARS:
+            out.append("".join(piece))
+            piece, size = [], 0
+        piece.append(text)
+        size += len(text)
+    if piece:
+        out.append("".join(piece))
+    return out
 
 
 def replay_frames(
@@ -256,7 +314,14 @@ class _ChunkRuns:
         if not texts or self.key is None:
             return
         self.texts = []
+        texts = merged_texts(texts)
         kind, message_id, meta, replaced = self.spec
+        if len(texts) == 1:  # no template needed for one frame
+            marks = {**(meta or {}), "replaced": True} if replaced else meta
+            self.out.append(
+                self.frame(text_chunk(kind, texts[0], message_id=message_id, meta=marks))
+            )
+            return
         try:
             template = self.templates[self.key]
         except KeyError:

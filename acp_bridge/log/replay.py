@@ -3,8 +3,8 @@
 `replay_updates` turns a session's records into the ``session/update``
 notification params (``{"sessionId", "update"}``) that ``session/load`` sends
 to rebuild the conversation in the editor.  It equals what was sent live,
-except that text arrives in fewer, larger chunks (each ``stream/delta`` record
-holds the chunks written to the editor in one batch, joined):
+except that text arrives in fewer, larger chunks (the consecutive chunks of a
+message joined, in pieces of at most `REPLAY_CHUNK_CHARS` characters):
 
 * ``user/message``  one ``user_message_chunk`` per prompt block, exactly as the
   editor sent it (the record's ``prompt``; ``content`` for older records);

@@ -280,6 +280,40 @@ async def test_a_loaded_session_sends_the_model_the_history_it_read_back(
     assert forked["last_assistant_text"].startswith("message_count: 5")
 
 
+def on_event_loop() -> bool:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def watch(name: str, read: Any, reads: list[tuple[str, bool]]) -> Any:
+    """``read``, noting in ``reads`` each call as (``name``, whether on an event loop)."""
+
+    def watched(*args: Any) -> Any:
+        reads.append((name, on_event_loop()))
+        return read(*args)
+
+    return watched
+
+
+async def a_loaded_session_at_rest(client: Any, cwd: str) -> str:
+    """A session closed, loaded again, then left to rest: its records dropped."""
+    sid: str = await client.new_session(cwd)
+    await client.prompt(sid, "The capital of France?")
+    await client.request("session/close", {"sessionId": sid})
+    await client.request("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []})
+    for _ in range(KEEP_UNPACKED + 1):
+        await client.new_session(cwd)
+    return sid
+
+
+PARIS = {"responses": [{"events": [{"text": "Paris."}]}], "when_exhausted": "repeat_last"}
+
+
 @pytest.mark.anyio
 async def test_a_mode_change_reads_a_dropped_log_back_off_the_event_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -287,39 +321,22 @@ async def test_a_mode_change_reads_a_dropped_log_back_off_the_event_loop(
     """``session/set_mode`` on a loaded session that dropped its records reads
     them back in a worker thread before it appends its record, not on the
     event loop (a long session's file is megabytes)."""
-    import asyncio
-
     from support.pipe_peer import bridge_on_pipes
 
     from acp_bridge.log import writer
 
-    reads: list[bool] = []  # for each read back: whether it ran on an event loop
-    model_records = writer._model_records
-
-    def watched(path: str, seq: int, size: int | None) -> list[Record]:
-        try:
-            asyncio.get_running_loop()
-            reads.append(True)
-        except RuntimeError:
-            reads.append(False)
-        return model_records(path, seq, size)
-
-    monkeypatch.setattr(writer, "_model_records", watched)
-    script = {"responses": [{"events": [{"text": "Paris."}]}], "when_exhausted": "repeat_last"}
+    reads: list[tuple[str, bool]] = []
     cwd = cwd_for_tests()
-    async with bridge_on_pipes(script, str(tmp_path)) as served:
+    async with bridge_on_pipes(PARIS, str(tmp_path)) as served:
         client = served.client
         with anyio.fail_after(30):
             await client.initialize()
-            sid = await client.new_session(cwd)
-            await client.prompt(sid, "The capital of France?")
-            await client.request("session/close", {"sessionId": sid})
-            await client.request("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []})
-            for _ in range(KEEP_UNPACKED + 1):  # it rests, its records dropped
-                await client.new_session(cwd)
-            assert reads == []
+            sid = await a_loaded_session_at_rest(client, cwd)
+            monkeypatch.setattr(
+                writer, "_model_records", watch("back", writer._model_records, reads)
+            )
             await client.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"})
-    assert reads == [False]
+    assert reads == [("back", False)]
     modes = [r for r in served.records(sid) if r["type"] == "session/mode"]
     assert [r["mode"] for r in modes] == ["read_only"]
 
@@ -331,44 +348,23 @@ async def test_loading_an_open_session_again_reads_its_file_off_the_event_loop(
     """A second ``session/load`` of a session open here, resting with its
     records dropped, reads them back and reads its file for the replay in
     worker threads."""
-    import asyncio
-
     from support.pipe_peer import bridge_on_pipes
 
     from acp_bridge.acp import stored
     from acp_bridge.log import writer
     from acp_bridge.log.replay_read import read_for_replay
 
-    reads: list[tuple[str, bool]] = []  # (what, whether it ran on an event loop)
-
-    def on_loop() -> bool:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return False
-        return True
-
-    def watch(name: str, read: Any) -> Any:
-        def watched(*args: Any) -> Any:
-            reads.append((name, on_loop()))
-            return read(*args)
-
-        return watched
-
-    script = {"responses": [{"events": [{"text": "Paris."}]}], "when_exhausted": "repeat_last"}
+    reads: list[tuple[str, bool]] = []
     cwd = cwd_for_tests()
-    async with bridge_on_pipes(script, str(tmp_path)) as served:
+    async with bridge_on_pipes(PARIS, str(tmp_path)) as served:
         client = served.client
         with anyio.fail_after(30):
             await client.initialize()
-            sid = await client.new_session(cwd)
-            await client.prompt(sid, "The capital of France?")
-            await client.request("session/close", {"sessionId": sid})
-            await client.request("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []})
-            for _ in range(KEEP_UNPACKED + 1):  # it rests, its records dropped
-                await client.new_session(cwd)
-            monkeypatch.setattr(writer, "_model_records", watch("back", writer._model_records))
-            monkeypatch.setattr(stored, "read_for_replay", watch("replay", read_for_replay))
+            sid = await a_loaded_session_at_rest(client, cwd)
+            monkeypatch.setattr(
+                writer, "_model_records", watch("back", writer._model_records, reads)
+            )
+            monkeypatch.setattr(stored, "read_for_replay", watch("replay", read_for_replay, reads))
             start = len(client.messages)
             await client.request("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []})
             replayed = client.messages[start:]

@@ -12,14 +12,15 @@ sized to the bound, and polls writable exactly when no more than the bound
 is unread), from `IN_FLIGHT` to `IN_FLIGHT_MAX`:
 
 * an editor that takes more than the least bound at once, emptying the pipe
-  (twice in a window), or that reads more than two pages a millisecond
-  while the writer waits for it less than half of the window, gets the
-  next bound: room for an editor that is briefly off the CPU (an
-  editor that reads 4 KiB a millisecond, one that renders between reads,
-  reads 4 MB/s and never empties more than a page at once);
-* one that fell behind (the writer waited for it most of the window) gets
-  the largest bound no more than what it reads in `AHEAD` (a millisecond),
-  never more than it had;
+  (twice in a window), or that reads more than two pages a millisecond and
+  kept up (at some moment of the window, less than a page was unread),
+  gets the next bound: room for an editor that is
+  briefly off the CPU (an editor that reads 4 KiB a millisecond, one that
+  renders between reads, reads 4 MB/s and never empties more than a page at
+  once);
+* one that fell behind (more than it reads in a millisecond was unread all
+  through the window) gets the largest bound no more than what it reads in
+  a millisecond (`AHEAD`), never more than it had;
 * otherwise (a stream slower than the editor) the bound stays.
 
 Each turn starts at `IN_FLIGHT` (`reset`): an editor shows its pace again
@@ -60,26 +61,16 @@ AHEAD: Final = 0.001
 class ReaderPace:
     """The in-flight bound of stdout, from how fast the editor drains it."""
 
-    __slots__ = (
-        "_drains",
-        "_read0",
-        "_t0",
-        "_unread",
-        "_waited",
-        "_waiting_since",
-        "bound",
-    )
+    __slots__ = ("_drains", "_least", "_read0", "_t0", "_unread", "bound")
 
     def __init__(self) -> None:
         self.bound = IN_FLIGHT
         self._t0 = 0.0
         self._read0 = 0
-        # How long the writer has waited for the editor in this window, and
-        # since when it waits now (None: it does not).
-        self._waited = 0.0
-        self._waiting_since: float | None = None
-        # The unread bytes at the last look, and how often in this window the
-        # editor emptied a pipe that held more than `IN_FLIGHT`.
+        # The least the pipe held unread at a look in this window, the unread
+        # bytes at the last look, and how often in this window the editor
+        # emptied a pipe that held more than `IN_FLIGHT`.
+        self._least = _NEVER
         self._unread = 0
         self._drains = 0
 
@@ -88,8 +79,7 @@ class ReaderPace:
         bytes the editor has read so far)."""
         self.bound = IN_FLIGHT
         self._t0, self._read0 = now, read
-        self._waited, self._waiting_since = 0.0, None
-        self._unread = self._drains = 0
+        self._least, self._unread, self._drains = _NEVER, 0, 0
 
     @property
     def fast(self) -> bool:
@@ -100,28 +90,23 @@ class ReaderPace:
         """The writer looked at the pipe: ``unread`` bytes in it, ``read``
         bytes read by the editor so far.  Closes the window once it is
         `WINDOW` old; True then (the bound may have changed)."""
-        since = self._waiting_since
-        if unread > self.bound:
-            if since is None:
-                self._waiting_since = now
-        elif since is not None:
-            self._waited += now - since
-            self._waiting_since = None
+        if unread < self._least:
+            self._least = unread
         if not unread and self._unread > IN_FLIGHT:
             self._drains += 1
         self._unread = unread
         elapsed = now - self._t0
         if elapsed < WINDOW:
             return False
-        waited = self._waited
-        if self._waiting_since is not None:
-            waited += now - self._waiting_since
-            self._waiting_since = now
         read_ahead = (read - self._read0) / elapsed * AHEAD
-        old = self.bound
-        if self._drains >= 2 or (2 * waited < elapsed and read_ahead >= 2 * PAGE):
+        old, least = self.bound, self._least
+        if self._drains >= 2 or (least < PAGE and read_ahead >= 2 * PAGE):
             self.bound = next((b for b in BOUNDS if b > old), IN_FLIGHT_MAX)
-        elif 2 * waited >= elapsed:
+        elif least > read_ahead:
             self.bound = max(b for b in BOUNDS if b <= max(min(read_ahead, old), IN_FLIGHT))
-        self._t0, self._read0, self._waited, self._drains = now, read, 0.0, 0
+        self._t0, self._read0 = now, read
+        self._least, self._drains = _NEVER, 0
         return True
+
+
+_NEVER: Final = 1 << 62

@@ -163,8 +163,12 @@ class StdoutPipe:
                 self._stalled_from = now  # the editor read something: wait for it again
             self._unread = unread
             over = now - self._stalled_from < STALL
-        if self._current and not self._widened and pace.note(now, self._written - unread, unread):
-            self._resize(self._size_for(pace.bound))
+        if self._current and not self._widened:
+            if pace.note(now, self._written - unread, unread):
+                self._resize(self._size_for(pace.bound))
+            elif self._current > pace.bound + PAGE and unread <= pace.bound:
+                # A smaller pipe, refused while it held more: now it fits.
+                self._resize(self._size_for(pace.bound))
         return over
 
     def _size_for(self, bound: int) -> int:

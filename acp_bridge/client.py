@@ -346,7 +346,9 @@ class AcpClient:
             await self.eof.wait()
         return status
 
-    async def barrier(self, *, within: float = 30) -> None:
+    async def barrier(
+        self, *, within: float = 30, method: str = BARRIER_METHOD, keep: bool = False
+    ) -> str | None:
         """Return once the agent has answered a cheap request sent now.
 
         An agent answers in order, so everything it wrote before it read this
@@ -357,19 +359,26 @@ class AcpClient:
         fine) and its answer are left out of `transcript`, `times`,
         `messages` and `responses`.  An agent that has gone needs no
         barrier: its output is whole at EOF.
+
+        ``method`` names the request instead; with ``keep`` the request and its
+        answer stay in the records (the test kit's `settle` leaves them out of
+        snapshots by their id).  Returns the request's id, or None when the
+        agent had gone and none was sent.
         """
         if not self.eof.is_set() and self.stdin_closed:
             with anyio.fail_after(within):
                 await self.eof.wait()
         if self.eof.is_set():
-            return
-        rid = f"barrier-{next(self._barriers)}"
+            return None
+        rid = f"{'settle' if keep else 'barrier'}-{next(self._barriers)}"
         start = len(self.transcript)
         try:
-            await self.request(BARRIER_METHOD, {}, rid=rid, within=within)
+            await self.request(method, {}, rid=rid, within=within)
         except (AgentExited, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             with anyio.fail_after(within):
                 await self.eof.wait()
+        if keep:
+            return rid
         self.responses.pop(id_key(rid), None)
         self.messages[:] = [m for m in self.messages if m.get("id") != rid]
         kept = [
@@ -379,6 +388,7 @@ class AcpClient:
         ]
         self.transcript[:] = [self.transcript[i] for i in kept]
         self.times[:] = [self.times[i] for i in kept]
+        return rid
 
     async def exchange(self, frame: bytes, *, within: float = 10) -> list[Json]:
         """Send raw ``frame`` and then a ping (``initialize``); return what came

@@ -430,3 +430,22 @@ def test_the_plugin_and_the_kit_load_without_syrupy() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "needs syrupy"
+
+
+async def test_settle_after_the_agent_exited_returns_and_leaves_no_request(
+    acp_agent: AgentLauncher, tmp_path: Path
+) -> None:
+    script = {"responses": [{"events": [{"text": "Hi."}]}]}
+    async with acp_agent.bridge(script=write_script(tmp_path, script)) as agent:
+        await agent.initialize()
+        session = await agent.new_session()
+        await agent.settle()
+        (kept,) = agent.barrier_ids  # kept in the transcript, left out of snapshots
+        assert any(m.get("id") == kept for _, m in agent.transcript)
+        await session.prompt("Hello")
+        assert await agent.finish() == 0
+        settled, sent = set(agent.barrier_ids), len(agent.transcript)
+        await agent.settle()  # the agent has gone: nothing is sent, nothing raised
+    assert agent.barrier_ids == settled
+    assert len(agent.transcript) == sent
+    assert "settle" not in json.dumps(transcript_snapshot(agent))

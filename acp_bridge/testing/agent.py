@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from itertools import count
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -127,7 +126,6 @@ class Agent:
         self.barrier_ids: set[str] = set()
         self.info: Json | None = None  # the initialize result
         self._asked = anyio.Event()
-        self._barriers = count(1)
 
     # -- requests ------------------------------------------------------------------
 
@@ -235,11 +233,12 @@ class Agent:
 
         It sends a request the agent answers in order (`SETTLE_METHOD`, an
         unknown extension method: the answer is an error, which is fine) and
-        waits for the answer.  These requests are left out of snapshots.
+        waits for the answer (`AcpClient.barrier`; an agent that has exited needs
+        none).  These requests are left out of snapshots.
         """
-        rid = f"settle-{next(self._barriers)}"
-        self.barrier_ids.add(rid)
-        await self.client.request(SETTLE_METHOD, {}, rid=rid, within=within)
+        rid = await self.client.barrier(within=within, method=SETTLE_METHOD, keep=True)
+        if rid is not None:
+            self.barrier_ids.add(rid)
 
     async def disconnect(self) -> None:
         """Close the agent's stdin, as an editor that goes away (marked in the transcript)."""

@@ -59,7 +59,8 @@ BATCH_BYTES: Final = OUTBOX_BATCH_BYTES
 # handled within this much of streaming after it arrives (a look costs about
 # a microsecond; the loop itself reads stdin only between slices).  A tenth
 # of a millisecond is nothing beside what the editor still reads before the
-# answer (a page of the pipe), and a look per dozen chunks, not per two.
+# answer (a page of the pipe), and a look every couple of dozen chunks at
+# full rate, not every other one.
 POLL_SLICE: Final = 100e-6
 
 

@@ -276,7 +276,7 @@ class Outbox:
         while True:
             if self._logs.over_limit():
                 await self._logs.wait_retry()
-            elif self._queued_bytes > self._high_water and not self.stdout_broken.is_set():
+            elif self._queued_bytes > self.high_water and not self.stdout_broken.is_set():
                 await self._wait_progress()
             else:
                 return

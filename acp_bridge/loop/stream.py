@@ -210,7 +210,7 @@ async def consume(
                 queued += len(frame)
                 if queued > batch_bytes:
                     idle.seen = seen
-                    await _hand_over(turn, outbox, idle, write_batch, high_water)
+                    await _hand_over(outbox, idle, write_batch, high_water)
                     if turn.over:
                         return
                     yield_at = clock() + TIME_SLICE
@@ -238,7 +238,6 @@ async def consume(
 
 
 async def _hand_over(
-    turn: StreamingTurn,
     outbox: TurnOutput,
     idle: IdleWatch,
     write_batch: Callable[[], bool],

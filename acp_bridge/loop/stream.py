@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 import anyio
@@ -55,6 +55,8 @@ TIME_SLICE: Final = 1e-3
 # waits (`acp_bridge.transport.outbox.BATCH_BYTES`; more while the editor
 # reads fast, `TurnOutput.batch_bytes`).
 BATCH_BYTES: Final = OUTBOX_BATCH_BYTES
+# At most this many events taken at once from a stream that has them ready.
+READY_MAX: Final = 64
 # Longest stretch of stream handling between two looks at stdin: a Stop is
 # handled within this much of streaming after it arrives (a look costs about
 # a microsecond; the loop itself reads stdin only between slices).  A tenth
@@ -178,58 +180,57 @@ async def consume(
     queued = outbox.backlog
     async with session.provider.stream(request) as events:
         turn.events = events
-        async for ev in events:
-            seen += 1
-            if clock() > poll_at:
-                idle.seen = seen
-                # A Stop waiting on stdin is handled now (it ends this turn
-                # synchronously), not after this task's slice.
-                poll_input()
-                if not turn.over and clock() > yield_at:
-                    # Fairness: a provider that hands out many events
-                    # without waiting would otherwise keep the loop from
-                    # running the writer and the other sessions.
-                    await anyio.lowlevel.checkpoint()
-                    yield_at = clock() + TIME_SLICE
-                    queued = outbox.backlog
-                    high_water, batch_bytes = outbox.high_water, outbox.batch_bytes
-                poll_at = clock() + POLL_SLICE
-            if turn.over:
-                # A stop was read while the provider yielded: leave now
-                # rather than wait for the cancellation to be delivered.
-                return
-            kind = type(ev)
-            chunk = prefixes.get(kind)
-            if chunk is not None:
-                feed(ev)
-                prefix, block_kind = chunk
-                text_ev: TextDelta = ev  # type: ignore[assignment]  # or ReasoningDelta: same fields
-                frame = join((prefix, dumps(text_ev.text), CHUNK_SUFFIX))
-                send(frame)
-                delta(text_ev.index, block_kind, text_ev.text)
-                queued += len(frame)
-                if queued > batch_bytes:
+        # A stream that can hand out the events it has ready in one call
+        # (the scripted provider's `take_ready`) saves a coroutine per event.
+        take_ready = getattr(events, "take_ready", None)
+        while True:
+            ready: Sequence[Any] = () if take_ready is None else take_ready(READY_MAX)
+            if not ready:
+                try:
+                    ready = (await events.__anext__(),)
+                except StopAsyncIteration:
+                    break
+            for ev in ready:
+                seen += 1
+                if clock() > poll_at:
                     idle.seen = seen
-                    await _hand_over(outbox, idle, write_batch, high_water)
-                    if turn.over:
-                        return
-                    yield_at = clock() + TIME_SLICE
-                    queued = outbox.backlog
-                    high_water, batch_bytes = outbox.high_water, outbox.batch_bytes
-            elif kind is Retrying:
-                idle.seen = seen
-                _retrying(turn, ev)  # type: ignore[arg-type]
-                # The provider now waits before its retry: that wait is
-                # not a silent stream.
-                idle.grace, idle.grace_seen = ev.delay, seen  # type: ignore[union-attr]
-            else:
-                feed(ev)
-                if kind is ToolCallStart:
-                    _announce_tool(turn, ev)  # type: ignore[arg-type]
-                elif kind is ToolCallDelta:
-                    delta(ev.index, "tool_args", ev.args)  # type: ignore[union-attr]
-                elif kind is Usage:
-                    report_usage(turn, ev)  # type: ignore[arg-type]
+                    # A Stop waiting on stdin is handled now (it ends this turn
+                    # synchronously), not after this task's slice.
+                    poll_input()
+                    if not turn.over and clock() > yield_at:
+                        # Fairness: a provider that hands out many events
+                        # without waiting would otherwise keep the loop from
+                        # running the writer and the other sessions.
+                        await anyio.lowlevel.checkpoint()
+                        yield_at = clock() + TIME_SLICE
+                        queued = outbox.backlog
+                        high_water, batch_bytes = outbox.high_water, outbox.batch_bytes
+                    poll_at = clock() + POLL_SLICE
+                if turn.over:
+                    # A stop was read while the provider yielded: leave now
+                    # rather than wait for the cancellation to be delivered.
+                    return
+                kind = type(ev)
+                chunk = prefixes.get(kind)
+                if chunk is not None:
+                    feed(ev)
+                    prefix, block_kind = chunk
+                    text_ev: TextDelta = ev  # type: ignore[assignment]  # or ReasoningDelta: same fields
+                    frame = join((prefix, dumps(text_ev.text), CHUNK_SUFFIX))
+                    send(frame)
+                    delta(text_ev.index, block_kind, text_ev.text)
+                    queued += len(frame)
+                    if queued > batch_bytes:
+                        idle.seen = seen
+                        await _hand_over(outbox, idle, write_batch, high_water)
+                        if turn.over:
+                            return
+                        yield_at = clock() + TIME_SLICE
+                        queued = outbox.backlog
+                        high_water, batch_bytes = outbox.high_water, outbox.batch_bytes
+                else:
+                    idle.seen = seen
+                    _other_event(turn, ev, feed, idle)
         idle.seen = seen
         # The stream is complete: from here a stop no longer aborts it.
         turn.events = None
@@ -258,6 +259,26 @@ async def _hand_over(
         await outbox.wait_writable()
     finally:
         idle.paused = False
+
+
+def _other_event(
+    turn: StreamingTurn, ev: Any, feed: Callable[[Any], None], idle: IdleWatch
+) -> None:
+    """An event other than a text or reasoning delta (rare: off the hot path)."""
+    kind = type(ev)
+    if kind is Retrying:
+        _retrying(turn, ev)
+        # The provider now waits before its retry: that wait is not a silent
+        # stream.
+        idle.grace, idle.grace_seen = ev.delay, idle.seen
+        return
+    feed(ev)
+    if kind is ToolCallStart:
+        _announce_tool(turn, ev)
+    elif kind is ToolCallDelta:
+        turn.rec.delta(ev.index, "tool_args", ev.args)
+    elif kind is Usage:
+        report_usage(turn, ev)
 
 
 def _retrying(turn: StreamingTurn, ev: Retrying) -> None:

@@ -241,6 +241,21 @@ class _ScriptStream:
                 return await self.__anext__()
         raise StopAsyncIteration
 
+    def take_ready(self, limit: int) -> list[StreamEvent]:
+        """Up to ``limit`` next events that need no wait, taken from the stream
+        as `__anext__` would hand them out one by one (the caller yields to the
+        event loop for them); [] when the next one must be awaited (a pause, a
+        hang, a failure, the end).  A hot loop saves a coroutine per event."""
+        endless = self._endless
+        if endless is not None:
+            return [] if self._endless_seconds else [endless] * limit
+        ops, start = self._ops, self._pos
+        end, last = start, min(len(ops), start + limit)
+        while end < last and type(ops[end]) not in _CONTROL:
+            end += 1
+        self._pos = end
+        return ops[start:end]  # type: ignore[return-value]  # stream events only
+
     async def _control(self, op: _Op) -> None:
         if isinstance(op, _Sleep):
             await anyio.sleep(op.seconds)

@@ -23,8 +23,10 @@ Reader = Callable[[float, int], int]
 
 
 class Model:
-    def __init__(self, produced: int = PRODUCED) -> None:
+    def __init__(self, produced: int = PRODUCED, look_every: int = 1) -> None:
         self.produced = produced
+        # The writer looks at the pipe (and writes) every this many steps.
+        self.look_every = look_every
         self.pace = ReaderPace()
         self.pace.reset(0.0, 0)
         self.now = 0.0
@@ -35,15 +37,20 @@ class Model:
     def run(self, reader: Reader, seconds: float) -> list[int]:
         """Stream for ``seconds``; the bound after each step."""
         bounds = []
-        for _ in range(round(seconds / STEP)):
+        for step in range(round(seconds / STEP)):
             self.now += STEP
             taken = min(reader(self.now, self.unread), self.unread)
             self.unread -= taken
             self.read += taken
+            if step % self.look_every:
+                bounds.append(self.pace.bound)
+                continue
             self.pace.note(self.now, self.read, self.unread)
             bound = self.pace.bound
             if self.unread <= bound:
-                self.unread += min(self.produced, bound + PAGE - self.unread)
+                self.unread += min(self.produced * self.look_every, bound + PAGE - self.unread)
+                # More is queued at full rate: the writer looks again at once.
+                self.pace.note(self.now, self.read, self.unread)
             bounds.append(bound)
         self.bounds += bounds
         return bounds
@@ -116,4 +123,12 @@ def test_each_turn_starts_from_the_least_bound() -> None:
 def test_an_editor_that_reads_nothing_never_grows_the_bound() -> None:
     model = Model()
     bounds = model.run(lambda now, unread: 0, 0.2)
+    assert set(bounds) == {IN_FLIGHT}
+
+
+def test_a_page_a_millisecond_keeps_the_least_bound_when_the_writer_looks_late() -> None:
+    """A writer off the CPU looks every 1.5 ms: two of the editor's reads may
+    come between two looks and empty the pipe, which is not one big read."""
+    model = Model(look_every=15)
+    bounds = model.run(every(0.001, 4096), 0.5)
     assert set(bounds) == {IN_FLIGHT}

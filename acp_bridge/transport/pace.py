@@ -12,7 +12,9 @@ sized to the bound, and polls writable exactly when no more than the bound
 is unread), from `IN_FLIGHT` to `IN_FLIGHT_MAX`:
 
 * an editor that takes more than the least bound at once, emptying the pipe
-  (twice in a window), or that reads more than two pages a millisecond and
+  within `AHEAD` of a look that found more than that unread (twice in a
+  window: an editor that reads a page at a time, a millisecond apart, never
+  does, however late the writer looks), or that reads more than two pages a millisecond and
   kept up (at some moment of the window, less than a page was unread),
   gets the next bound: room for an editor that is
   briefly off the CPU (an editor that reads 4 KiB a millisecond, one that
@@ -61,17 +63,18 @@ AHEAD: Final = 0.001
 class ReaderPace:
     """The in-flight bound of stdout, from how fast the editor drains it."""
 
-    __slots__ = ("_drains", "_least", "_read0", "_t0", "_unread", "bound")
+    __slots__ = ("_drains", "_last", "_least", "_read0", "_t0", "_unread", "bound")
 
     def __init__(self) -> None:
         self.bound = IN_FLIGHT
         self._t0 = 0.0
         self._read0 = 0
         # The least the pipe held unread at a look in this window, the unread
-        # bytes at the last look, and how often in this window the editor
-        # emptied a pipe that held more than `IN_FLIGHT`.
+        # bytes and the time of the last look, and how often in this window
+        # the editor emptied at once a pipe that held more than `IN_FLIGHT`.
         self._least = _NEVER
         self._unread = 0
+        self._last = 0.0
         self._drains = 0
 
     def reset(self, now: float, read: int) -> None:
@@ -79,7 +82,7 @@ class ReaderPace:
         bytes the editor has read so far)."""
         self.bound = IN_FLIGHT
         self._t0, self._read0 = now, read
-        self._least, self._unread, self._drains = _NEVER, 0, 0
+        self._least, self._unread, self._last, self._drains = _NEVER, 0, now, 0
 
     @property
     def fast(self) -> bool:
@@ -92,9 +95,9 @@ class ReaderPace:
         `WINDOW` old; True then (the bound may have changed)."""
         if unread < self._least:
             self._least = unread
-        if not unread and self._unread > IN_FLIGHT:
+        if not unread and self._unread > IN_FLIGHT and now - self._last < AHEAD:
             self._drains += 1
-        self._unread = unread
+        self._unread, self._last = unread, now
         elapsed = now - self._t0
         if elapsed < WINDOW:
             return False

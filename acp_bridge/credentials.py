@@ -22,6 +22,7 @@ from .providers.config import ConfigError
 __all__ = [
     "KEYRING_SERVICE",
     "Keyring",
+    "KeyringSkipped",
     "Saved",
     "find_keyring",
     "forget",
@@ -160,8 +161,13 @@ def _write_private(path: str, text: str) -> None:
             os.unlink(tmp)
 
 
-def load_stored() -> Stored | None:
-    """The stored setup, or None if there is none; `ConfigError` if it is unusable."""
+class KeyringSkipped(Exception):
+    """The stored setup keeps its key in the system keyring, which was not to be asked."""
+
+
+def load_stored(*, keyring: bool = True) -> Stored | None:
+    """The stored setup, or None if there is none; `ConfigError` if it is unusable
+    (``keyring=False``: `KeyringSkipped` rather than ask the keyring for its key)."""
     path = setup_file()
     try:
         with open(path, encoding="utf-8") as f:
@@ -179,6 +185,8 @@ def load_stored() -> Stored | None:
     if where == "file":
         key = data.get("api_key") if isinstance(data.get("api_key"), str) else None
     elif where == "keyring":
+        if not keyring:
+            raise KeyringSkipped(path)
         label = KEYRING_LABEL
         ring = find_keyring()
         try:

@@ -102,6 +102,13 @@ def build_rows(cfg: Config) -> list[Row]:
             _q(lambda r: r.session_new_ms, 0.9),
         ),
         Row(
+            "session_new_cpu_p50",
+            "startup: agent CPU time from spawn to the session/new response, median (ms)",
+            "lower",
+            _ms,
+            _q(lambda r: r.session_new_cpu_ms, 0.5),
+        ),
+        Row(
             "exit_p50",
             "shutdown: stdin EOF → exit, median (ms)",
             "lower",

@@ -19,6 +19,8 @@ class AgentResult:
     has_state_dir: bool
     startup_ms: list[float] = field(default_factory=list)  # spawn -> initialize answered
     session_new_ms: list[float] = field(default_factory=list)  # spawn -> session/new answered
+    # CPU time (user + system) the agent spent from its spawn to session/new answered
+    session_new_cpu_ms: list[float] = field(default_factory=list)
     exit_ms: list[float] = field(default_factory=list)
     exit_killed: int = 0
     throughput: list[float] = field(default_factory=list)

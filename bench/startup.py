@@ -3,12 +3,14 @@
 Startup is timed from the spawn to the read that holds the ``initialize``
 response, then, as an editor does before the user can type, ``session/new`` is
 sent once ``initialize`` is answered and timed from the same spawn to its
-response.  Shutdown: stdin EOF -> exit.
+response; the agent's CPU time up to that response is read from /proc.
+Shutdown: stdin EOF -> exit.
 """
 
 from __future__ import annotations
 
 from bench.agents import AgentProcess, log, now
+from bench.procfs import tree_cpu_s
 from bench.results import rotate
 from bench.runner import Bench
 
@@ -34,3 +36,6 @@ def _startup_once(bench: Bench, proc: AgentProcess) -> None:
     proc.pump(stats, lambda s: sid in s.responses, now() + proc.timeout_s)
     proc.check_session_new(stats.responses[sid])
     res.session_new_ms.append((stats.response_time[sid] - proc.t_spawn) * 1000)
+    # Read once the answer is in (the agent goes on loading afterwards); in clock
+    # ticks (10 ms here), so a median of several spawns is what means something.
+    res.session_new_cpu_ms.append(tree_cpu_s(proc.proc.pid) * 1000)

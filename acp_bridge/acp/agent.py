@@ -13,25 +13,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import __version__
 from ..jsonrpc.connection import Connection
 from ..loop.session import Session
 from ..loop.turn import TurnConfig
-from ..mcp.hub import CAPABILITIES as MCP_CAPABILITIES
 from ..mcp.hub import McpHub
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
-from . import params as P
+from . import answers
+from .answers import PROTOCOL_VERSION
 from .auth import AuthMethods
 from .edge import edge_handlers
 from .live import LiveMethods
 from .provider_slot import ProviderSlot
-from .stored import SESSION_CAPABILITIES, StoredMethods
+from .stored import StoredMethods
 from .table import SessionTable, Spawn
 
 __all__ = ["PROTOCOL_VERSION", "Agent", "Spawn"]
-
-PROTOCOL_VERSION = 1
 
 
 class Agent:
@@ -88,25 +85,14 @@ class Agent:
         self.providers.needs_auth(reason)
 
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        P.protocol_version(params)
         table = self.table
         # Recorded in each new session's log (session/start).
-        table.client_capabilities = P.optional(params, "clientCapabilities", dict)
-        table.client_info = P.optional(params, "clientInfo", dict)
-        # We speak version 1 only: the same version if asked for it, else our
-        # latest.
-        return {
-            "protocolVersion": PROTOCOL_VERSION,
-            "agentCapabilities": {
-                "loadSession": True,
-                "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": dict(MCP_CAPABILITIES),
-                "sessionCapabilities": SESSION_CAPABILITIES,
-                **self.auth.capabilities(),
-            },
-            "authMethods": self.auth.methods(table.client_capabilities),
-            "agentInfo": {"name": "acp-bridge", "title": "acp-bridge", "version": __version__},
-        }
+        table.client_capabilities, table.client_info = answers.read_initialize(params)
+        return answers.initialize_answer(
+            table.client_capabilities,
+            logout=self.auth.forget is not None,
+            setup_command=self.auth.setup_command,
+        )
 
     def stuck_turns(self) -> int:
         """Turns abandoned at the cancel deadline whose task has still not returned."""

@@ -26,61 +26,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any
 
 import anyio.to_thread
 
 from ..jsonrpc.errors import RpcError
 from . import params as P
+from .answers import TERMINAL_METHOD_ID, auth_capabilities, auth_methods
 from .edge import AGENT_METHOD_ID, Handler
 from .provider_slot import ProviderSlot
 
 log = logging.getLogger("acp_bridge.auth")
-
-TERMINAL_METHOD_ID: Final = "setup"
-
-
-def agent_method() -> dict[str, Any]:
-    return {
-        "id": AGENT_METHOD_ID,
-        "name": "API key or local server",
-        "description": (
-            "Set ANTHROPIC_API_KEY or OPENAI_API_KEY (with OPENAI_BASE_URL for another "
-            "OpenAI-compatible server) in the agent's environment, or run `acp-bridge setup` in "
-            "a terminal: it stores a provider's key, or the URL of a local server (Ollama, "
-            "LM Studio, vLLM). Authenticate then checks that the provider can start."
-        ),
-    }
-
-
-def terminal_method(command: Sequence[str]) -> dict[str, Any]:
-    return {
-        "type": "terminal",
-        "id": TERMINAL_METHOD_ID,
-        "name": "Set up in a terminal",
-        "description": (
-            "Runs `acp-bridge setup`: choose a provider, enter its API key (not shown) or a "
-            "local server's URL; one tiny request tests it before it is stored."
-        ),
-        "args": ["setup"],
-        "_meta": {
-            "terminal-auth": {
-                "command": command[0],
-                "args": list(command[1:]),
-                "label": "acp-bridge setup",
-            }
-        },
-    }
-
-
-def client_runs_terminal_auth(capabilities: dict[str, Any] | None) -> bool:
-    if not isinstance(capabilities, dict):
-        return False
-    auth = capabilities.get("auth")
-    if isinstance(auth, dict) and auth.get("terminal") is True:
-        return True
-    meta = capabilities.get("_meta")
-    return isinstance(meta, dict) and meta.get("terminal-auth") is True
 
 
 class AuthMethods:
@@ -100,13 +56,10 @@ class AuthMethods:
         return {"authenticate": self.authenticate, "logout": self.logout}
 
     def methods(self, capabilities: dict[str, Any] | None) -> list[dict[str, Any]]:
-        methods = [agent_method()]
-        if self.setup_command and client_runs_terminal_auth(capabilities):
-            methods.append(terminal_method(self.setup_command))
-        return methods
+        return auth_methods(capabilities, self.setup_command)
 
     def capabilities(self) -> dict[str, Any]:
-        return {"auth": {"logout": {}}} if self.forget is not None else {}
+        return auth_capabilities(logout=self.forget is not None)
 
     async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         method_id = P.require(params, "methodId", str)

@@ -8,11 +8,12 @@ applies from the next model request.  Also the prompt check for images.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..jsonrpc.errors import RpcError
 
-__all__ = ["MODEL_OPTION", "check_prompt", "offer", "set_option"]
+__all__ = ["MODEL_OPTION", "check_prompt", "model_options", "offer", "set_option"]
 
 MODEL_OPTION = "model"
 
@@ -23,13 +24,18 @@ def offer(provider: object) -> list[dict[str, Any]] | None:
     models = getattr(config, "models", None)
     if not models:
         return None
+    return model_options(models, getattr(provider, "model", models[0]))
+
+
+def model_options(models: Sequence[str], current: str) -> list[dict[str, Any]]:
+    """The model option: ``models`` to choose from, ``current`` selected."""
     return [
         {
             "id": MODEL_OPTION,
             "name": "Model",
             "category": "model",
             "type": "select",
-            "currentValue": getattr(provider, "model", models[0]),
+            "currentValue": current,
             "options": [{"value": m, "name": m} for m in models],
         }
     ]

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import warm_up
-from ..errors import LogNotCreated
+from ..errors import LogNotCreated, NoProvider
 from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RequestId, RpcError
 from ..log.reader import session_path
@@ -22,11 +21,16 @@ from ..log.writer import SessionLog
 from ..paths import create_private_file, make_private_dirs
 from ..sessions.compact import instructions_of
 from ..sessions.regenerate import is_command
-from . import config_options
+from . import answers, config_options
 from . import params as P
 from .edge import Handler
 from .prompt_turns import run_command, run_compact, run_prompt, run_regenerate
 from .table import SessionTable, require_directory
+
+if TYPE_CHECKING:
+    from ..front_door import OpenedSession
+    from ..loop.session import Session
+    from ..providers.base import Provider
 
 __all__ = ["LiveMethods"]
 
@@ -55,7 +59,7 @@ class LiveMethods:
         # The provider first: if it cannot start, the editor is told why and
         # no session file is left behind.
         provider = await table.new_provider()
-        session_id = "sess_" + uuid.uuid4().hex
+        session_id = answers.new_session_id()
         path = session_path(table.state_dir, session_id)
         try:
             make_private_dirs(os.path.dirname(path))
@@ -67,23 +71,10 @@ class LiveMethods:
         slog = SessionLog(path, table.outbox)
         session = table.make_session(session_id, cwd, slog, provider, extra_dirs)
         await table.prepare_context(session)
-        meta: dict[str, Any] = {}
-        if extra_dirs is not None:
-            meta["additional_directories"] = extra_dirs
-        if table.client_info is not None:
-            meta["client_info"] = table.client_info
-        if table.client_capabilities is not None:
-            meta["client_capabilities"] = table.client_capabilities
-        slog.append(
-            "session/start",
-            0,
-            0,
-            session_id=session_id,
-            cwd=cwd,
-            provider=provider.name,
-            title=None,
-            **meta,
+        start = answers.session_start_fields(
+            session_id, cwd, provider.name, extra_dirs, table.client_info, table.client_capabilities
         )
+        slog.append("session/start", 0, 0, **start)
         await table.mcp.attach(session, params)
         table.sessions[session_id] = session
         slog.sync()
@@ -102,10 +93,41 @@ class LiveMethods:
         warm_up.start()  # what the first prompt needs, now that the editor has its session
         return answer
 
+    async def adopt(self, opened: OpenedSession) -> None:
+        """Take in a session the start-up's front door made and answered
+        (`acp_bridge.front_door`): its log holds its ``session/start`` record.
+        What `new_session` does besides that is done now, in the same order:
+        the log opened and locked (as a reopen, without a replay), the session
+        with its provider, tools and context, its MCP servers (none), the
+        warm-up started (the commands were announced with the answer).  A
+        provider that cannot start is a stand-in whose model requests fail with
+        the reason (`acp_bridge.providers.unavailable`): the editor has the session."""
+        table = self.table
+        session_id = opened.session_id
+        try:
+            provider = await table.new_provider()
+        except NoProvider as exc:
+            provider = _stand_in(opened, exc.reason)
+        opened.release()  # the front door's lock, just before the table takes it
+        table.lock(session_id, opened.path)
+        slog = SessionLog(opened.path, table.outbox, next_seq=1)
+        session = table.make_session(session_id, opened.cwd, slog, provider, opened.extra_dirs)
+        await table.prepare_context(session)
+        await table.mcp.attach(session, opened.params)
+        table.sessions[session_id] = session
+        slog.sync()
+        await table.mcp.ready(session)
+        from ..commands.catalog import shown
+
+        table.mcp.answered(session)
+        shown(session)  # the front door sent the commands with its answer
+        table.outbox.flush_now()
+        warm_up.start()
+
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         from . import tool_session  # the tools load off the start-up path
 
-        session = self.table.get(params)
+        session = await self._in_use(params)
         if params.get("configId") == tool_session.MODE_OPTION:
             return tool_session.set_mode_option(session, params)
         config_options.set_option(session.provider, params)
@@ -114,7 +136,15 @@ class LiveMethods:
     async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
         from . import tool_session  # the tools load off the start-up path
 
-        return tool_session.set_mode(self.table.get(params), params)
+        return tool_session.set_mode(await self._in_use(params), params)
+
+    async def _in_use(self, params: dict[str, Any]) -> Session:
+        """The session ``params`` names, its records read back in a worker thread
+        if it dropped them (`SessionLog.read_back`): what it appends next then
+        reads no file on the event loop."""
+        session = self.table.get(params)
+        await session.log.read_back()
+        return session
 
     # -- prompt turns ------------------------------------------------------------
 
@@ -158,6 +188,17 @@ class LiveMethods:
         session = self.table.find(params)
         if session is not None:
             session.prompts.cancel_request(request_id, self.table.spawn)
+
+
+def _stand_in(opened: OpenedSession, reason: str) -> Provider:
+    """The provider of a session answered before its provider failed to start:
+    named as the answer named it, each of its model requests failing with ``reason``."""
+    from ..providers.unavailable import Unavailable
+
+    quick = opened.provider
+    log.error("the session %s cannot reach its model: %s", opened.session_id, reason)
+    name = quick.name if quick is not None else "unavailable"
+    return Unavailable(name, reason, quick.config if quick is not None else None)
 
 
 async def _cancel_is_a_notification(params: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ from ..jsonrpc.errors import RpcError
 from ..log.reader import LogCorrupt, session_path
 from ..log.reopen import reopen
 from ..log.replay import replay_frame_list, title_update, without_deltas
+from ..log.replay_read import read_for_replay
 from ..log.upcast import load_log, pause_gc
 from ..loop.session import Session
 from ..sessions.fork import ForkError, fork_records
@@ -45,14 +46,6 @@ log = logging.getLogger("acp_bridge.sessions")
 FORK_AT_TURN: Final = "_acp-bridge/fork_at_turn"
 REGENERATE: Final = "_acp-bridge/regenerate"
 ENV_PAGE_SIZE: Final = "ACP_BRIDGE_LIST_PAGE_SIZE"
-
-SESSION_CAPABILITIES: Final[dict[str, dict[str, Any]]] = {
-    "list": {},
-    "resume": {},
-    "close": {},
-    "delete": {},
-    "fork": {},
-}
 
 Record = dict[str, Any]
 
@@ -84,14 +77,13 @@ class StoredMethods:
             raise RpcError.invalid_params("sessionId", f"no stored session {session_id!r}")
         return path
 
-    async def _open(
-        self, params: dict[str, Any]
-    ) -> tuple[Session, list[Record], list[Record], bool]:
+    async def _open(self, params: dict[str, Any]) -> tuple[Session, list[Any], list[Record], bool]:
         """The session of a load or resume, opened from its log if not open here.
 
-        Returns the session, its records, those that are not ``stream/delta``
-        (`without_deltas`: only the replay reads the deltas, most records of a
-        long log), and whether it was opened now.
+        Returns the session, its records as the replay reads them (runs of
+        text deltas folded, `acp_bridge.log.replay_read`), those that are not
+        ``stream/delta`` (`without_deltas`: only the replay reads the deltas,
+        most records of a long log), and whether it was opened now.
         """
         table = self.table
         session_id = P.session_id(params)
@@ -102,12 +94,14 @@ class StoredMethods:
             if session.prompts.active is not None or session.prompts.waiting:
                 raise SessionBusy(session_id, "loaded again")
             await table.outbox.drain()
-            records = self._read(session.log.path).records
-            return session, records, without_deltas(records), False
+            # Both in worker threads: a long session's file is megabytes.
+            await session.log.read_back()  # what it appends next reads nothing
+            items, others = await anyio.to_thread.run_sync(self._read_for_replay, session.log.path)
+            return session, items, others, False
         path = self._stored_path(session_id)
         table.lock(session_id, path)
         try:
-            reopened = reopen(path, table.outbox)
+            reopened = reopen(path, table.outbox, for_replay=True)
         except LogCorrupt as exc:
             table.unlock(session_id)
             raise LogDamaged(exc.path, exc.reason, exc.line_no, loading=True) from None
@@ -126,7 +120,18 @@ class StoredMethods:
             others = list(compress(reopened.records, map("stream/delta".__ne__, reopened.kinds)))
         session = await self._register(session_id, cwd, reopened.log, others)
         session.prompts.turns = _last_turn(others)
-        return session, reopened.records, others, True
+        items = reopened.items if reopened.items is not None else reopened.records
+        return session, items, others, True
+
+    def _read_for_replay(self, path: str) -> tuple[list[Any], list[Record]]:
+        """The items a replay reads (`read_for_replay`) and the records that are not deltas."""
+        read = read_for_replay(path)
+        if read is None:
+            records = self._read(path).records
+            return records, without_deltas(records)
+        loaded, items = read
+        kinds = loaded.kinds or []
+        return items, list(compress(loaded.records, map("stream/delta".__ne__, kinds)))
 
     def _read(self, path: str) -> Any:
         try:

@@ -16,12 +16,12 @@ from ..jsonrpc.errors import RpcError
 from ..loop.session import Session
 from ..loop.turn import TurnConfig
 from ..tools.base import ClientCapabilities
-from ..tools.modes import MODE_OPTION, MODES, mode_state
+from ..tools.modes import MODE_OPTION, MODES
 from ..tools.registry import TOOLS, ToolRegistry
 from ..tools.secret_env import env_policy
 from ..tools.state import ToolState, from_records
 from ..update_builders import config_option_update
-from . import config_options
+from . import answers, config_options
 from . import params as P
 
 log = logging.getLogger("acp_bridge.tools")
@@ -153,21 +153,16 @@ async def add_project_rules(agent: ToolHost, session: Session) -> None:
 
 def config_options_of(session: Session) -> list[dict[str, Any]]:
     """Every config option of the session: the model (if any), then the mode."""
-    options = config_options.offer(session.provider) or []
-    if session.tools is not None:
-        options = [*options, session.tools.config_option()]
-    return options
+    return answers.config_options(config_options.offer(session.provider), _mode(session))
 
 
 def new_session_fields(session: Session) -> dict[str, Any]:
     """``modes`` and ``configOptions`` of a ``session/new`` (or load) response."""
-    fields: dict[str, Any] = {}
-    options = config_options_of(session)
-    if options:
-        fields["configOptions"] = options
-    if session.tools is not None:
-        fields["modes"] = mode_state(session.tools.mode)
-    return fields
+    return answers.session_fields(config_options.offer(session.provider), _mode(session))
+
+
+def _mode(session: Session) -> str | None:
+    return None if session.tools is None else session.tools.mode
 
 
 def _switch(session: Session, mode: object, field: str, via: str) -> None:

@@ -19,6 +19,7 @@ __all__ = [
     "available_commands",
     "commands_update",
     "parse",
+    "shown",
 ]
 
 
@@ -74,16 +75,26 @@ def commands_update(session: Session | None = None) -> dict[str, Any]:
 def announce(session: Session, *, again: bool = True) -> None:
     """Send the session's commands: always when ``again`` (a session was opened
     or loaded), else only when the set differs from what it was last shown."""
-    global _last_shown
     update = commands_update(session)
     commands = update["availableCommands"]
     if not again and _shown.get(session) == commands:
         return
+    _remember(session, commands)
+    session.outbox.send(session.frames.update(update))
+
+
+def shown(session: Session) -> None:
+    """The session's commands were sent for it already (by the start-up's front
+    door, `acp_bridge.front_door`, with the answer that opened it): as `announce`."""
+    _remember(session, available_commands(session))
+
+
+def _remember(session: Session, commands: list[dict[str, Any]]) -> None:
+    global _last_shown
     if commands != _last_shown:
         _last_shown = commands
     # Kept as one list while it is the same for every session (never mutated).
     _shown[session] = _last_shown
-    session.outbox.send(session.frames.update(update))
 
 
 _last_shown: list[dict[str, Any]] = []

@@ -89,10 +89,10 @@ class SessionContext:
 
 def cost_so_far(records: Iterable[Mapping[str, Any]]) -> tuple[float, str | None]:
     """The cost the last ``usage/update`` of a log reported (a reopened session goes on from it)."""
-    amount, currency = 0.0, None
-    for record in records:
+    # The last one that reported a cost, looked for from the end.
+    for record in reversed(records if isinstance(records, Sequence) else list(records)):
         cost = record.get("cost") if record.get("type") == "usage/update" else None
         if isinstance(cost, Mapping) and isinstance(cost.get("amount"), int | float):
-            amount = float(cost["amount"])
             currency = cost.get("currency") if isinstance(cost.get("currency"), str) else None
-    return amount, currency
+            return float(cost["amount"]), currency
+    return 0.0, None

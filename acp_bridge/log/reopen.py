@@ -23,7 +23,10 @@ close it (`OpenTurn.close`) if it was left open, so that the log again follows t
 
 `reopen` is the I/O part: it reads the file (`acp_bridge.log.upcast.load_log`),
 cuts a torn last line, and returns a `SessionLog` that continues ``seq``, with
-the closing records already appended.
+the closing records already appended.  For a replay (``for_replay``) it reads
+the file with `acp_bridge.log.replay_read.read_for_replay`, which folds the
+text deltas into runs, unless the last turn was left open: closing it needs
+its deltas as records.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from typing import Any, Final
 
 from .open_turn import OUTCOME_UNKNOWN, TOOL_STOPPED, Closing, OpenTurn
 from .records import RECOVERED_CRASHED
-from .upcast import gc_paused, load_log
+from .replay_read import Item, read_for_replay
+from .upcast import LoadedLog, gc_paused, load_log
 from .writer import RecordWriter, SessionLog
 
 __all__ = [
@@ -78,14 +82,18 @@ class Reopened:
     torn: bool
     # The type of each of ``records``, when the read had them (else None).
     kinds: list[str] | None = None
+    # For a replay: the records in order with the text deltas folded into
+    # runs (`acp_bridge.log.replay_read`), which ``records`` then lack; None
+    # when the file was read whole.
+    items: list[Item] | None = None
 
 
-def reopen(path: str, outbox: RecordWriter) -> Reopened:
+def reopen(path: str, outbox: RecordWriter, *, for_replay: bool = False) -> Reopened:
     """Open an existing log for appending (the caller holds its `SessionLock`)."""
-    loaded = load_log(path)
+    loaded, items = _read(path, for_replay)
     if loaded.torn:
         os.truncate(path, loaded.valid_size)
-    slog = SessionLog(path, outbox, next_seq=loaded.next_seq)
+    slog = SessionLog(path, outbox, next_seq=loaded.next_seq, size=loaded.valid_size)
     records = loaded.records
     closed: list[Record] = []
     kinds = loaded.kinds
@@ -95,8 +103,20 @@ def reopen(path: str, outbox: RecordWriter) -> Reopened:
             record = slog.append(kind, turn, step, **fields)
             closed.append(record)
     records.extend(closed)
+    if items is not None:
+        items.extend(closed)
     if kinds is not None:
         kinds.extend(record["type"] for record in closed)
     if closed:
         slog.sync()
-    return Reopened(slog, records, closed, loaded.torn, kinds)
+    return Reopened(slog, records, closed, loaded.torn, kinds, items)
+
+
+def _read(path: str, for_replay: bool) -> tuple[LoadedLog, list[Item] | None]:
+    if for_replay:
+        read = read_for_replay(path)
+        # The runs leave out deltas; the last turn's records decide alone
+        # whether it ended (only an open turn needs its deltas, to close it).
+        if read is not None and last_turn(read[0].records).ended:
+            return read
+    return load_log(path), None

@@ -58,6 +58,10 @@ A regenerate turn started by the ``/regenerate`` command keeps the command
 the editor sent in its ``turn/start`` (``prompt``), replayed as the user's
 message of that turn.
 
+A log read for a replay (`acp_bridge.log.replay_read.read_for_replay`) has
+its runs of one-part deltas folded into `DeltaRun` items: each replays as the
+deltas it holds would have, one chunk per text.
+
 Why this module is over 400 lines: `replay_updates` (the reference) and
 `replay_frames` (the same updates as wire bytes, for a large load) share one
 walk over the records; split, the two would drift apart, and a test holds
@@ -66,7 +70,7 @@ them byte-identical.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import orjson
@@ -81,6 +85,7 @@ from ..update_builders import (
     user_message_chunk,
 )
 from .derive import replaced_turns
+from .replay_read import DeltaRun
 
 __all__ = [
     "CHUNK_UPDATES",
@@ -135,7 +140,7 @@ def title_from_prompt(blocks: Iterable[Mapping[str, Any]]) -> str | None:
 
 
 def replay_updates(
-    records: Iterable[Record], *, compaction: bool = False, notices: bool = False
+    records: Iterable[Record | DeltaRun], *, compaction: bool = False, notices: bool = False
 ) -> list[dict[str, Any]]:
     """The ``session/update`` params that replay a session (see the module docstring).
 
@@ -161,7 +166,7 @@ def replay_updates(
 
 
 def replay_frames(
-    records: Iterable[Record],
+    records: Iterable[Record | DeltaRun],
     frame: Callable[[dict[str, Any]], bytes],
     *,
     others: Sequence[Record] | None = None,
@@ -184,7 +189,7 @@ def replay_frames(
 
 
 def replay_frame_list(
-    records: Iterable[Record],
+    records: Iterable[Record | DeltaRun],
     frame: Callable[[dict[str, Any]], bytes],
     *,
     others: Sequence[Record] | None = None,
@@ -200,7 +205,15 @@ def replay_frame_list(
         runs.flush()
         out.append(frame(item))
 
-    _walk(list(records), update, runs.chunk, others, compaction=compaction, notices=notices)
+    _walk(
+        list(records),
+        update,
+        runs.chunk,
+        others,
+        compaction=compaction,
+        notices=notices,
+        chunks=runs.chunks,
+    )
     runs.flush()
     return out
 
@@ -227,6 +240,16 @@ class _ChunkRuns:
             self.flush()
             self.key, self.spec = key, (kind, message_id, meta, replaced)
         self.texts.append(text)
+
+    def chunks(
+        self, kind: str, texts: list[str], message_id: str | None, meta: Meta, replaced: bool
+    ) -> None:
+        """`chunk` of each of ``texts``, in order."""
+        key = (kind, message_id, id(meta), replaced)
+        if key != self.key:
+            self.flush()
+            self.key, self.spec = key, (kind, message_id, meta, replaced)
+        self.texts += texts
 
     def flush(self) -> None:
         texts = self.texts
@@ -289,25 +312,29 @@ def _template(
 Meta = Mapping[str, Any] | None
 UpdateSink = Callable[[dict[str, Any]], None]
 ChunkSink = Callable[[str, Any, "str | None", Meta, bool], None]
+ChunksSink = Callable[[str, list[str], "str | None", Meta, bool], None]
 
 
 def _walk(
-    records: list[Record],
+    records: list[Record | DeltaRun],
     update: UpdateSink,
     chunk: ChunkSink,
     others: Sequence[Record] | None,
     *,
     compaction: bool,
     notices: bool,
+    chunks: ChunksSink | None = None,
 ) -> None:
     """The one walk of a replay: each update to ``update``, except the text
     chunks of ``stream/delta`` records, which go to ``chunk`` as (update kind,
     text, message id, marker, replaced) so that the caller can build them as
-    it likes."""
+    it likes; those of a `DeltaRun` go to ``chunks`` at once (the texts in a
+    list), or to ``chunk`` one by one without it.  ``others`` must be given
+    when ``records`` holds runs (`without_deltas` of the records they stand for)."""
     # What the walk looks up ahead and the plan come from the other records:
     # a pass over these is a quarter of one over a long log.
     if others is None:
-        others = without_deltas(records)
+        others = without_deltas(_dicts(records))
     markers = _markers(others)
     replaced = replaced_turns(others)
     shown = _Shown(markers, compaction)
@@ -319,8 +346,15 @@ def _walk(
     marker: Meta = None
     was_replaced = False
     for record in records:
-        if record.get("type") != "stream/delta":
+        if isinstance(record, DeltaRun):
+            last = None  # the next delta record looks its attempt up again
+            _run_chunks(record, shown.message_ids, markers, replaced, chunk, chunks)
+            continue
+        kind = record.get("type")
+        if kind != "stream/delta":
             last = None
+            if type(kind) is not str or kind not in SHOWN_TYPES:
+                continue  # shows nothing, changes nothing the walk keeps
             for item in shown.updates(record):
                 if notices and _is_notice(item):
                     continue
@@ -344,6 +378,46 @@ def _walk(
     plan = latest_plan(others)
     if plan is not None:
         update(plan_update(plan))
+
+
+def _run_chunks(
+    run: DeltaRun,
+    message_ids: Mapping[str, str],
+    markers: Mapping[str, dict[str, Any]],
+    replaced: Container[Any],
+    chunk: ChunkSink,
+    chunks: ChunksSink | None,
+) -> None:
+    """The chunks of a `DeltaRun`, as its delta records would give them."""
+    update_kind = CHUNK_UPDATES.get(run.kind)
+    if update_kind is None:
+        return
+    message_id, marker = message_ids.get(run.attempt), markers.get(run.attempt)
+    was_replaced = run.turn in replaced
+    if chunks is not None:
+        chunks(update_kind, run.texts, message_id, marker, was_replaced)
+    else:
+        for text in run.texts:
+            chunk(update_kind, text, message_id, marker, was_replaced)
+
+
+# The types of the records `_Shown.updates` shows something of or keeps
+# something from; the walk skips the others (a test holds that they show
+# nothing).
+SHOWN_TYPES: Final = frozenset(
+    {
+        "user/message",
+        "turn/start",
+        "turn/end",
+        "stream/start",
+        "tool/announce",
+        "tool/update",
+        "usage/update",
+        "agent/request-error",
+        "command/answer",
+        "compaction",
+    }
+)
 
 
 class _Shown:
@@ -429,8 +503,13 @@ def _is_notice(update: Mapping[str, Any]) -> bool:
     )
 
 
-def _session_id(records: list[Record]) -> str | None:
-    for record in records:
+def _dicts(records: list[Record | DeltaRun]) -> list[Record]:
+    """The records that are dicts (not `DeltaRun` s)."""
+    return [record for record in records if not isinstance(record, DeltaRun)]
+
+
+def _session_id(records: list[Record | DeltaRun]) -> str | None:
+    for record in _dicts(records):
         if record.get("type") == "session/start":
             session_id = record.get("session_id")
             return session_id if isinstance(session_id, str) else None

@@ -22,6 +22,7 @@ import contextlib
 import gc
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -132,28 +133,33 @@ def gc_paused() -> Iterator[None]:
 
 _pauses = 0
 _resume_enabled = False
+# Pauses are taken on the event loop and in worker threads (a session's
+# records read back, `acp_bridge.log.writer`): the count is kept under a lock.
+_pause_lock = threading.Lock()
 
 
 def pause_gc() -> Callable[[], None]:
     """Pause the cyclic garbage collector until the returned function is called
-    (once).  Pauses nest, across tasks too: the collector runs again, if it
-    ran before the first, when the last pause ends."""
+    (once).  Pauses nest, across tasks and threads too: the collector runs
+    again, if it ran before the first, when the last pause ends."""
     global _pauses, _resume_enabled
-    if _pauses == 0:
-        _resume_enabled = gc.isenabled()
-        gc.disable()
-    _pauses += 1
+    with _pause_lock:
+        if _pauses == 0:
+            _resume_enabled = gc.isenabled()
+            gc.disable()
+        _pauses += 1
     done = False
 
     def resume() -> None:
         global _pauses
         nonlocal done
-        if done:
-            return
-        done = True
-        _pauses -= 1
-        if _pauses == 0 and _resume_enabled:
-            gc.enable()
+        with _pause_lock:
+            if done:
+                return
+            done = True
+            _pauses -= 1
+            if _pauses == 0 and _resume_enabled:
+                gc.enable()
 
     return resume
 

@@ -10,12 +10,18 @@ record is queued when the writer takes its next batch, in the same batch as
 the frames it describes; the writer writes a batch's log records before its
 frames, so a crash at any moment loses nothing the editor received.
 
-The log does no I/O itself: it takes a `RecordWriter` (the process's
-ordered writer implements it) and the `LogTarget` files it opens.
+The log writes through a `RecordWriter` (the process's ordered writer
+implements it) and the `LogTarget` files it opens.  Its one read is of its
+own file: a session loaded and left idle drops its model records when the
+file holds every byte the log appended (`drop`), and reads them back from
+the file when they are next needed (the file is the source of truth, the
+log its only writer); a file that no longer holds exactly those bytes is
+then an error.
 """
 
 from __future__ import annotations
 
+import errno
 import time
 import zlib
 from collections.abc import Callable
@@ -25,7 +31,8 @@ from typing import Any, Final, Protocol
 import orjson
 
 from .projection import HistoryProjection
-from .records import FORMAT_VERSION, SURFACE_TYPES, StreamOutcome
+from .record_line import encode_record, new_record
+from .records import SURFACE_TYPES, StreamOutcome
 
 
 class LogTarget(Protocol):
@@ -92,10 +99,12 @@ ZIP_BELOW: Final = 256 * 1024
 class SessionLog:
     __slots__ = (
         "_attempt",
+        "_dropped",
         "_history",
         "_last",
         "_packed",
         "_parts",
+        "_size",
         "_step",
         "_t0",
         "_timed",
@@ -107,7 +116,9 @@ class SessionLog:
         "seq",
     )
 
-    def __init__(self, path: str, outbox: RecordWriter, *, next_seq: int = 0) -> None:
+    def __init__(
+        self, path: str, outbox: RecordWriter, *, next_seq: int = 0, size: int | None = None
+    ) -> None:
         self.path = path
         self.outbox = outbox
         self.file = outbox.open_log(path, create=next_seq == 0)
@@ -118,6 +129,12 @@ class SessionLog:
         self._history: HistoryProjection | None = HistoryProjection()
         self._packed: bytes | None = None
         self._zipped = False
+        # The byte length of the file once everything appended is written:
+        # ``size`` of a log continued (None if not known: then the records
+        # are never dropped), 0 for a new one; and whether the model records
+        # were dropped, to be read back from the file (`drop`).
+        self._size: int | None = 0 if next_seq == 0 else size
+        self._dropped = False
         self.seq = next_seq
         self._attempt: str | None = None
         self._turn = 0
@@ -140,6 +157,9 @@ class SessionLog:
         times that), and one never used costs no projection.  They are the records of the file
         as read, so they serialize, and read back equal (a test compares
         the history derived after a round trip with the eager one).
+        A session that rests before it is used drops even these (`pack`,
+        `drop`): kept until then, they spare a prompt right after a load a
+        read of the file.
         """
         if kinds is None:
             model = [record for record in records if record.get("type") in MODEL_TYPES]
@@ -150,15 +170,59 @@ class SessionLog:
             self._history, self._packed = HistoryProjection(kept), None
 
     def pack(self) -> bool:
-        """Keep the model records serialized until the history is next asked
-        for, as a log read back does (`restore`): for a session left idle,
-        which then holds a few bytes per record instead of the dicts and the
-        messages projected from them.  Not while a stream is open; False when
-        nothing was packed (already packed, a stream open, not JSON data)."""
-        history = self._history
-        if history is None or self._attempt is not None or self._parts:
+        """Make a session left idle small: keep its model records serialized
+        until the history is next asked for, as a log read back does
+        (`restore`), a few bytes per record instead of the dicts and the
+        messages projected from them; a log read back and not used since
+        keeps none (`drop`: its file holds them).  A session in use keeps
+        its pack: reading its whole file back at each use, as sessions take
+        turns, would churn memory more than the pack costs.  Not while a
+        stream is open; False when nothing was packed or dropped (already
+        done, a stream open, not JSON data)."""
+        if self._attempt is not None or self._parts:
             return False
+        history = self._history
+        if history is None:
+            return self.drop()
         return self._pack(history.records)
+
+    def drop(self) -> bool:
+        """Keep no model records: they are read back from the file when next
+        needed (`history`).  Only when the file holds exactly what this log
+        appended (its length is the log's, nothing is left to write) and no
+        stream is open; False otherwise, or if they are dropped already."""
+        if self._dropped or self._size is None or self._attempt is not None or self._parts:
+            return False
+        file = self.file
+        if file.pending or file.error is not None or getattr(file, "lost", None) is not None:
+            return False
+        if getattr(file, "size", None) != self._size:
+            return False
+        self._history, self._packed, self._dropped = None, None, True
+        return True
+
+    @property
+    def dropped(self) -> bool:
+        """Whether the model records are to be read back from the file (`drop`)."""
+        return self._dropped
+
+    async def read_back(self) -> None:
+        """Read the dropped model records back in a worker thread (the file of
+        a long session is megabytes), so that the history asked for next
+        costs no read on the event loop.  A read that fails here is left to
+        that next ask, which reports it."""
+        if not self._dropped:
+            return
+        import anyio.to_thread
+
+        seq, size = self.seq, self._size
+        try:
+            records = await anyio.to_thread.run_sync(_model_records, self.path, seq, size)
+        except OSError:
+            return
+        if self._dropped and (self.seq, self._size) == (seq, size):
+            self._dropped = False
+            self._history = HistoryProjection(records)
 
     def _pack(self, records: list[dict[str, Any]]) -> bool:
         try:
@@ -173,7 +237,11 @@ class SessionLog:
     def history(self) -> HistoryProjection:
         """The model history of the log (`HistoryProjection`), unpacked on first use."""
         history = self._history
-        if history is None:
+        if history is None and self._dropped:
+            records = _model_records(self.path, self.seq, self._size)
+            self._dropped = False
+            history = self._history = HistoryProjection(records)
+        elif history is None:
             packed, self._packed = self._packed, None
             if packed is not None and self._zipped:
                 packed = _unzip(packed)
@@ -184,7 +252,8 @@ class SessionLog:
 
     @property
     def packed(self) -> bool:
-        """Whether the records of a log read back are still serialized (not yet used)."""
+        """Whether the records of a log read back are still serialized or
+        dropped (not yet used)."""
         return self._history is None
 
     @property
@@ -193,17 +262,11 @@ class SessionLog:
         return self.history.records
 
     def append(self, type: str, turn: int, step: int, **fields: Any) -> dict[str, Any]:
+        if self._dropped:
+            self.history  # noqa: B018 (read back while the file holds exactly this log)
         if self._parts:
             self._flush_delta()
-        record = {
-            "v": FORMAT_VERSION,
-            "seq": self.seq,
-            "at": time.time(),
-            "type": type,
-            "turn": turn,
-            "step": step,
-        }
-        record.update(fields)
+        record = new_record(self.seq, type, turn, step, fields)
         self.seq += 1
         if type in MODEL_TYPES:
             # The embedded timed stream is for readers of the file only.  The
@@ -212,7 +275,10 @@ class SessionLog:
             # Stop's interrupted message is appended while the editor waits
             # for the answer, and taking it in is most of that append's cost.
             self.records.append(_for_history(record))
-        self.outbox.write_log(self.file, orjson.dumps(record) + b"\n")
+        data = encode_record(record)
+        if self._size is not None:
+            self._size += len(data)
+        self.outbox.write_log(self.file, data)
         return record
 
     # -- stream frames -----------------------------------------------------
@@ -328,6 +394,31 @@ def _zip(data: bytes) -> bytes:
 
 def _unzip(data: bytes) -> bytes:
     return zlib.decompressobj(-15, zdict=_ZDICT).decompress(data)
+
+
+def _model_records(path: str, seq: int, size: int | None) -> list[dict[str, Any]]:
+    """The model records of the log file at ``path``, as `SessionLog.restore`
+    keeps them; `LogFileLost` unless the file holds ``seq`` records in ``size``
+    bytes, as the log that dropped them left it."""
+    from .errors import LogCorrupt
+    from .logfile import LogFileLost
+    from .replay_read import read_for_replay
+    from .upcast import load_log
+
+    try:
+        # Read as a load reads it (the deltas folded, their dicts freed as it
+        # goes), or whole when the file needs more than a glance.
+        read = read_for_replay(path)
+        loaded = read[0] if read is not None else load_log(path)
+    except (LogCorrupt, FileNotFoundError) as exc:
+        raise LogFileLost(errno.ESTALE, f"its records cannot be read back: {exc}") from None
+    if loaded.torn or loaded.next_seq != seq or loaded.valid_size != size:
+        raise LogFileLost(
+            errno.ESTALE,
+            f"its records cannot be read back: the file holds {loaded.next_seq} records "
+            f"in {loaded.valid_size} bytes, not the {seq} in {size} this session wrote",
+        )
+    return [_for_history(r) for r in loaded.records if r.get("type") in MODEL_TYPES]
 
 
 def _for_history(record: dict[str, Any]) -> dict[str, Any]:

@@ -37,8 +37,6 @@ __all__ = ["DEFAULT_START_TIMEOUT", "McpHub"]
 log = logging.getLogger("acp_bridge.mcp")
 
 DEFAULT_START_TIMEOUT: Final = 10.0
-# The ACP capability: every transport is implemented.
-CAPABILITIES: Final = {"http": True, "sse": True}
 
 
 class McpHub:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..context.config import ContextConfig, context_config
-from .base import Provider
 from .config import (
     DEFAULT_BASE_URLS,
     DEFAULT_KEY_ENVS,
@@ -17,6 +16,9 @@ from .config import (
     base_url_problem,
 )
 from .retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from .base import Provider
 
 __all__ = ["http_provider_factory", "provider_config"]
 

@@ -98,10 +98,11 @@ class StdoutPipe:
         self._current = 0
         self._pace = ReaderPace()
 
-    def prepare(self) -> None:
-        """Non-blocking where that is safe, and the pipe made small."""
+    def prepare(self, was: int = 0) -> None:
+        """Non-blocking where that is safe, and the pipe made small (``was``: the
+        size it had, if the start-up's front door made it small already)."""
         set_nonblocking(self.fd)
-        self._wide = shrink_pipe(self.fd, self._size)
+        self._wide = shrink_pipe(self.fd, self._size) or was
         self._current = self._size if self._wide else 0
 
     @property

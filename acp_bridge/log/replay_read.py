@@ -1,0 +1,176 @@
+"""Reading a log for a ``session/load``: the text deltas folded into runs as they are read.
+
+Most records of a long log are ``stream/delta`` records, and the replay needs
+four things of each: its attempt, its turn, its part's kind and text.  Kept
+as dicts until the replay, they were most of a long load's memory and of its
+time (the dicts of a 100,000-record log are over 100 MB, and the replay
+visited each).  `read_for_replay` parses the file a slice of lines at a time
+(the memory of one slice is reused by the next) and, of each slice, keeps
+the other records as they are and folds each run of consecutive one-part
+deltas of one attempt, turn and kind into a `DeltaRun` of their texts.  The
+replay (`acp_bridge.log.replay`) turns a run into exactly the chunks the
+deltas would have given, one per text, in order.
+
+Each slice is parsed and checked as `acp_bridge.log.upcast.load_log` checks a
+whole file on its fast path (today's version, ``seq`` contiguous from 0, a
+known type); a file that needs more (a torn or bad line, an upcast, an
+unknown type) makes it return None, and the caller reads it with `load_log`.
+A delta of another shape (several parts, a text that is not a string, an
+attempt that is not a string, a turn that is not an integer) stays a dict,
+which the replay handles as before.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any, Final
+
+import orjson
+
+from .records import FORMAT_VERSION, RECORD_TYPES
+from .upcast import LoadedLog, gc_paused
+
+__all__ = ["SLICE_BYTES", "DeltaRun", "read_for_replay"]
+
+Record = dict[str, Any]
+
+# About how many bytes of lines are parsed at once: big enough that a call
+# costs nothing, small enough that a slice's dicts fit in the memory the
+# previous slice's freed (fresh memory costs a page fault per page).
+SLICE_BYTES: Final = 256 * 1024
+
+DELTA: Final = "stream/delta"
+
+
+@dataclass(slots=True)
+class DeltaRun:
+    """Consecutive ``stream/delta`` records of one ``attempt``, ``turn`` and
+    part ``kind``, each of one part: their texts, in order."""
+
+    attempt: str
+    turn: int
+    kind: str
+    texts: list[str]
+
+
+Item = Record | DeltaRun
+
+_VERSION = itemgetter("v")
+_SEQ = itemgetter("seq")
+_TYPE = itemgetter("type")
+
+
+def read_for_replay(path: str | os.PathLike[str]) -> tuple[LoadedLog, list[Item]] | None:
+    """The log at ``path`` and its items in order: each record a dict, but
+    the runs of deltas (`DeltaRun`).  The log's ``records`` are the dicts
+    alone, with their ``kinds``.  None if the file needs `load_log`."""
+    with open(path, "rb") as file:
+        data = file.read()
+    if not data.endswith(b"\n"):
+        return None
+    with gc_paused():
+        return _read(data)
+
+
+def _read(data: bytes) -> tuple[LoadedLog, list[Item]] | None:
+    items: list[Item] = []
+    records: list[Record] = []
+    kinds: list[str] = []
+    seq = 0
+    start = 0
+    size = len(data)
+    run: DeltaRun | None = None
+    while start < size:
+        end = data.find(b"\n", min(start + SLICE_BYTES, size - 1))
+        # end >= 0: the data ends with a newline, and the search starts before it.
+        try:
+            values = orjson.loads(b"[" + data[start:end].replace(b"\n", b",") + b"]")
+        except orjson.JSONDecodeError:
+            return None  # a blank or bad line: load_log says which
+        start = end + 1
+        found = _checked(values, seq)
+        if found is None:
+            return None
+        seq += len(values)
+        if DELTA not in found:
+            items += values
+            records += values
+            kinds += found
+            run = None
+            continue
+        run = _fold(values, found, items, records, kinds, run)
+        del values
+    return LoadedLog(records, seq, size, False, [], kinds), items
+
+
+def _fold(
+    values: list[Record],
+    found: list[str],
+    items: list[Item],
+    records: list[Record],
+    kinds: list[str],
+    run: DeltaRun | None,
+) -> DeltaRun | None:
+    """Add a slice's records to ``items``, each run of one-part deltas of one
+    attempt, turn and kind folded into a `DeltaRun` (a delta of another shape
+    stays a dict), and the dicts to ``records`` and ``kinds``.  Returns the
+    run the next slice may continue."""
+    append, keep, note = items.append, records.append, kinds.append
+    # The open run's key and texts (locals: this loop visits every delta).
+    if run is None:
+        attempt, turn, part_kind, texts = None, None, None, None
+    else:
+        attempt, turn, part_kind, texts = run.attempt, run.turn, run.kind, run.texts
+    for value, kind in zip(values, found, strict=True):
+        if kind == DELTA:
+            try:  # subscripts, not calls of get: this loop visits every delta
+                parts, this_attempt, this_turn = value["parts"], value["attempt"], value["turn"]
+            except KeyError:
+                parts = None
+            if type(parts) is list and len(parts) == 1:
+                part = parts[0]
+                if type(part) is list and len(part) == 3 and type(part[2]) is str:
+                    # Equal to the run's key: of its types too (a str equals
+                    # only a str; an int turn a number of the same value, which
+                    # the replay treats alike).
+                    if (
+                        texts is not None
+                        and part[1] == part_kind
+                        and this_attempt == attempt
+                        and this_turn == turn
+                    ):
+                        texts.append(part[2])
+                        continue
+                    attempt, turn, part_kind = this_attempt, this_turn, part[1]
+                    if type(attempt) is str and type(turn) is int and type(part_kind) is str:
+                        run = DeltaRun(attempt, turn, part_kind, [part[2]])
+                        texts = run.texts
+                        append(run)
+                        continue
+        append(value)
+        keep(value)
+        note(kind)
+        run = texts = None
+    return run
+
+
+def _checked(values: Any, first: int) -> list[str] | None:
+    """The types of a slice's records, or None if any needs more than a glance
+    (as `acp_bridge.log.upcast` checks a whole file)."""
+    if type(values) is not list or not set(map(type, values)) <= {dict}:
+        return None
+    try:
+        versions = list(map(_VERSION, values))
+        seqs = list(map(_SEQ, values))
+        kinds = list(map(_TYPE, values))
+    except (KeyError, TypeError):
+        return None
+    if versions.count(FORMAT_VERSION) != len(values) or not set(map(type, versions)) <= {int}:
+        return None
+    if seqs != list(range(first, first + len(values))) or not set(map(type, seqs)) <= {int}:
+        return None
+    if not set(map(type, kinds)) <= {str} or not set(kinds) <= RECORD_TYPES:
+        return None
+    return kinds

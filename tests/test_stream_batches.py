@@ -25,7 +25,7 @@ from acp_bridge.loop.stream import IdleWatch, StepStream, consume
 from acp_bridge.loop.updates import CHUNK_SUFFIX, UpdateFrames
 from acp_bridge.providers.base import TextDelta
 from acp_bridge.transport.merge import MERGE_ABOVE
-from acp_bridge.transport.outbox import HIGH_WATER, Outbox
+from acp_bridge.transport.outbox import BATCH_BYTES, HIGH_WATER, Outbox
 
 pytestmark = pytest.mark.anyio
 
@@ -62,6 +62,7 @@ class BatchingOutbox:
     queued each time it gets to run (what a batch of the real writer holds)."""
 
     high_water = HIGH_WATER
+    batch_bytes = BATCH_BYTES
 
     def __init__(self) -> None:
         self.queued: list[bytes] = []
@@ -79,6 +80,9 @@ class BatchingOutbox:
 
     def merge_chunks(self, prefixes: tuple[bytes, ...], suffix: bytes) -> None:
         pass
+
+    def write_batch(self) -> bool:
+        return False  # an editor not known to read fast: the writer takes the batch
 
     async def wait_writable(self) -> None:
         while self.backlog > self.high_water:  # the writer task takes it

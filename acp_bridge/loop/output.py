@@ -45,6 +45,16 @@ class TurnOutput(Protocol):
         """Above this `backlog` a streaming turn waits (`wait_writable`)."""
 
     @property
+    def batch_bytes(self) -> int:
+        """How much a streaming turn queues before it hands over a batch
+        (more while the editor reads fast)."""
+
+    def write_batch(self) -> bool:
+        """Write what is queued now, from the caller, if the editor reads
+        fast and keeps up; False (nothing done) otherwise: the writer task
+        then takes the batch at the caller's next yield."""
+
+    @property
     def backlog(self) -> int:
         """Bytes queued that the editor has still to read."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 import anyio
@@ -30,9 +31,10 @@ from ..providers.base import (
     ToolCallStart,
     Usage,
 )
-from ..transport.merge import MERGE_ABOVE
+from ..transport.outbox import BATCH_BYTES as OUTBOX_BATCH_BYTES
 from ..update_builders import tool_call
 from .assembler import StreamAssembler
+from .output import TurnOutput
 from .updates import CHUNK_SUFFIX
 from .usage import UsageTurn, report_usage
 
@@ -46,18 +48,22 @@ __all__ = [
     "consume",
 ]
 
-# Longest stretch of stream handling between two yields to the event loop.
-TIME_SLICE: Final = 400e-6
-# A streaming turn also yields once this much waits for the writer: the
-# writer then takes a batch of about this size (a few dozen chunk frames at
-# full rate), big enough that its fixed cost per batch (the log record, the
-# two writes, a loop pass) is small per chunk, and no bigger than a batch
-# the writer sends as queued (`acp_bridge.transport.merge.MERGE_ABOVE`).
-BATCH_BYTES: Final = MERGE_ABOVE - 512
+# Longest stretch of stream handling between two yields to the event loop
+# (the other sessions, the writer task, stdin).
+TIME_SLICE: Final = 1e-3
+# A streaming turn also hands the writer a batch once this much of its frames
+# waits (`acp_bridge.transport.outbox.BATCH_BYTES`; more while the editor
+# reads fast, `TurnOutput.batch_bytes`).
+BATCH_BYTES: Final = OUTBOX_BATCH_BYTES
+# At most this many events taken at once from a stream that has them ready.
+READY_MAX: Final = 64
 # Longest stretch of stream handling between two looks at stdin: a Stop is
-# handled within this much of streaming after it arrives (a look costs under
-# a microsecond; the loop itself reads stdin only between slices).
-POLL_SLICE: Final = 15e-6
+# handled within this much of streaming after it arrives (a look costs about
+# a microsecond; the loop itself reads stdin only between slices).  A tenth
+# of a millisecond is nothing beside what the editor still reads before the
+# answer (a page of the pipe), and a look every couple of dozen chunks at
+# full rate, not every other one.
+POLL_SLICE: Final = 100e-6
 
 
 class StepStream:
@@ -161,70 +167,118 @@ async def consume(
     stream.chunk_prefixes = tuple(prefix for prefix, _ in prefixes.values())
     outbox.merge_chunks(stream.chunk_prefixes, CHUNK_SUFFIX)
     feed, send, delta = stream.asm.feed, outbox.send, turn.rec.delta
-    poll_input = outbox.poll_input
-    high_water = outbox.high_water
-    batch_bytes = min(BATCH_BYTES, high_water)
+    poll_input, write_batch = outbox.poll_input, outbox.write_batch
+    high_water, batch_bytes = outbox.high_water, outbox.batch_bytes
     dumps = orjson.dumps
     join = b"".join
     clock = time.perf_counter
     poll_at = clock() + POLL_SLICE
     yield_at = poll_at + TIME_SLICE
+    # Events seen (for the idle watch, told once per slice) and frame bytes
+    # queued since the writer last took the queue, as far as this loop knows.
+    seen = idle.seen
+    queued = outbox.backlog
     async with session.provider.stream(request) as events:
         turn.events = events
-        async for ev in events:
-            idle.seen += 1
-            if clock() > poll_at:
-                # A Stop waiting on stdin is handled now (it ends this turn
-                # synchronously), not after this task's slice.
-                poll_input()
-                if not turn.over and clock() > yield_at:
-                    # Fairness: a provider that hands out many events
-                    # without waiting would otherwise keep the loop from
-                    # running the writer and the other sessions.
-                    await anyio.lowlevel.checkpoint()
-                    yield_at = clock() + TIME_SLICE
-                poll_at = clock() + POLL_SLICE
-            if turn.over:
-                # A stop was read while the provider yielded: leave now
-                # rather than wait for the cancellation to be delivered.
-                return
-            kind = type(ev)
-            chunk = prefixes.get(kind)
-            if chunk is not None:
-                feed(ev)
-                prefix, block_kind = chunk
-                text_ev: TextDelta = ev  # type: ignore[assignment]  # or ReasoningDelta: same fields
-                send(join((prefix, dumps(text_ev.text), CHUNK_SUFFIX)))
-                delta(text_ev.index, block_kind, text_ev.text)
-                if outbox.backlog > batch_bytes:
-                    if outbox.backlog <= high_water:
-                        # A batch for the writer: let it take it now.
+        # A stream that can hand out the events it has ready in one call
+        # (the scripted provider's `take_ready`) saves a coroutine per event.
+        take_ready = getattr(events, "take_ready", None)
+        while True:
+            ready: Sequence[Any] = () if take_ready is None else take_ready(READY_MAX)
+            if not ready:
+                try:
+                    ready = (await events.__anext__(),)
+                except StopAsyncIteration:
+                    break
+            for ev in ready:
+                seen += 1
+                if clock() > poll_at:
+                    idle.seen = seen
+                    # A Stop waiting on stdin is handled now (it ends this turn
+                    # synchronously), not after this task's slice.
+                    poll_input()
+                    if not turn.over and clock() > yield_at:
+                        # Fairness: a provider that hands out many events
+                        # without waiting would otherwise keep the loop from
+                        # running the writer and the other sessions.
                         await anyio.lowlevel.checkpoint()
                         yield_at = clock() + TIME_SLICE
-                        continue
-                    # Waiting for the editor to read is not provider silence.
-                    idle.paused = True
-                    try:
-                        await outbox.wait_writable()
-                    finally:
-                        idle.paused = False
-            elif kind is Retrying:
-                _retrying(turn, ev)  # type: ignore[arg-type]
-                # The provider now waits before its retry: that wait is
-                # not a silent stream.
-                idle.grace, idle.grace_seen = ev.delay, idle.seen  # type: ignore[union-attr]
-            else:
-                feed(ev)
-                if kind is ToolCallStart:
-                    _announce_tool(turn, ev)  # type: ignore[arg-type]
-                elif kind is ToolCallDelta:
-                    delta(ev.index, "tool_args", ev.args)  # type: ignore[union-attr]
-                elif kind is Usage:
-                    report_usage(turn, ev)  # type: ignore[arg-type]
+                        queued = outbox.backlog
+                        high_water, batch_bytes = outbox.high_water, outbox.batch_bytes
+                    poll_at = clock() + POLL_SLICE
+                if turn.over:
+                    # A stop was read while the provider yielded: leave now
+                    # rather than wait for the cancellation to be delivered.
+                    return
+                kind = type(ev)
+                chunk = prefixes.get(kind)
+                if chunk is not None:
+                    feed(ev)
+                    prefix, block_kind = chunk
+                    text_ev: TextDelta = ev  # type: ignore[assignment]  # or ReasoningDelta: same fields
+                    frame = join((prefix, dumps(text_ev.text), CHUNK_SUFFIX))
+                    send(frame)
+                    delta(text_ev.index, block_kind, text_ev.text)
+                    queued += len(frame)
+                    if queued > batch_bytes:
+                        idle.seen = seen
+                        await _hand_over(outbox, idle, write_batch, high_water)
+                        if turn.over:
+                            return
+                        yield_at = clock() + TIME_SLICE
+                        queued = outbox.backlog
+                        high_water, batch_bytes = outbox.high_water, outbox.batch_bytes
+                else:
+                    idle.seen = seen
+                    _other_event(turn, ev, feed, idle)
+        idle.seen = seen
         # The stream is complete: from here a stop no longer aborts it.
         turn.events = None
     if stream.asm.finish is None:
         stream.asm.end_stream()
+
+
+async def _hand_over(
+    outbox: TurnOutput,
+    idle: IdleWatch,
+    write_batch: Callable[[], bool],
+    high_water: int,
+) -> None:
+    """A batch of frames waits: written now by this task while the editor
+    reads fast and keeps up (`TurnOutput.write_batch`), else taken by the
+    writer task at this yield, or, over the high-water mark, once the editor
+    has read enough."""
+    if write_batch():
+        return
+    if outbox.backlog <= high_water:
+        await anyio.lowlevel.checkpoint()
+        return
+    # Waiting for the editor to read is not provider silence.
+    idle.paused = True
+    try:
+        await outbox.wait_writable()
+    finally:
+        idle.paused = False
+
+
+def _other_event(
+    turn: StreamingTurn, ev: Any, feed: Callable[[Any], None], idle: IdleWatch
+) -> None:
+    """An event other than a text or reasoning delta (rare: off the hot path)."""
+    kind = type(ev)
+    if kind is Retrying:
+        _retrying(turn, ev)
+        # The provider now waits before its retry: that wait is not a silent
+        # stream.
+        idle.grace, idle.grace_seen = ev.delay, idle.seen
+        return
+    feed(ev)
+    if kind is ToolCallStart:
+        _announce_tool(turn, ev)
+    elif kind is ToolCallDelta:
+        turn.rec.delta(ev.index, "tool_args", ev.args)
+    elif kind is Usage:
+        report_usage(turn, ev)
 
 
 def _retrying(turn: StreamingTurn, ev: Retrying) -> None:

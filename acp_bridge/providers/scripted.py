@@ -9,8 +9,8 @@ moment, so a script can answer with what the model was actually sent.
 The iterator is a plain object with ``__anext__`` (not an async generator), so
 nothing is suspended across the caller's cancel scopes, and leaving the
 ``stream()`` context manager simply discards it.  It reaches an anyio
-checkpoint at every pause and after every 16 events, so a cancel lands within
-a few microseconds even when nothing sleeps.
+checkpoint at every pause and after every 128 events, so a cancel lands
+within a fraction of a millisecond even when nothing sleeps.
 
 Why this module is a little over 400 lines: the provider and its one stream
 class, whose event pacing, reports and compaction answers share the stream's
@@ -52,10 +52,12 @@ if TYPE_CHECKING:  # the models load with the first request (pydantic: not at st
 __all__ = ["ScriptedProvider", "default_summary", "report_lines"]
 
 # Without pauses, reach a checkpoint after this many events (a power of two).
-# An anyio checkpoint costs several microseconds on asyncio, so checkpointing
-# on every event cuts the endless stream's rate by about ten times; every 16th
-# event keeps a cancel well under a millisecond away.
-CHECKPOINT_EVERY: Final = 16
+# An anyio checkpoint costs several microseconds on asyncio (and lets the
+# writer take a batch), so checkpointing on every event cuts the endless
+# stream's rate by about ten times; every 128th keeps a cancel within about
+# half a millisecond of streaming (the turn's own loop also yields, and reads
+# a Stop from stdin, far more often: `acp_bridge.loop.stream`).
+CHECKPOINT_EVERY: Final = 128
 _CHECKPOINT_MASK: Final = CHECKPOINT_EVERY - 1
 
 EXHAUSTED: Final = ProviderError("script exhausted", kind="scripted")
@@ -238,6 +240,21 @@ class _ScriptStream:
             if self._endless is not None:
                 return await self.__anext__()
         raise StopAsyncIteration
+
+    def take_ready(self, limit: int) -> list[StreamEvent]:
+        """Up to ``limit`` next events that need no wait, taken from the stream
+        as `__anext__` would hand them out one by one (the caller yields to the
+        event loop for them); [] when the next one must be awaited (a pause, a
+        hang, a failure, the end).  A hot loop saves a coroutine per event."""
+        endless = self._endless
+        if endless is not None:
+            return [] if self._endless_seconds else [endless] * limit
+        ops, start = self._ops, self._pos
+        end, last = start, min(len(ops), start + limit)
+        while end < last and type(ops[end]) not in _CONTROL:
+            end += 1
+        self._pos = end
+        return ops[start:end]  # type: ignore[return-value]  # stream events only
 
     async def _control(self, op: _Op) -> None:
         if isinstance(op, _Sleep):

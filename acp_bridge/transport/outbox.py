@@ -56,7 +56,16 @@ from ..log.writes import LOG_HOLD_LIMIT, LogWrites
 from .merge import MERGE_ABOVE, ChunkMerger
 from .pipe import IN_FLIGHT, RECHECK, STDOUT_PIPE_SIZE, StdoutPipe
 
+# A streaming turn hands the writer a batch once this much of its frames
+# waits (`batch_bytes`): a few dozen chunk frames at full rate, big enough
+# that the fixed cost of a batch (the log record, the two writes, a loop
+# pass) is small per chunk, and no bigger than a batch the writer sends as
+# queued (`MERGE_ABOVE`).  While the editor reads fast, a batch is half the
+# in-flight bound instead, and the turn writes it itself (`write_batch`).
+BATCH_BYTES: Final = MERGE_ABOVE - 512
+
 __all__ = [
+    "BATCH_BYTES",
     "HIGH_WATER",
     "INPUT_PAUSE",
     "IN_FLIGHT",
@@ -66,10 +75,11 @@ __all__ = [
     "Outbox",
 ]
 
-# Stream frames queued beyond this wait for the editor to read.  Everything
-# queued is read by the editor before the answer to a Stop, so the mark is
-# kept small (about 35 chunk frames); the writer still batches whatever
-# accumulates while the pipe is busy.
+# Stream frames queued beyond this wait for the editor to read (the mark
+# grows with the in-flight bound for an editor that reads fast: twice the
+# bound).  What the writer has taken is read by the editor before the answer
+# to a Stop, so the mark is kept small (about 35 chunk frames); the writer
+# still batches whatever accumulates while the pipe is busy.
 HIGH_WATER: Final = 8 * 1024
 # stdin is not read while this much output waits for the editor: an editor
 # that writes without reading cannot make the answers pile up in memory.
@@ -220,7 +230,33 @@ class Outbox:
 
     @property
     def high_water(self) -> int:
-        return self._high_water
+        """Above this `backlog` a streaming turn waits: `HIGH_WATER`, or twice
+        the in-flight bound while the editor reads fast."""
+        return max(self._high_water, 2 * self._pipe.bound)
+
+    @property
+    def batch_bytes(self) -> int:
+        """How much a streaming turn queues before it hands the writer a batch."""
+        pipe = self._pipe
+        return pipe.bound // 2 if pipe.fast else min(BATCH_BYTES, self._high_water)
+
+    def write_batch(self) -> bool:
+        """Write the queue now, from the caller, while the editor reads fast
+        and keeps up (the in-flight bound has grown and the pipe is under
+        it); True if it did.  A streaming turn calls it once per batch: no
+        pass of the writer task, no wake-up, per batch.  Else (a slow editor,
+        the writer waiting for stdout, a failing log) the writer task writes
+        the queue as usual, merged, once the editor has read enough."""
+        if (
+            not self._pipe.fast
+            or self._writing
+            or self._logs.failing
+            or self.stdout_broken.is_set()
+            or self._pipe.over_in_flight()
+        ):
+            return False
+        self.flush_now()
+        return True
 
     @property
     def backlog(self) -> int:
@@ -242,7 +278,7 @@ class Outbox:
         while True:
             if self._logs.over_limit():
                 await self._logs.wait_retry()
-            elif self._queued_bytes > self._high_water and not self.stdout_broken.is_set():
+            elif self._queued_bytes > self.high_water and not self.stdout_broken.is_set():
                 await self._wait_progress()
             else:
                 return
@@ -336,8 +372,11 @@ class Outbox:
                 # Little in flight: the next batch waits until the editor
                 # has read this much (the answer to a Stop does not wait:
                 # `flush_now`); what queues meanwhile goes out together.
-                with anyio.move_on_after(RECHECK):
-                    await anyio.wait_writable(self._pipe.fd)
+                if self._pipe.sized:
+                    with anyio.move_on_after(RECHECK):
+                        await anyio.wait_writable(self._pipe.fd)
+                else:  # writable already: it would not wait for the editor
+                    await anyio.sleep(RECHECK / 8)
                 continue
             # Not while writing: a Stop read here answers with flush_now.
             self.poll_input()
@@ -460,7 +499,9 @@ class Outbox:
                 j += 1
             logs.write(target, b"".join(chunks) if len(chunks) > 1 else first)
             i = j
-        if len(frames) > 1 and self._merger.active:
+        if len(frames) > 1 and self._merger.active and not self._pipe.fast:
+            # Merged for an editor that reads slowly; one that keeps up gets
+            # every chunk in its own frame, at less CPU per chunk.
             frames = self._merger.merge(frames)
         return self._write_stdout_frames(frames)
 

@@ -5,10 +5,11 @@ answer to that Stop, so the pipe is made small while a turn streams
 (`StdoutPipe.prepare`, `StdoutPipe.narrow`) and given its full size back for
 a bulk write that no Stop waits behind (`StdoutPipe.widen`, a session/load
 replay).  How much of it the editor has still to read (`StdoutPipe.unread`)
-lets the writer keep less than that in flight.  The writer writes what the
-pipe takes now and waits for the rest (`StdoutPipe.write`).  Linux only
-where it matters (``F_SETPIPE_SZ``); on other systems, and for a stdout that
-is not a pipe, the sizes are left alone.
+lets the writer keep less than that in flight: a bound that follows how fast
+the editor reads (`acp_bridge.transport.pace`), with the pipe sized to it.
+The writer writes what the pipe takes now and waits for the rest
+(`StdoutPipe.write`).  Linux only where it matters (``F_SETPIPE_SZ``); on
+other systems, and for a stdout that is not a pipe, the sizes are left alone.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ from typing import Final
 
 import anyio
 
+from .pace import IN_FLIGHT, IN_FLIGHT_MAX, PAGE, ReaderPace
+
 __all__ = [
     "IN_FLIGHT",
+    "IN_FLIGHT_MAX",
     "RECHECK",
     "STALL",
     "STDOUT_PIPE_SIZE",
@@ -42,15 +46,17 @@ __all__ = [
 # pause is sized to the pipe it reads).
 STDOUT_PIPE_SIZE: Final = 8 * 1024
 # While the editor reads, the writer (`acp_bridge.transport.outbox.Outbox.run`)
-# writes a new batch only once no more than this is left in the stdout pipe
-# (one page of `STDOUT_PIPE_SIZE`: the pipe polls writable again exactly
-# then): what it still has to read when it presses Stop stays small, while
-# what queued meanwhile goes out in one batch, merged
-# (`acp_bridge.transport.merge`).  The chunks still queued then are taken
-# back by a Stop, so the editor sees fewer of them before it, and the
-# interrupted message holds exactly those it saw.  An editor that reads
-# nothing for `STALL` gets a full pipe, as without the bound.
-IN_FLIGHT: Final = 4 * 1024
+# writes a new batch only once no more than the in-flight bound is left in
+# the stdout pipe (`IN_FLIGHT`, one page of `STDOUT_PIPE_SIZE`, for an editor
+# that reads slowly: the pipe polls writable again exactly then): what it
+# still has to read when it presses Stop stays small, while what queued
+# meanwhile goes out in one batch, merged (`acp_bridge.transport.merge`).
+# The chunks still queued then are taken back by a Stop, so the editor sees
+# fewer of them before it, and the interrupted message holds exactly those
+# it saw.  For an editor that reads fast the bound grows, up to
+# `IN_FLIGHT_MAX` (`acp_bridge.transport.pace`), and the pipe with it (a
+# page more than the bound).  An editor that reads nothing for `STALL` gets a full pipe, as
+# without the bound.
 STALL: Final = 0.01
 # How often the writer looks again at a pipe over `IN_FLIGHT` (it also does
 # as soon as the pipe is writable again).
@@ -60,7 +66,18 @@ RECHECK: Final = 0.002
 class StdoutPipe:
     """The stdout descriptor the ordered writer writes to."""
 
-    __slots__ = ("_count", "_size", "_stalled_from", "_unread", "_wide", "_widened", "fd")
+    __slots__ = (
+        "_count",
+        "_current",
+        "_pace",
+        "_size",
+        "_stalled_from",
+        "_unread",
+        "_wide",
+        "_widened",
+        "_written",
+        "fd",
+    )
 
     def __init__(self, fd: int, size: int = STDOUT_PIPE_SIZE) -> None:
         self.fd = fd
@@ -75,12 +92,28 @@ class StdoutPipe:
         # read nothing of them (None: not waiting for it).
         self._unread = 0
         self._stalled_from: float | None = None
+        # The bytes ever written, the size the pipe has now (while this
+        # process manages it), and the bound from the editor's pace.
+        self._written = 0
+        self._current = 0
+        self._pace = ReaderPace()
 
     def prepare(self, was: int = 0) -> None:
         """Non-blocking where that is safe, and the pipe made small (``was``: the
         size it had, if the start-up's front door made it small already)."""
         set_nonblocking(self.fd)
         self._wide = shrink_pipe(self.fd, self._size) or was
+        self._current = self._size if self._wide else 0
+
+    @property
+    def bound(self) -> int:
+        """The in-flight bound now (`IN_FLIGHT` until the editor shows it reads fast)."""
+        return self._pace.bound
+
+    @property
+    def fast(self) -> bool:
+        """Whether the bound has grown: the editor drains the pipe fast and keeps up."""
+        return self._pace.bound > IN_FLIGHT
 
     def unread(self) -> int:
         """The bytes written that the editor has not read yet.
@@ -111,20 +144,50 @@ class StdoutPipe:
             pass
         finally:
             view.release()
+            self._written += written
         return written
 
     def over_in_flight(self) -> bool:
-        """Whether more than `IN_FLIGHT` waits for an editor that reads (one
-        that has read nothing for `STALL` no longer counts as reading)."""
+        """Whether more than the bound waits for an editor that reads (one
+        that has read nothing for `STALL` no longer counts as reading).
+
+        Each call also feeds the measure of the editor's pace, which sets the
+        bound (`acp_bridge.transport.pace.ReaderPace`)."""
         unread = self.unread()
-        if unread <= IN_FLIGHT:
-            self._stalled_from = None
-            return False
+        pace = self._pace
         now = anyio.current_time()
-        if self._stalled_from is None or unread < self._unread:
-            self._stalled_from = now  # the editor read something: wait for it again
-        self._unread = unread
-        return now - self._stalled_from < STALL
+        if unread <= pace.bound:
+            self._stalled_from = None
+            over = False
+        else:
+            if self._stalled_from is None or unread < self._unread:
+                self._stalled_from = now  # the editor read something: wait for it again
+            self._unread = unread
+            over = now - self._stalled_from < STALL
+        if self._current and not self._widened:
+            if pace.note(now, self._written - unread, unread):
+                self._resize(self._size_for(pace.bound))
+            elif self._current > pace.bound + PAGE and unread <= pace.bound:
+                # A smaller pipe, refused while it held more: now it fits.
+                self._resize(self._size_for(pace.bound))
+        return over
+
+    def _size_for(self, bound: int) -> int:
+        """The pipe for ``bound``: a page more (it then polls writable exactly
+        when no more than the bound is unread), from the small size to the
+        original one."""
+        return min(max(bound + PAGE, self._size), max(self._wide, self._size))
+
+    @property
+    def sized(self) -> bool:
+        """Whether the pipe polls writable exactly when no more than the bound
+        is unread (else the writer looks again after `RECHECK`)."""
+        return self._current == self._pace.bound + PAGE
+
+    def _resize(self, size: int) -> None:
+        # A pipe holding more than ``size`` refuses (EBUSY): tried again later.
+        if size != self._current and set_pipe_size(self.fd, size):
+            self._current = size
 
     def widen(self) -> None:
         """Give stdout its full pipe back for a bulk write (a session/load
@@ -133,12 +196,21 @@ class StdoutPipe:
         it small again (`narrow`)."""
         if self._wide and not self._widened:
             self._widened = set_pipe_size(self.fd, self._wide)
+            if self._widened:
+                self._current = self._wide
 
     def narrow(self) -> None:
-        """Back to the small pipe before a turn streams, once the pipe holds no
-        more than that (else it stays wide, and the next turn tries again)."""
-        if self._widened and set_pipe_size(self.fd, self._size):
+        """Back to the small pipe and the least bound before a turn streams
+        (the editor shows its pace again), once the pipe holds no more than
+        that (else it stays wide, and the next turn tries again; a bound
+        that grew takes the pipe back when the pace is next measured)."""
+        if not self._current:
+            return
+        if self._current != self._size and set_pipe_size(self.fd, self._size):
+            self._current = self._size
             self._widened = False
+        if not self._widened:
+            self._pace.reset(anyio.current_time(), self._written - self.unread())
 
 
 def shrink_pipe(fd: int, size: int) -> int:

@@ -34,12 +34,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import logging
 import os
 import select
 import signal
-import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -60,6 +58,7 @@ from .log.record_line import encode_record, new_record
 from .loop.updates import UpdateFrames
 from .paths import create_private_file, make_private_dirs
 from .tools.modes import DEFAULT_MODE
+from .transport.pipe_size import STDOUT_PIPE_SIZE, shrink_pipe
 
 __all__ = [
     "ENV_FRONT_DOOR",
@@ -91,11 +90,6 @@ IDLE_S: Final = 1.0
 # ``initialize`` or ``session/new`` is a few hundred bytes).
 MAX_LINE: Final = min(1 << 20, DEFAULT_MAX_FRAME)
 READ_SIZE: Final = 1 << 16
-# The stdout pipe's size while the bridge serves: the size the server's writer
-# gives it (`acp_bridge.transport.pipe.STDOUT_PIPE_SIZE`, which imports anyio; a
-# test holds the two equal).  Made so from the start, as the server does; the
-# size it had goes to the writer (`HandOff.stdout_pipe_was`: a replay gets it).
-STDOUT_PIPE_SIZE: Final = 8 * 1024
 SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -375,37 +369,14 @@ def run(door: Door, *, stdin_fd: int = 0, stdout_fd: int = 1) -> HandOff:
         return front.state
     for signum in SIGNALS:
         signal.signal(signum, front.on_signal)
-    front.state.stdout_pipe_was = _shrink_pipe(stdout_fd)
+    # Made small from the start, as the server's writer makes it; the size it
+    # had goes to the writer (`HandOff.stdout_pipe_was`: a replay gets it).
+    front.state.stdout_pipe_was = shrink_pipe(stdout_fd, STDOUT_PIPE_SIZE)
     state = front.run()
     report = os.environ.get(ENV_FRONT_DOOR_REPORT)
     if report:
         _report(report, state)
     return state
-
-
-def _shrink_pipe(fd: int) -> int:
-    """Make a stdout pipe `STDOUT_PIPE_SIZE` (Linux); the size it had, or 0 if unchanged."""
-    get_size = getattr(fcntl, "F_GETPIPE_SZ", None)
-    if get_size is None:
-        return 0
-    try:
-        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
-            return 0
-        before = int(fcntl.fcntl(fd, get_size))
-    except OSError:
-        return 0
-    return before if before > STDOUT_PIPE_SIZE and _set_pipe_size(fd, STDOUT_PIPE_SIZE) else 0
-
-
-def _set_pipe_size(fd: int, size: int) -> bool:
-    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if set_size is None:
-        return False
-    try:
-        fcntl.fcntl(fd, set_size, size)
-    except OSError:
-        return False
-    return True
 
 
 def _idle_seconds() -> float:

@@ -326,13 +326,6 @@ async def test_a_config_file_with_mcp_servers_leaves_session_new_to_the_server(
     assert _report(tmp_path)["answered"] == answered
 
 
-def test_the_front_door_sizes_stdout_as_the_server_does() -> None:
-    from acp_bridge import front_door
-    from acp_bridge.transport import pipe
-
-    assert front_door.STDOUT_PIPE_SIZE == pipe.STDOUT_PIPE_SIZE
-
-
 async def test_stdout_stays_small_through_the_hand_off_and_widens_for_a_replay(
     tmp_path: Path,
 ) -> None:

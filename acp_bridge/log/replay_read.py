@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any, Final
 
 import orjson
 
-from .records import FORMAT_VERSION, RECORD_TYPES
-from .upcast import LoadedLog, gc_paused
+from .records import FORMAT_VERSION
+from .upcast import LoadedLog, gc_paused, record_types
 
 __all__ = ["SLICE_BYTES", "DeltaRun", "read_for_replay"]
 
@@ -56,10 +55,6 @@ class DeltaRun:
 
 
 Item = Record | DeltaRun
-
-_VERSION = itemgetter("v")
-_SEQ = itemgetter("seq")
-_TYPE = itemgetter("type")
 
 
 def read_for_replay(path: str | os.PathLike[str]) -> tuple[LoadedLog, list[Item]] | None:
@@ -90,7 +85,7 @@ def _read(data: bytes) -> tuple[LoadedLog, list[Item]] | None:
         except orjson.JSONDecodeError:
             return None  # a blank or bad line: load_log says which
         start = end + 1
-        found = _checked(values, seq)
+        found = record_types(values, FORMAT_VERSION, seq)
         if found is None:
             return None
         seq += len(values)
@@ -154,23 +149,3 @@ def _fold(
         note(kind)
         run = texts = None
     return run
-
-
-def _checked(values: Any, first: int) -> list[str] | None:
-    """The types of a slice's records, or None if any needs more than a glance
-    (as `acp_bridge.log.upcast` checks a whole file)."""
-    if type(values) is not list or not set(map(type, values)) <= {dict}:
-        return None
-    try:
-        versions = list(map(_VERSION, values))
-        seqs = list(map(_SEQ, values))
-        kinds = list(map(_TYPE, values))
-    except (KeyError, TypeError):
-        return None
-    if versions.count(FORMAT_VERSION) != len(values) or not set(map(type, versions)) <= {int}:
-        return None
-    if seqs != list(range(first, first + len(values))) or not set(map(type, seqs)) <= {int}:
-        return None
-    if not set(map(type, kinds)) <= {str} or not set(kinds) <= RECORD_TYPES:
-        return None
-    return kinds

@@ -33,7 +33,7 @@ import orjson
 from .errors import LogCorrupt, json_kind
 from .records import FORMAT_VERSION, RECORD_TYPES
 
-__all__ = ["UPCASTERS", "LoadedLog", "gc_paused", "load_log", "pause_gc", "upcast"]
+__all__ = ["UPCASTERS", "LoadedLog", "gc_paused", "load_log", "pause_gc", "record_types", "upcast"]
 
 log = logging.getLogger("acp_bridge.log")
 
@@ -94,7 +94,15 @@ _TYPE = itemgetter("type")
 def _checked(values: Any, current: int, size: int) -> LoadedLog | None:
     """The records of a whole file of today's records, or None if any needs more
     than a glance (an upcast, an unknown type, a bad ``seq``): the slow path
-    then handles it and names the line.
+    then handles it and names the line."""
+    kinds = record_types(values, current)
+    return None if kinds is None else LoadedLog(values, len(values), size, False, [], kinds)
+
+
+def record_types(values: Any, current: int, first: int = 0) -> list[str] | None:
+    """The type of each of ``values``, if they are records of version ``current``
+    numbered from ``first`` on, of known types; None if any needs more than a
+    glance.
 
     Each check is one pass in C over the records (`map` of an `itemgetter`,
     a `set` of the types), not a Python loop: on a long log the loop cost
@@ -111,12 +119,12 @@ def _checked(values: Any, current: int, size: int) -> LoadedLog | None:
     # ``==`` alone would take True for 1 and 1.0 for 1: the types are checked too.
     if versions.count(current) != len(values) or not set(map(type, versions)) <= {int}:
         return None
-    if seqs != list(range(len(values))) or not set(map(type, seqs)) <= {int}:
+    if seqs != list(range(first, first + len(values))) or not set(map(type, seqs)) <= {int}:
         return None
     # Strings only (a list is no set member); RECORD_TYPES holds strings only.
     if not set(map(type, kinds)) <= {str} or not set(kinds) <= RECORD_TYPES:
         return None
-    return LoadedLog(values, len(values), size, False, [], kinds)
+    return kinds
 
 
 @contextlib.contextmanager

@@ -56,6 +56,7 @@ from .log.lock import lock_log, unlock_log
 from .log.reader import session_path
 from .log.record_line import encode_record, new_record
 from .loop.updates import UpdateFrames
+from .mcp.config_file import configured_entries
 from .paths import create_private_file, make_private_dirs
 from .tools.modes import DEFAULT_MODE
 from .transport.pipe_size import STDOUT_PIPE_SIZE, shrink_pipe
@@ -390,17 +391,12 @@ def _idle_seconds() -> float:
 def _no_configured_servers(path: str | None) -> bool:
     """Whether the config file lists no MCP server (as `acp_bridge.mcp.hub`
     reads it); a file that cannot be read is left to the server, which says why."""
-    if path is None or not os.path.isfile(path):
+    if path is None:
         return True
-    import tomllib
-
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError):
+        return configured_entries(path) == []
+    except (OSError, ValueError):  # tomllib.TOMLDecodeError is a ValueError
         return False
-    servers: object = data.get("mcp_servers", [])
-    return servers == []
 
 
 def _remove(path: str) -> None:

@@ -19,12 +19,12 @@ tools and the ``mcp`` package load only when a session has servers.
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio.to_thread
 
 from ..jsonrpc.errors import RpcError
+from .config_file import configured_entries
 
 if TYPE_CHECKING:
     from ..loop.session import Session
@@ -152,19 +152,13 @@ class McpHub:
 
 def _load(path: str) -> list[ServerSpec]:
     """``[[mcp_servers]]`` of the config file; a bad entry is said on stderr and left out."""
-    if not os.path.isfile(path):
-        return []  # no config file: nothing to parse (tomllib compiles regexes at import)
-    import tomllib
-
     from .specs import SpecError, parse_server
 
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        entries = configured_entries(path)
+    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         log.error("cannot read MCP servers from %s: %s", path, exc)
         return []
-    entries = data.get("mcp_servers", [])
     if not isinstance(entries, list):
         log.error("%s: mcp_servers must be an array of tables ([[mcp_servers]])", path)
         return []

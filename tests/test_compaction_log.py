@@ -31,7 +31,8 @@ from test_log_check import (
 from acp_bridge.context.compaction import SUMMARY_INSTRUCTION, plan_compaction, summary_messages
 from acp_bridge.log.check import LogInvalid, check_history, check_log
 from acp_bridge.log.compaction import compaction_updates
-from acp_bridge.log.derive import SUMMARY_HEADER, derive_messages, summary_text
+from acp_bridge.log.derive import SUMMARY_HEADER, derive_messages, live_surface, summary_text
+from acp_bridge.log.projection import HistoryProjection
 from acp_bridge.log.replay import replay_updates
 from acp_bridge.log.writer import MODEL_TYPES
 from acp_bridge.sessions.fork import fork_records
@@ -53,7 +54,7 @@ def compact(
 ) -> Record | None:
     """Write a compaction the way the loop does (None: nothing to compact)."""
     plan = plan_compaction(
-        model_records(b.records), keep_tokens=keep_tokens, keep_prompt=keep_prompt
+        live_surface(model_records(b.records)), keep_tokens=keep_tokens, keep_prompt=keep_prompt
     )
     if plan is None:
         return None
@@ -161,6 +162,121 @@ def test_a_later_compaction_supersedes_an_earlier_one() -> None:
     check_log(b.records)
 
 
+def stop_then_compact_inside_a_tool_turn() -> tuple[LogBuilder, Record]:
+    """A Stop, then a compaction inside a tool turn: it pins the stopped
+    message and the prompt, and summarizes the tool step between them."""
+    b = LogBuilder()
+    b.prompt("q1")
+    b.start_step()
+    long = [(0, "text", "A" * 4000)]
+    b.interrupt(b.stream(long), long)
+    b.prompt("q2")
+    b.tool_step([(0, "text", "Reading.")], [call("call_1", path="a.txt")])
+    b.end_step("tool_use")
+    first = compact(b, summary="First summary.")
+    assert first is not None
+    b.reply_step([(0, "text", "Answer two.")])
+    b.end_turn("end_turn")
+    b.prompt("q3")
+    b.start_step()
+    b.interrupt(b.stream([(0, "text", "B")]), [(0, "text", "B")])
+    b.prompt("q4")
+    return b, first
+
+
+def test_a_later_compaction_brings_back_nothing_an_earlier_one_summarized() -> None:
+    b, first = stop_then_compact_inside_a_tool_turn()
+    assert len(first["pinned"]) == 2  # the stopped message and the prompt q2
+    # Every budget, up to keeping all but the first summary and the long
+    # stopped message: the tail may reach the pinned prompt q2, but must not
+    # start there (kept_from would then take back the summarized tool step).
+    for keep in range(1, 400, 4):
+        trial = copy.deepcopy(b)
+        second = compact(trial, keep_tokens=keep, summary="Second summary.")
+        assert second is not None
+        assert second["kept_from"] >= first["kept_from"], keep
+        history = json.dumps(derive_messages(trial.records))
+        assert "call_1" not in history, keep
+        assert "Reading." not in history, keep
+        check_log(trial.records)
+        assert_equal_after_every_record(model_records(trial.records))
+
+
+def test_the_projection_agrees_with_any_compaction_after_a_compaction() -> None:
+    """Compactions the loop would not plan: the projection applies them to the
+    whole log as derive_messages does (its shortcut does not hold for them)."""
+    b, _ = stop_then_compact_inside_a_tool_turn()
+    call_seq = next(
+        r["seq"]
+        for r in b.records
+        if r["type"] == "assistant/message" and ("call_1" in json.dumps(r["content"]))
+    )
+    for fields in (
+        {"kept_from": call_seq, "pinned": []},  # below the first one's kept_from
+        {"kept_from": b.records[-1]["seq"], "pinned": [call_seq]},  # pins a summarized record
+    ):
+        trial = copy.deepcopy(b)
+        cid, attempt = trial.new_id("cmp"), trial.new_id("att")
+        common = {"compaction_id": cid, "attempt": attempt, "trigger": "auto"}
+        trial.add("compaction", status="in_progress", tokens_before=1, **common)
+        trial.add(
+            "compaction",
+            status="completed",
+            summary="Odd.",
+            replaced=1,
+            tokens_before=1,
+            tokens_after=1,
+            usage=None,
+            **fields,
+            **common,
+        )
+        assert "Reading." in json.dumps(derive_messages(trial.records))  # the whole log's rule
+        assert_equal_after_every_record(model_records(trial.records))
+
+
+class Summarized(dict[str, Any]):
+    """A record a compaction summarized: reading it fails the test."""
+
+    def get(self, *args: Any) -> Any:
+        raise AssertionError(f"read a summarized record: {dict(self)}")
+
+    __getitem__ = get
+
+
+def test_a_second_compaction_reads_only_the_current_history() -> None:
+    """What the first compaction summarized is never read again: planning the
+    second, the history it leaves, and the projection after it."""
+    b = three_turns()
+    first = compact(b, summary="First summary.")
+    assert first is not None
+    records = model_records(b.records)
+    projection = HistoryProjection()
+    for record in records:
+        projection.append(record)
+    kept = {id(record) for record in projection.surface().records}
+    position = records.index(first)
+    summarized = 0
+    for index, record in enumerate(projection.records[:position]):
+        if id(record) not in kept:
+            projection.records[index] = Summarized(record)
+            summarized += 1
+    assert summarized >= 4
+    for turn in range(3):
+        b.reply_step([(0, "text", f"Answer {turn}.")])
+        b.end_turn("end_turn")
+        b.prompt(f"question {turn}")
+        for record in model_records(b.records)[len(projection.records) :]:
+            projection.append(record)
+        plan = plan_compaction(projection.surface(), keep_tokens=10, keep_prompt=True)
+        assert plan is not None
+        done = compact(b, keep_tokens=10, summary=f"Summary {turn}.")
+        assert done is not None
+        assert done["pinned"] == list(plan.pinned)
+        assert projection.messages_after(done) == derive_messages(b.records)
+        projection.append(done)
+        assert list(projection.messages()) == derive_messages(b.records)
+
+
 def test_nothing_to_compact_when_only_a_summary_and_pins_would_go() -> None:
     b = LogBuilder()
     b.prompt("only question")
@@ -199,7 +315,7 @@ def test_a_left_out_turn_is_not_in_the_history() -> None:
 
 def test_the_summary_request_ends_with_the_instruction() -> None:
     b = three_turns()
-    plan = plan_compaction(model_records(b.records), keep_tokens=0, keep_prompt=True)
+    plan = plan_compaction(live_surface(model_records(b.records)), keep_tokens=0, keep_prompt=True)
     assert plan is not None
     messages = summary_messages(plan.summarized, "focus on the files")
     check_history(messages)
@@ -331,6 +447,9 @@ def test_every_planned_compaction_leaves_a_valid_history(data: st.DataObject) ->
             if r["type"] == "assistant/message" and r["interrupted"] is True
         ][-1]
         after = derive_messages(b.records[: index + 1])
+        # Nothing an earlier compaction summarized comes back.
+        kept = {r.get("seq") for r in live_surface(b.records[: index + 1]).records} - {None}
+        assert kept <= {r.get("seq") for r in live_surface(b.records[:index]).records}
         assert any(
             m["interrupted"] and all(block in m["content"] for block in stop["content"])
             for m in after

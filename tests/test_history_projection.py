@@ -23,7 +23,7 @@ from test_log_check import LogBuilder, random_turn
 
 from acp_bridge.client import AcpClient
 from acp_bridge.log.check import check_log
-from acp_bridge.log.derive import derive_messages
+from acp_bridge.log.derive import completed_compaction, derive_messages, live_surface
 from acp_bridge.log.projection import HistoryProjection, HistoryView
 from acp_bridge.log.writer import MODEL_TYPES
 from acp_bridge.providers.base import ModelRequest
@@ -33,11 +33,17 @@ Record = dict[str, Any]
 
 
 def assert_equal_after_every_record(records: list[Record]) -> HistoryProjection:
+    """Also its surface (what a compaction is planned from), and before each
+    completed compaction the history it says that compaction will leave."""
     projection = HistoryProjection()
     for i, record in enumerate(records):
+        if completed_compaction(record):
+            after = derive_messages(records[: i + 1])
+            assert projection.messages_after(record) == after, f"before record {i}: {record}"
         projection.append(record)
         expected = derive_messages(records[: i + 1])
         assert list(projection.messages()) == expected, f"after record {i}: {record}"
+        assert projection.surface() == live_surface(records[: i + 1]), f"after record {i}"
     return projection
 
 

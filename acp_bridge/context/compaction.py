@@ -3,12 +3,16 @@
 The history a compaction leaves is: the system prompt (sent as it always is),
 a user message with the summary, then the most recent messages verbatim.  A
 plan works on the log's surface records as the current history has them
-(`acp_bridge.log.derive.compacted_records`, refused, left-out and replaced
-replies taken out):
+(`acp_bridge.log.derive.Surface`: `compacted_records`, refused, left-out and
+replaced replies taken out):
 
 * the verbatim part starts at a *boundary*, a user message or an assistant
   message: never at a tool result, so a tool call and its result are
-  summarized together or kept together;
+  summarized together or kept together; and never before the ``kept_from``
+  of the compaction in effect (the surface's floor): a message an earlier
+  compaction pinned is summarized or pinned again, since a ``kept_from``
+  below the floor would bring back, verbatim, what that compaction
+  summarized;
 * it is the longest tail of the history that fits the ``keep`` budget
   (`KEEP_FRACTION` of the history's estimated size, and never more than that
   share of the window); a ``/compact`` keeps none;
@@ -30,14 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..log.derive import (
-    compacted_records,
-    derive_messages,
-    excluded_turns,
-    is_visible_text,
-    replaced_turns,
-)
-from ..log.records import SURFACE_TYPES
+from ..log.derive import Surface, derive_messages, is_visible_text
 from .estimate import estimate_json
 
 __all__ = [
@@ -78,17 +75,19 @@ class CompactionPlan:
 
 
 def plan_compaction(
-    records: Sequence[Record], *, keep_tokens: int, keep_prompt: bool
+    surface: Surface, *, keep_tokens: int, keep_prompt: bool
 ) -> CompactionPlan | None:
-    """What to compact in the history of ``records`` (the log's model records).
+    """What to compact in the history of a log, given as its `Surface`
+    (`acp_bridge.log.derive.live_surface`, or a session's
+    `HistoryProjection.surface`).
 
     ``keep_tokens``: the budget of the verbatim tail (0 keeps none);
     ``keep_prompt``: pin the prompt being answered (a compaction inside a
     turn).  None when there is nothing to compact.
     """
-    live = _live_surface(records)
+    live = surface.records
     pins = _pins(live, keep_prompt)
-    boundary = _boundary(live, keep_tokens, pins)
+    boundary = _boundary(live, keep_tokens, pins, surface.floor)
     before = live[:boundary]
     if not any(_seq(r) is not None and _seq(r) not in pins for r in before):
         return None  # only an earlier summary, or only pinned messages
@@ -128,21 +127,6 @@ def summary_messages(
 # -- internals ------------------------------------------------------------------------
 
 
-def _live_surface(records: Sequence[Record]) -> list[Record]:
-    """The surface records of the current history, in order (the summary record included)."""
-    excluded = excluded_turns(records)
-    replaced = replaced_turns(records)
-    out: list[Record] = []
-    for record in compacted_records(records):
-        kind = record.get("type")
-        if kind not in SURFACE_TYPES or record.get("turn") in excluded:
-            continue
-        if kind != "user/message" and record.get("turn") in replaced:
-            continue
-        out.append(record)
-    return out
-
-
 def _pins(live: Sequence[Record], keep_prompt: bool) -> set[int]:
     """The latest Stop's interrupted message, and (``keep_prompt``) the last prompt."""
     interrupted = [
@@ -153,7 +137,7 @@ def _pins(live: Sequence[Record], keep_prompt: bool) -> set[int]:
     return {seq for r in chosen if (seq := _seq(r)) is not None}
 
 
-def _boundary(live: Sequence[Record], keep_tokens: int, pins: set[int]) -> int:
+def _boundary(live: Sequence[Record], keep_tokens: int, pins: set[int], floor: int | None) -> int:
     """The index in ``live`` where the verbatim tail starts (``len(live)``: no tail)."""
     pinned_cost = sum(_cost(r) for r in live if _seq(r) in pins)
     best = len(live)
@@ -164,14 +148,17 @@ def _boundary(live: Sequence[Record], keep_tokens: int, pins: set[int]) -> int:
             tail += _cost(record)
         if tail + pinned_cost > keep_tokens:
             break
-        if _is_boundary(record):
+        if _is_boundary(record, floor):
             best = index
     return best
 
 
-def _is_boundary(record: Record) -> bool:
-    if _seq(record) is None:
+def _is_boundary(record: Record, floor: int | None) -> bool:
+    seq = _seq(record)
+    if seq is None:
         return False  # the summary of an earlier compaction: always summarized again
+    if floor is not None and seq < floor:
+        return False  # a message an earlier compaction pinned (see the module docstring)
     kind = record.get("type")
     if kind == "assistant/message":
         return True

@@ -59,8 +59,9 @@ model sees.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from itertools import groupby
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .records import RECOVERED_CRASHED, SURFACE_TYPES
 
@@ -69,6 +70,8 @@ __all__ = [
     "RECOVERED_CRASHED",
     "SUMMARY_HEADER",
     "USER_BLOCK_TYPES",
+    "Surface",
+    "apply_compaction",
     "compacted_records",
     "completed_compaction",
     "delivered_prefix",
@@ -77,6 +80,8 @@ __all__ = [
     "is_visible_text",
     "join_parts",
     "leaves_out",
+    "live_records",
+    "live_surface",
     "note_regenerate",
     "replaced_turns",
     "settle",
@@ -105,16 +110,48 @@ SUMMARY_HEADER: Final = (
 def derive_messages(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The model history of a log (see the module docstring for the rules)."""
     records = list(records)
-    refused = excluded_turns(records)
-    replaced = replaced_turns(records)
-    messages: list[Message] = []
-    for record in compacted_records(records):
-        kind = record.get("type")
-        if kind in SURFACE_TYPES and record.get("turn") not in refused:
-            if kind != "user/message" and record.get("turn") in replaced:
-                continue  # a reply a later regenerate replaced
-            messages.append(surface_message(record))
-    return settle(messages)[0]
+    refused, replaced = excluded_turns(records), replaced_turns(records)
+    live = live_records(compacted_records(records), refused, replaced)
+    return settle([surface_message(record) for record in live])[0]
+
+
+class Surface(NamedTuple):
+    """The surface records of a log's current history, and its floor."""
+
+    # The surface records the history is made of, in order (`live_records`),
+    # the summary of the compaction in effect first.
+    records: list[Mapping[str, Any]]
+    # The ``kept_from`` of that compaction (None: none since the start or the
+    # last /clear).  What it summarized is older than this ``seq``, save the
+    # records it pinned: a later compaction keeps nothing from before it.
+    floor: int | None
+
+
+def live_surface(records: Sequence[Mapping[str, Any]]) -> Surface:
+    """The `Surface` of ``records`` (`HistoryProjection.surface` keeps it up to date)."""
+    floor = None
+    for record in records:
+        if completed_compaction(record):
+            floor = record["kept_from"]
+        elif is_clear(record):
+            floor = None
+    view = compacted_records(records)
+    return Surface(live_records(view, excluded_turns(records), replaced_turns(records)), floor)
+
+
+def live_records(
+    view: Iterable[Mapping[str, Any]], refused: AbstractSet[Any], replaced: AbstractSet[Any]
+) -> list[Mapping[str, Any]]:
+    """The surface records of ``view`` (`compacted_records`) the history is made of:
+    none of a turn in ``refused``, no reply of a turn in ``replaced``."""
+    return [
+        record
+        for record in view
+        if record.get("type") in SURFACE_TYPES
+        and record.get("turn") not in refused
+        # A reply a later regenerate replaced is left out; its prompt stays.
+        and (record.get("type") == "user/message" or record.get("turn") not in replaced)
+    ]
 
 
 def completed_compaction(record: Mapping[str, Any]) -> bool:
@@ -168,7 +205,17 @@ def compacted_records(records: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[
             last -= start
     if last is None:
         return records
-    compaction = records[last]
+    out = apply_compaction(records[:last], records[last])
+    out.extend(records[last + 1 :])
+    return out
+
+
+def apply_compaction(
+    before: Iterable[Mapping[str, Any]], compaction: Mapping[str, Any]
+) -> list[Mapping[str, Any]]:
+    """What a completed compaction leaves of the records ``before`` it: the
+    user message of turn 0 with its summary, then those of ``before`` whose
+    ``seq`` it pinned or is at least its ``kept_from``, in their order."""
     kept_from: int = compaction["kept_from"]
     pinned = {seq for seq in compaction.get("pinned", ()) if type(seq) is int}
     summary: dict[str, Any] = {
@@ -178,12 +225,11 @@ def compacted_records(records: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[
         "content": [{"type": "text", "text": summary_text(compaction["summary"])}],
     }
     out: list[Mapping[str, Any]] = [summary]
-    for record in records[:last]:
+    for record in before:
         # In log order the pinned records (before kept_from) come first.
         seq = record.get("seq")
         if type(seq) is int and (seq >= kept_from or seq in pinned):
             out.append(record)
-    out.extend(records[last + 1 :])
     return out
 
 

@@ -13,10 +13,13 @@ from collections.abc import Set as AbstractSet
 from typing import Any, Final, TypeVar, cast, overload
 
 from .derive import (
+    Surface,
+    apply_compaction,
     compacted_records,
     completed_compaction,
     is_clear,
     leaves_out,
+    live_records,
     note_regenerate,
     settle,
     surface_message,
@@ -62,12 +65,19 @@ class HistoryProjection:
     A completed compaction starts the projection again too, from the
     records it leaves (`compacted_records`): from then on the projection
     works on that shorter list (``_src``), extended by every later record.
+    The next compaction is applied to that list (`apply_compaction`), not to
+    the whole log, when the two give the same records: when it keeps
+    nothing from before the current one's ``kept_from`` (``_floor``) but
+    what the list holds, as every compaction the loop plans does
+    (`acp_bridge.context.compaction.plan_compaction`).  So a long session
+    compacts at a cost that follows its history, not its log.
     """
 
     __slots__ = (
         "_attempts",
         "_cache",
         "_dropped",
+        "_floor",
         "_refused",
         "_replaced",
         "_seen",
@@ -85,6 +95,9 @@ class HistoryProjection:
         # The records the history is projected from: ``records`` itself until
         # a compaction, then what the last compaction left plus what followed.
         self._src = cast(list[Mapping[str, Any]], self.records)
+        # The ``kept_from`` of the compaction ``_src`` starts with (None: no
+        # compaction since the start or the last /clear).
+        self._floor: int | None = None
         # Sets that stay empty in most sessions share one empty frozenset (an
         # empty set costs 216 bytes, and an idle session keeps them all);
         # one is replaced by a new set when it grows, which is rare.
@@ -109,6 +122,20 @@ class HistoryProjection:
         window = self._window()[0]
         return HistoryView(self._stable, len(self._stable), tuple(window))
 
+    def surface(self) -> Surface:
+        """`acp_bridge.log.derive.live_surface` of the records, from the projection's own list."""
+        self._catch_up()
+        return Surface(live_records(self._src, self._refused, self._replaced), self._floor)
+
+    def messages_after(self, compaction: Mapping[str, Any]) -> list[Message]:
+        """``derive_messages`` of the records and then ``compaction`` (a completed
+        compaction not yet appended): the history it would leave."""
+        self._catch_up()
+        view = self._compacted(self._src, compaction)
+        whole = compacted_records([*self.records, compaction]) if view is None else view
+        live = live_records(whole, self._refused, self._replaced)
+        return settle([surface_message(record) for record in live])[0]
+
     # -- internals ------------------------------------------------------------
 
     def _reset(self) -> None:
@@ -129,20 +156,52 @@ class HistoryProjection:
             record = records[self._seen]
             self._seen += 1
             if completed_compaction(record) or is_clear(record):
-                self._compact()
+                self._compact(record)
             elif self._src is not records:
                 self._src.append(record)
                 self._see(len(self._src) - 1, record)
             else:
                 self._see(self._seen - 1, record)
 
-    def _compact(self) -> None:
-        """A compaction: project from the records it leaves, from scratch."""
-        self._src = list(compacted_records(self.records[: self._seen]))
+    def _compact(self, record: Mapping[str, Any]) -> None:
+        """A compaction or a /clear (``records[seen - 1]``): project from the
+        records it leaves, from scratch."""
+        if is_clear(record):
+            self._src, self._floor = [], None
+        else:
+            before = self.records[: self._seen - 1] if self._src is self.records else self._src
+            view = self._compacted(before, record)
+            if view is None:
+                view = list(compacted_records(self.records[: self._seen]))
+            self._src, self._floor = view, record["kept_from"]
         self._reset()
         for index, record in enumerate(self._src):
             if record.get("type") in SURFACE_TYPES:
                 self._see(index, record)
+
+    def _compacted(
+        self, before: Sequence[Mapping[str, Any]], compaction: Mapping[str, Any]
+    ) -> list[Mapping[str, Any]] | None:
+        """`apply_compaction` of ``before`` (the projection's records before
+        ``compaction``) when that equals `compacted_records` of the whole log
+        up to it; else None.
+
+        It does when no compaction came before (``before`` is then the whole
+        log, or all of it since a /clear).  After one, the whole log's rule
+        also takes the records that compaction summarized when their ``seq``
+        is pinned, or at least ``kept_from``; only a ``kept_from`` below the
+        floor, or a pin of a record the list no longer holds, reaches them.
+        """
+        floor = self._floor
+        if floor is not None:
+            if compaction["kept_from"] < floor:
+                return None
+            pins = [seq for seq in compaction.get("pinned", ()) if type(seq) is int]
+            if pins:
+                held = {record.get("seq") for record in before}
+                if not all(seq in held for seq in pins):
+                    return None
+        return apply_compaction(before, compaction)
 
     def _see(self, index: int, record: Mapping[str, Any]) -> None:
         kind = record.get("type")

@@ -34,7 +34,6 @@ import anyio
 
 from ..context.compaction import KEEP_FRACTION, plan_compaction, summary_messages
 from ..context.estimate import estimate_json, estimate_request
-from ..log.derive import derive_messages
 from ..providers.base import (
     ModelRequest,
     ProviderError,
@@ -99,8 +98,8 @@ async def compact(turn: CompactingTurn, trigger: str, instructions: str | None =
     # (estimates can be far off when the provider refused a request as too long).
     history = estimate_json(list(session.history()))
     keep = 0 if trigger == "command" else int(min(window, history) * KEEP_FRACTION)
-    records = session.log.records
-    plan = plan_compaction(records, keep_tokens=keep, keep_prompt=trigger != "command")
+    projection = session.log.history
+    plan = plan_compaction(projection.surface(), keep_tokens=keep, keep_prompt=trigger != "command")
     if plan is None:
         return Outcome("nothing")
     before = session.context.estimate.request_tokens(session.history(), turn.system, tools)
@@ -138,7 +137,9 @@ async def compact(turn: CompactingTurn, trigger: str, instructions: str | None =
         "replaced": plan.replaced,
         "tokens_before": before,
     }
-    after = estimate_request(_history_after(records, done_fields), turn.system, tools)
+    # The history the compaction will leave, before it is logged.
+    record = {"type": "compaction", "turn": 0, "step": 0, **done_fields}
+    after = estimate_request(projection.messages_after(record), turn.system, tools)
     turn.open_compaction = None
     done = turn.rec.compaction(
         **fields, **done_fields, tokens_after=after, usage=usage_record(usage)
@@ -148,11 +149,6 @@ async def compact(turn: CompactingTurn, trigger: str, instructions: str | None =
     spent = (usage.input_tokens, usage.output_tokens) if usage is not None else (0, 0)
     turn.show_context_usage(after, *spent)
     return Outcome("completed")
-
-
-def _history_after(records: list[dict[str, Any]], fields: dict[str, Any]) -> list[dict[str, Any]]:
-    """The history the completed compaction will leave (before it is logged)."""
-    return derive_messages([*records, {"type": "compaction", "turn": 0, "step": 0, **fields}])
 
 
 async def _summarize(turn: CompactingTurn, request: ModelRequest) -> tuple[str, Usage | None]:

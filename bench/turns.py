@@ -11,11 +11,18 @@ loads what a turn needs in a background thread once ``session/new`` is answered
 (``acp_bridge.warm_up``), and turns timed while that thread ran measured the import (a
 turn waited behind a thread that held the interpreter for milliseconds at a time), not
 the turn.  A user's first prompt comes seconds after the session opens.
+
+For the same reason a block never ends inside a mark's window (`_block_end`): the
+first round trips after the other agents' blocks measure a process woken after
+seconds idle, its caches cold, and they are several times slower than the
+round trips just before the pause, for every agent.  A window split by a block
+boundary had half of its round trips from after a pause.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from bench.agents import AgentError, AgentProcess, log, now
 from bench.procfs import CLOCK_TICKS, tree_cpu_s
@@ -46,7 +53,8 @@ def turn_overhead(bench: Bench) -> None:
                     continue
                 proc, (sid,) = procs[spec.name]
                 try:
-                    for _ in range(min(cfg.turn_block, total - done[spec.name])):
+                    end = _block_end(done[spec.name], cfg.turn_block, total, windows.values())
+                    for _ in range(end - done[spec.name]):
                         done[spec.name] += 1
                         turn = done[spec.name]
                         elapsed = _turn(bench, proc, sid)
@@ -66,6 +74,17 @@ def turn_overhead(bench: Bench) -> None:
             block += 1
     finally:
         bench.close_each("turns", procs)
+
+
+def _block_end(done: int, block: int, total: int, windows: Iterable[range]) -> int:
+    """The last turn of the block that starts after turn ``done``: ``block`` turns
+    on, or the end of a mark's window that the block would end inside."""
+    end = min(done + block, total)
+    inside = [w for w in windows if w.start <= end < w.stop - 1]
+    while inside:  # windows that overlap: to the end of the last one reached
+        end = max(w.stop - 1 for w in inside)
+        inside = [w for w in windows if w.start <= end < w.stop - 1]
+    return end
 
 
 def wait_idle(pid: int, quiet_s: float = 0.2, limit_s: float = 5.0) -> None:

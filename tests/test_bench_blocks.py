@@ -19,7 +19,6 @@ from support.harness import ROOT
         (7, (10, 50)),
         (500, (10, 10_000)),
         (3, (5, 9)),
-        (3, (9, 5)),
     ],
 )
 def test_every_window_runs_in_one_block(

@@ -29,7 +29,7 @@ from ..errors import LogDamaged, SessionBusy
 from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RpcError
 from ..log.reader import LogCorrupt, session_path
-from ..log.reopen import reopen
+from ..log.reopen import read_to_reopen, reopen
 from ..log.replay import replay_frame_list, title_update, without_deltas
 from ..log.replay_read import read_for_replay
 from ..log.upcast import load_log, pause_gc
@@ -53,6 +53,8 @@ Record = dict[str, Any]
 class StoredMethods:
     def __init__(self, table: SessionTable) -> None:
         self.table = table
+        # Sessions a load or resume is opening from their logs, until registered.
+        self._opening: dict[str, anyio.Event] = {}
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -89,6 +91,8 @@ class StoredMethods:
         session_id = P.session_id(params)
         cwd = P.absolute_path(params, "cwd")
         table.mcp.editor_specs(params)  # checked before the session is opened
+        while (opening := self._opening.get(session_id)) is not None:
+            await opening.wait()  # another load or resume of it is reading its log
         session = table.sessions.get(session_id)
         if session is not None:
             if session.prompts.active is not None or session.prompts.waiting:
@@ -100,8 +104,25 @@ class StoredMethods:
             return session, items, others, False
         path = self._stored_path(session_id)
         table.lock(session_id, path)
+        # Until it is registered, a second load or resume of it waits (`_open`).
+        opening = self._opening[session_id] = anyio.Event()
         try:
-            reopened = reopen(path, table.outbox, for_replay=True)
+            return await self._open_stored(session_id, cwd, path)
+        finally:
+            del self._opening[session_id]
+            opening.set()
+
+    async def _open_stored(
+        self, session_id: str, cwd: str, path: str
+    ) -> tuple[Session, list[Any], list[Record], bool]:
+        """`_open` of a session not open here, its log locked (unlocked if it cannot be read)."""
+        table = self.table
+        try:
+            # In a worker thread: a long session's file is megabytes.
+            read = await anyio.to_thread.run_sync(
+                functools.partial(read_to_reopen, path, for_replay=True)
+            )
+            reopened = reopen(path, table.outbox, read=read)
         except LogCorrupt as exc:
             table.unlock(session_id)
             raise LogDamaged(exc.path, exc.reason, exc.line_no, loading=True) from None
@@ -291,7 +312,7 @@ class StoredMethods:
         source_path = self._stored_path(source_id)
         if source_id in table.sessions:
             await table.outbox.drain()
-        loaded = self._read(source_path)
+        loaded = await anyio.to_thread.run_sync(self._read, source_path)
         start: Record = next((r for r in loaded.records if r.get("type") == "session/start"), {})
         cwd = cwd if cwd is not None else start.get("cwd")
         if not isinstance(cwd, str):
@@ -314,7 +335,8 @@ class StoredMethods:
         await anyio.to_thread.run_sync(_write_new_log, path, records)
         table.lock(session_id, path)
         try:
-            reopened = reopen(path, table.outbox)
+            read = await anyio.to_thread.run_sync(read_to_reopen, path)
+            reopened = reopen(path, table.outbox, read=read)
         except BaseException:
             table.unlock(session_id)
             raise

@@ -23,7 +23,9 @@ close it (`OpenTurn.close`) if it was left open, so that the log again follows t
 
 `reopen` is the I/O part: it reads the file (`acp_bridge.log.upcast.load_log`),
 cuts a torn last line, and returns a `SessionLog` that continues ``seq``, with
-the closing records already appended.  For a replay (``for_replay``) it reads
+the closing records already appended.  The read and the cut are
+`read_to_reopen`, which an event loop runs in a worker thread and hands to
+`reopen` (a long session's file is megabytes).  For a replay (``for_replay``) it reads
 the file with `acp_bridge.log.replay_read.read_for_replay`, which folds the
 text deltas into runs, unless the last turn was left open: closing it needs
 its deltas as records.
@@ -48,6 +50,7 @@ __all__ = [
     "Closing",
     "Reopened",
     "closing_records",
+    "read_to_reopen",
     "reopen",
 ]
 
@@ -88,11 +91,24 @@ class Reopened:
     items: list[Item] | None = None
 
 
-def reopen(path: str, outbox: RecordWriter, *, for_replay: bool = False) -> Reopened:
-    """Open an existing log for appending (the caller holds its `SessionLock`)."""
+Read = tuple[LoadedLog, list[Item] | None]
+
+
+def read_to_reopen(path: str, *, for_replay: bool = False) -> Read:
+    """The blocking part of `reopen`: read the log at ``path`` and cut a torn
+    last line (the caller holds its `SessionLock`)."""
     loaded, items = _read(path, for_replay)
     if loaded.torn:
         os.truncate(path, loaded.valid_size)
+    return loaded, items
+
+
+def reopen(
+    path: str, outbox: RecordWriter, *, for_replay: bool = False, read: Read | None = None
+) -> Reopened:
+    """Open an existing log for appending (the caller holds its `SessionLock`),
+    from ``read`` (what `read_to_reopen` returned) or reading it now."""
+    loaded, items = read_to_reopen(path, for_replay=for_replay) if read is None else read
     slog = SessionLog(path, outbox, next_seq=loaded.next_seq, size=loaded.valid_size)
     records = loaded.records
     closed: list[Record] = []

@@ -1,0 +1,113 @@
+"""Opening a stored session reads its log in a worker thread, never on the event loop.
+
+A long session's file is megabytes: read on the event loop, it would hold up
+every other session's stream (and a Stop) for the whole read.  Loading or
+resuming a session not open here, and forking one, read the log off the
+loop; a second load of a session still being opened waits for the first and
+then loads the open session (it is not refused, and the log is opened once).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from support.harness import cwd_for_tests
+from test_log_dropped import PARIS, watch
+
+from acp_bridge.log import reopen
+
+
+async def closed_session(client: Any, cwd: str) -> str:
+    """A session with one turn, then closed: only its log is left."""
+    sid: str = await client.new_session(cwd)
+    await client.prompt(sid, "The capital of France?")
+    await client.request("session/close", {"sessionId": sid})
+    return sid
+
+
+def message_text(messages: list[dict[str, Any]]) -> str:
+    return "".join(
+        m["params"]["update"]["content"]["text"]
+        for m in messages
+        if m.get("method") == "session/update"
+        and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("method", ["session/load", "session/resume"])
+async def test_opening_a_stored_session_reads_its_log_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    from support.pipe_peer import bridge_on_pipes
+
+    reads: list[tuple[str, bool]] = []
+    cwd = cwd_for_tests()
+    async with bridge_on_pipes(PARIS, str(tmp_path)) as served:
+        client = served.client
+        with anyio.fail_after(30):
+            await client.initialize()
+            sid = await closed_session(client, cwd)
+            monkeypatch.setattr(reopen, "_read", watch("open", reopen._read, reads))
+            start = len(client.messages)
+            await client.request(method, {"sessionId": sid, "cwd": cwd, "mcpServers": []})
+            replayed = client.messages[start:]
+            result = await client.prompt(sid, "And its river?")
+    assert reads == [("open", False)]
+    assert message_text(replayed) == ("Paris." if method == "session/load" else "")
+    assert result.stop_reason == "end_turn"
+
+
+@pytest.mark.anyio
+async def test_a_fork_reads_both_logs_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from support.pipe_peer import bridge_on_pipes
+
+    from acp_bridge.acp import stored
+
+    reads: list[tuple[str, bool]] = []
+    cwd = cwd_for_tests()
+    async with bridge_on_pipes(PARIS, str(tmp_path)) as served:
+        client = served.client
+        with anyio.fail_after(30):
+            await client.initialize()
+            sid = await closed_session(client, cwd)
+            monkeypatch.setattr(stored, "load_log", watch("source", stored.load_log, reads))
+            monkeypatch.setattr(reopen, "_read", watch("fork", reopen._read, reads))
+            fork = await client.request("session/fork", {"sessionId": sid, "cwd": cwd})
+            result = await client.prompt(fork["result"]["sessionId"], "And its river?")
+    assert reads == [("source", False), ("fork", False)]
+    assert result.stop_reason == "end_turn"
+
+
+@pytest.mark.anyio
+async def test_two_loads_at_once_open_the_session_once(tmp_path: Path) -> None:
+    from support.pipe_peer import bridge_on_pipes
+
+    cwd = cwd_for_tests()
+    async with bridge_on_pipes(PARIS, str(tmp_path)) as served:
+        client = served.client
+        with anyio.fail_after(30):
+            await client.initialize()
+            sid = await closed_session(client, cwd)
+            params = {"sessionId": sid, "cwd": cwd, "mcpServers": []}
+            answers: list[Any] = []
+
+            async def load() -> None:
+                answers.append(await client.request("session/load", params))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(load)
+                tg.start_soon(load)
+            result = await client.prompt(sid, "And its river?")
+    assert len(answers) == 2
+    assert all("modes" in answer.get("result", {}) for answer in answers), answers
+    assert result.stop_reason == "end_turn"
+    # One session in the log's eyes: one turn/start per prompt, no second open.
+    records = served.records(sid)
+    assert [r["type"] for r in records].count("session/start") == 1
+    assert sum(1 for r in records if r["type"] == "turn/start") == 2

@@ -68,6 +68,7 @@ async def test_a_fork_reads_both_logs_off_the_event_loop(
     from support.pipe_peer import bridge_on_pipes
 
     from acp_bridge.acp import stored
+    from acp_bridge.log.upcast import load_log
 
     reads: list[tuple[str, bool]] = []
     cwd = cwd_for_tests()
@@ -76,7 +77,7 @@ async def test_a_fork_reads_both_logs_off_the_event_loop(
         with anyio.fail_after(30):
             await client.initialize()
             sid = await closed_session(client, cwd)
-            monkeypatch.setattr(stored, "load_log", watch("source", stored.load_log, reads))
+            monkeypatch.setattr(stored, "load_log", watch("source", load_log, reads))
             monkeypatch.setattr(reopen, "_read", watch("fork", reopen._read, reads))
             fork = await client.request("session/fork", {"sessionId": sid, "cwd": cwd})
             result = await client.prompt(fork["result"]["sessionId"], "And its river?")

@@ -263,3 +263,64 @@ async def test_a_real_multi_turn_session(tmp_path: Path) -> None:
         assert said == "\n".join(report_lines(request, REPORT))
         reports += 1
     assert reports == 6
+
+
+COMPACTING_SCRIPT = {
+    "description": "answers, a stopped story and reports in a window that compacts often",
+    "when_exhausted": "repeat_all",
+    "responses": [
+        {"events": [{"text": "An answer of a few words, to fill the window a little."}]},
+        {"events": [{"text": "A long story " * 20, "chunk_size": 8}, {"hang": True}]},
+        {"events": [{"report": REPORT}]},
+        {"events": [{"text": "Another answer, a little longer than the first one was."}]},
+    ],
+}
+
+
+@pytest.mark.anyio
+async def test_a_long_session_that_compacts_again_and_again(tmp_path: Path) -> None:
+    """Through the subprocess, in a small window: many compactions, each applied
+    to the history the last one left.  The log stays valid, no compaction's
+    verbatim part starts before the last one's, the Stop's message survives
+    each, and every request carried the reference history of the log."""
+    script = write_script(tmp_path, COMPACTING_SCRIPT)
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize()
+        session = await client.new_session(str(tmp_path))
+        for turn in range(48):
+            stop = turn % 4 == 1
+            result = await client.prompt(
+                session, f"prompt number {turn}", cancel_after=3 if stop else None, settle=0
+            )
+            assert result.stop_reason == ("cancelled" if stop else "end_turn")
+
+    run = await run_bridge(script, tmp_path / "state", play, extra=("--context-window", "1500"))
+    [records] = run.logs().values()
+    check_log(records)
+    done = [r for r in records if r["type"] == "compaction" and r["status"] == "completed"]
+    assert len(done) >= 4
+    floors = [r["kept_from"] for r in done]
+    assert floors == sorted(floors)
+    for compaction in done:
+        at = records.index(compaction)
+        stopped = [r for r in records[:at] if r["type"] == "assistant/message" and r["interrupted"]]
+        if not stopped:
+            continue  # compacted before the first Stop
+        after = derive_messages(records[: at + 1])
+        assert any(m["interrupted"] and m["content"] == stopped[-1]["content"] for m in after), (
+            stopped[-1]["content"],
+            [m for m in after if m["interrupted"]],
+            compaction,
+        )
+    assert_equal_after_every_record([r for r in records if r["type"] in MODEL_TYPES])
+    reports = 0
+    for i, record in enumerate(records):
+        if record["type"] != "assistant/message" or "message_count" not in json.dumps(record):
+            continue
+        start = max(j for j in range(i) if records[j]["type"] == "stream/start")
+        request = ModelRequest(messages=derive_messages(records[:start]))
+        said = "".join(b["text"] for b in record["content"] if b["type"] == "text")
+        assert said == "\n".join(report_lines(request, REPORT))
+        reports += 1
+    assert reports == 12

@@ -273,6 +273,32 @@ def build_rows(cfg: Config) -> list[Row]:
             ratio=False,
         ),
         Row(
+            "turn_cpu_first",
+            f"agent CPU per turn, turns 1–{cfg.turn_block:,} (ms)",
+            "lower",
+            _ms,
+            lambda r: r.turn_cpu_ms[0] if r.turn_cpu_ms else None,
+        ),
+        Row(
+            "turn_cpu_last",
+            "agent CPU per turn, the last block of turns (ms)",
+            "lower",
+            _ms,
+            lambda r: r.turn_cpu_ms[-1] if r.turn_cpu_ms else None,
+        ),
+        Row(
+            "turn_cpu_growth",
+            "agent CPU per turn, last block ÷ first",
+            "lower",
+            lambda v: f"{v:.2f}×",
+            lambda r: (
+                r.turn_cpu_ms[-1] / r.turn_cpu_ms[0]
+                if len(r.turn_cpu_ms) > 1 and r.turn_cpu_ms[0]
+                else None
+            ),
+            ratio=False,
+        ),
+        Row(
             "turn_rss",
             f"RSS at turn {cfg.turn_marks[1]:,} (MiB)",
             "lower",

@@ -38,6 +38,7 @@ class AgentResult:
     stop_chunks_after: list[float] = field(default_factory=list)  # chunks read after the Stop
     turn_ms: dict[int, list[float]] = field(default_factory=dict)  # mark -> round trips
     turn_rss_kib: dict[int, float] = field(default_factory=dict)  # mark -> RSS then
+    turn_cpu_ms: list[float] = field(default_factory=list)  # agent CPU per turn, block by block
     rss_base_kib: list[float] = field(default_factory=list)
     per_session_kib: list[float] = field(default_factory=list)
     log_after_stream: list[dict[str, float]] = field(default_factory=list)

@@ -12,7 +12,11 @@ loads what a turn needs in a background thread once ``session/new`` is answered
 turn waited behind a thread that held the interpreter for milliseconds at a time), not
 the turn.  A user's first prompt comes seconds after the session opens.
 
-For the same reason a block never ends inside a mark's window (`_block_end`): the
+The agent's CPU time (from /proc, its children included) is also taken per block, as a
+cost per turn: the first block's and the last block's are medians of hundreds of turns,
+steadier than ten round trips, and they show a cost that grows with the session.
+
+For the same reason as the idle wait, a block never ends inside a mark's window (`_block_end`): the
 first round trips after the other agents' blocks measure a process woken after
 seconds idle, its caches cold, and they are several times slower than the
 round trips just before the pause, for every agent.  A window split by a block
@@ -54,7 +58,8 @@ def turn_overhead(bench: Bench) -> None:
                 proc, (sid,) = procs[spec.name]
                 try:
                     end = _block_end(done[spec.name], cfg.turn_block, total, windows.values())
-                    for _ in range(end - done[spec.name]):
+                    cpu0, turns = tree_cpu_s(proc.proc.pid), end - done[spec.name]
+                    for _ in range(turns):
                         done[spec.name] += 1
                         turn = done[spec.name]
                         elapsed = _turn(bench, proc, sid)
@@ -64,6 +69,8 @@ def turn_overhead(bench: Bench) -> None:
                                 res.turn_ms.setdefault(mark, []).append(elapsed * 1000)
                             if turn == mark:
                                 bench.results[spec.name].turn_rss_kib[mark] = proc.rss_kib()
+                    cpu_ms = (tree_cpu_s(proc.proc.pid) - cpu0) * 1000 / turns
+                    bench.results[spec.name].turn_cpu_ms.append(cpu_ms)
                 except (AgentError, OSError) as exc:
                     del procs[spec.name]
                     bench.fail("turns", spec.name, exc, proc)

@@ -61,6 +61,8 @@ def test_every_measurement_has_a_number(
         "stop_bytes_p50",
         "turn_early",
         "turn_late",
+        "turn_cpu_first",
+        "turn_cpu_last",
         "rss_per_session",
     ]
     missing = [key for key in wanted if not isinstance(summary.get(key), (int, float))]

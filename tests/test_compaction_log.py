@@ -53,8 +53,12 @@ def compact(
     summary: str = "They talked.",
 ) -> Record | None:
     """Write a compaction the way the loop does (None: nothing to compact)."""
-    plan = plan_compaction(
-        live_surface(model_records(b.records)), keep_tokens=keep_tokens, keep_prompt=keep_prompt
+    records = model_records(b.records)
+    plan = plan_compaction(live_surface(records), keep_tokens=keep_tokens, keep_prompt=keep_prompt)
+    # The loop passes the length of the history it has: the same plan.
+    current = len(derive_messages(records))
+    assert plan == plan_compaction(
+        live_surface(records), keep_tokens=keep_tokens, keep_prompt=keep_prompt, current=current
     )
     if plan is None:
         return None

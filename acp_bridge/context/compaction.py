@@ -75,7 +75,7 @@ class CompactionPlan:
 
 
 def plan_compaction(
-    surface: Surface, *, keep_tokens: int, keep_prompt: bool
+    surface: Surface, *, keep_tokens: int, keep_prompt: bool, current: int | None = None
 ) -> CompactionPlan | None:
     """What to compact in the history of a log, given as its `Surface`
     (`acp_bridge.log.derive.live_surface`, or a session's
@@ -83,7 +83,9 @@ def plan_compaction(
 
     ``keep_tokens``: the budget of the verbatim tail (0 keeps none);
     ``keep_prompt``: pin the prompt being answered (a compaction inside a
-    turn).  None when there is nothing to compact.
+    turn); ``current``: the number of messages of the history, when the
+    caller has it (else it is derived again).  None when there is nothing to
+    compact.
     """
     live = surface.records
     pins = _pins(live, keep_prompt)
@@ -96,7 +98,9 @@ def plan_compaction(
     if not summarized:
         return None
     kept = [*live[boundary:], *(r for r in before if _seq(r) in pins)]
-    replaced = len(derive_messages(live)) - _verbatim_messages(kept)
+    if current is None:
+        current = len(derive_messages(live))
+    replaced = current - _verbatim_messages(kept)
     return CompactionPlan(
         kept_from=kept_from,
         pinned=tuple(sorted(seq for seq in pins if kept_from is None or seq < kept_from)),

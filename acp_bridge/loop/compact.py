@@ -96,10 +96,16 @@ async def compact(turn: CompactingTurn, trigger: str, instructions: str | None =
     window = session.context.window(turn.info)
     # A quarter of the history stays verbatim, at most a quarter of the window
     # (estimates can be far off when the provider refused a request as too long).
-    history = estimate_json(list(session.history()))
+    messages = list(session.history())
+    history = estimate_json(messages)
     keep = 0 if trigger == "command" else int(min(window, history) * KEEP_FRACTION)
     projection = session.log.history
-    plan = plan_compaction(projection.surface(), keep_tokens=keep, keep_prompt=trigger != "command")
+    plan = plan_compaction(
+        projection.surface(),
+        keep_tokens=keep,
+        keep_prompt=trigger != "command",
+        current=len(messages),
+    )
     if plan is None:
         return Outcome("nothing")
     before = session.context.estimate.request_tokens(session.history(), turn.system, tools)

@@ -228,6 +228,24 @@ CYCLE_SCRIPT = {
 }
 
 
+def checked_reports(records: list[Record]) -> int:
+    """Check each report the model gave, and count them.
+
+    A report answers with facts about the request the model received: the
+    history the server sent must be the reference derivation of the log at
+    that point (its stream/start)."""
+    reports = 0
+    for i, record in enumerate(records):
+        if record["type"] != "assistant/message" or "message_count" not in json.dumps(record):
+            continue
+        start = max(j for j in range(i) if records[j]["type"] == "stream/start")
+        request = ModelRequest(messages=derive_messages(records[:start]))
+        said = "".join(b["text"] for b in record["content"] if b["type"] == "text")
+        assert said == "\n".join(report_lines(request, REPORT))
+        reports += 1
+    return reports
+
+
 @pytest.mark.anyio
 async def test_a_real_multi_turn_session(tmp_path: Path) -> None:
     """Through the subprocess: the history each request carried is the reference one."""
@@ -250,19 +268,7 @@ async def test_a_real_multi_turn_session(tmp_path: Path) -> None:
     [records] = run.logs().values()
     projection = assert_equal_after_every_record([r for r in records if r["type"] in MODEL_TYPES])
     assert len(projection.messages()) > 20
-    # Each report answers with facts about the request the model received:
-    # the history the server sent must be the reference derivation of the
-    # log at that point (its stream/start).
-    reports = 0
-    for i, record in enumerate(records):
-        if record["type"] != "assistant/message" or "message_count" not in json.dumps(record):
-            continue
-        start = max(j for j in range(i) if records[j]["type"] == "stream/start")
-        request = ModelRequest(messages=derive_messages(records[:start]))
-        said = "".join(b["text"] for b in record["content"] if b["type"] == "text")
-        assert said == "\n".join(report_lines(request, REPORT))
-        reports += 1
-    assert reports == 6
+    assert checked_reports(records) == 6
 
 
 COMPACTING_SCRIPT = {
@@ -314,13 +320,4 @@ async def test_a_long_session_that_compacts_again_and_again(tmp_path: Path) -> N
             compaction,
         )
     assert_equal_after_every_record([r for r in records if r["type"] in MODEL_TYPES])
-    reports = 0
-    for i, record in enumerate(records):
-        if record["type"] != "assistant/message" or "message_count" not in json.dumps(record):
-            continue
-        start = max(j for j in range(i) if records[j]["type"] == "stream/start")
-        request = ModelRequest(messages=derive_messages(records[:start]))
-        said = "".join(b["text"] for b in record["content"] if b["type"] == "text")
-        assert said == "\n".join(report_lines(request, REPORT))
-        reports += 1
-    assert reports == 12
+    assert checked_reports(records) == 12

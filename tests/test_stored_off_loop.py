@@ -9,6 +9,8 @@ then loads the open session (it is not refused, and the log is opened once).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +22,22 @@ from test_log_dropped import PARIS, watch
 from acp_bridge.log import reopen
 
 
-async def closed_session(client: Any, cwd: str) -> str:
-    """A session with one turn, then closed: only its log is left."""
-    sid: str = await client.new_session(cwd)
-    await client.prompt(sid, "The capital of France?")
-    await client.request("session/close", {"sessionId": sid})
-    return sid
+@contextlib.asynccontextmanager
+async def with_closed_session(state_dir: Path) -> AsyncIterator[tuple[Any, Any, str, str]]:
+    """A bridge on pipes, initialized, with a session of one turn that was
+    then closed (only its log is left): (served, client, session id, cwd),
+    inside a 30 s guard."""
+    from support.pipe_peer import bridge_on_pipes
+
+    cwd = cwd_for_tests()
+    async with bridge_on_pipes(PARIS, str(state_dir)) as served:
+        client = served.client
+        with anyio.fail_after(30):
+            await client.initialize()
+            sid: str = await client.new_session(cwd)
+            await client.prompt(sid, "The capital of France?")
+            await client.request("session/close", {"sessionId": sid})
+            yield served, client, sid, cwd
 
 
 def message_text(messages: list[dict[str, Any]]) -> str:
@@ -42,20 +54,13 @@ def message_text(messages: list[dict[str, Any]]) -> str:
 async def test_opening_a_stored_session_reads_its_log_off_the_event_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
 ) -> None:
-    from support.pipe_peer import bridge_on_pipes
-
     reads: list[tuple[str, bool]] = []
-    cwd = cwd_for_tests()
-    async with bridge_on_pipes(PARIS, str(tmp_path)) as served:
-        client = served.client
-        with anyio.fail_after(30):
-            await client.initialize()
-            sid = await closed_session(client, cwd)
-            monkeypatch.setattr(reopen, "_read", watch("open", reopen._read, reads))
-            start = len(client.messages)
-            await client.request(method, {"sessionId": sid, "cwd": cwd, "mcpServers": []})
-            replayed = client.messages[start:]
-            result = await client.prompt(sid, "And its river?")
+    async with with_closed_session(tmp_path) as (_, client, sid, cwd):
+        monkeypatch.setattr(reopen, "_read", watch("open", reopen._read, reads))
+        start = len(client.messages)
+        await client.request(method, {"sessionId": sid, "cwd": cwd, "mcpServers": []})
+        replayed = client.messages[start:]
+        result = await client.prompt(sid, "And its river?")
     assert reads == [("open", False)]
     assert message_text(replayed) == ("Paris." if method == "session/load" else "")
     assert result.stop_reason == "end_turn"
@@ -65,46 +70,32 @@ async def test_opening_a_stored_session_reads_its_log_off_the_event_loop(
 async def test_a_fork_reads_both_logs_off_the_event_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from support.pipe_peer import bridge_on_pipes
-
     from acp_bridge.acp import stored
     from acp_bridge.log.upcast import load_log
 
     reads: list[tuple[str, bool]] = []
-    cwd = cwd_for_tests()
-    async with bridge_on_pipes(PARIS, str(tmp_path)) as served:
-        client = served.client
-        with anyio.fail_after(30):
-            await client.initialize()
-            sid = await closed_session(client, cwd)
-            monkeypatch.setattr(stored, "load_log", watch("source", load_log, reads))
-            monkeypatch.setattr(reopen, "_read", watch("fork", reopen._read, reads))
-            fork = await client.request("session/fork", {"sessionId": sid, "cwd": cwd})
-            result = await client.prompt(fork["result"]["sessionId"], "And its river?")
+    async with with_closed_session(tmp_path) as (_, client, sid, cwd):
+        monkeypatch.setattr(stored, "load_log", watch("source", load_log, reads))
+        monkeypatch.setattr(reopen, "_read", watch("fork", reopen._read, reads))
+        fork = await client.request("session/fork", {"sessionId": sid, "cwd": cwd})
+        result = await client.prompt(fork["result"]["sessionId"], "And its river?")
     assert reads == [("source", False), ("fork", False)]
     assert result.stop_reason == "end_turn"
 
 
 @pytest.mark.anyio
 async def test_two_loads_at_once_open_the_session_once(tmp_path: Path) -> None:
-    from support.pipe_peer import bridge_on_pipes
+    async with with_closed_session(tmp_path) as (served, client, sid, cwd):
+        params = {"sessionId": sid, "cwd": cwd, "mcpServers": []}
+        answers: list[Any] = []
 
-    cwd = cwd_for_tests()
-    async with bridge_on_pipes(PARIS, str(tmp_path)) as served:
-        client = served.client
-        with anyio.fail_after(30):
-            await client.initialize()
-            sid = await closed_session(client, cwd)
-            params = {"sessionId": sid, "cwd": cwd, "mcpServers": []}
-            answers: list[Any] = []
+        async def load() -> None:
+            answers.append(await client.request("session/load", params))
 
-            async def load() -> None:
-                answers.append(await client.request("session/load", params))
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(load)
-                tg.start_soon(load)
-            result = await client.prompt(sid, "And its river?")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(load)
+            tg.start_soon(load)
+        result = await client.prompt(sid, "And its river?")
     assert len(answers) == 2
     assert all("modes" in answer.get("result", {}) for answer in answers), answers
     assert result.stop_reason == "end_turn"

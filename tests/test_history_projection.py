@@ -119,6 +119,77 @@ def test_random_surface_logs(records: list[Record]) -> None:
     assert_equal_after_every_record(records)
 
 
+def _user(seq: Any, text: str, turn: int = 1) -> Record:
+    return {
+        "type": "user/message",
+        "seq": seq,
+        "turn": turn,
+        "step": 0,
+        "content": [{"type": "text", "text": text}],
+    }
+
+
+def _reply(seq: Any, text: str, turn: int = 1) -> Record:
+    return {
+        "type": "assistant/message",
+        "seq": seq,
+        "turn": turn,
+        "step": 1,
+        "content": [{"type": "text", "text": text}],
+        "interrupted": False,
+    }
+
+
+def _compaction(seq: int, kept_from: int, pinned: list[Any]) -> Record:
+    return {
+        "type": "compaction",
+        "seq": seq,
+        "turn": 1,
+        "step": 0,
+        "status": "completed",
+        "summary": "S",
+        "kept_from": kept_from,
+        "pinned": pinned,
+    }
+
+
+@pytest.mark.parametrize("late_seq", [0, 0.0, True])
+def test_a_second_compaction_that_pins_a_repeated_seq(late_seq: Any) -> None:
+    """A late record repeats the seq of a record the first compaction
+    summarized (or a seq equal to it as a number); the second compaction pins
+    that seq.  The whole log's rule brings the summarized record back, and so
+    must the projection, which then cannot take its shortcut."""
+    records = [
+        _user(0, "first"),
+        _reply(1, "one"),
+        _user(2, "second"),
+        _compaction(3, 2, []),
+        _reply(late_seq, "late"),
+        _compaction(5, 5, [0]),
+    ]
+    assert_equal_after_every_record(records)
+
+
+def test_a_clear_that_also_regenerates() -> None:
+    """A hand-written /clear turn that also names a turn it regenerates: a late
+    reply of that turn stays out of the history, as derive_messages has it."""
+    records = [
+        _user(0, "q"),
+        {
+            "type": "turn/start",
+            "seq": 1,
+            "turn": 2,
+            "step": 0,
+            "command": "clear",
+            "regenerates": 1,
+        },
+        _user(2, "q2", turn=3),
+        _reply(3, "late reply of turn 1"),
+    ]
+    projection = assert_equal_after_every_record(records)
+    assert "late reply" not in json.dumps(list(projection.messages()))
+
+
 def test_a_refused_turn_that_opened_the_window() -> None:
     """The window began with turn 2's prompt; refusing turn 2 undoes that boundary."""
     records = [

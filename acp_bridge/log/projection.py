@@ -78,6 +78,7 @@ class HistoryProjection:
         "_cache",
         "_dropped",
         "_floor",
+        "_floor_pins",
         "_refused",
         "_replaced",
         "_seen",
@@ -98,6 +99,8 @@ class HistoryProjection:
         # The ``kept_from`` of the compaction ``_src`` starts with (None: no
         # compaction since the start or the last /clear).
         self._floor: int | None = None
+        # The integer ``pinned`` of that compaction (what it kept from below the floor).
+        self._floor_pins: frozenset[int] = frozenset()
         # Sets that stay empty in most sessions share one empty frozenset (an
         # empty set costs 216 bytes, and an idle session keeps them all);
         # one is replaced by a new set when it grows, which is rare.
@@ -155,7 +158,10 @@ class HistoryProjection:
         while self._seen < len(records):
             record = records[self._seen]
             self._seen += 1
-            if completed_compaction(record) or is_clear(record):
+            if is_clear(record):
+                self._note_regenerate(record)  # a hand-written /clear may also regenerate
+                self._compact(record)
+            elif completed_compaction(record):
                 self._compact(record)
             elif self._src is not records:
                 self._src.append(record)
@@ -167,13 +173,14 @@ class HistoryProjection:
         """A compaction or a /clear (``records[seen - 1]``): project from the
         records it leaves, from scratch."""
         if is_clear(record):
-            self._src, self._floor = [], None
+            self._src, self._floor, self._floor_pins = [], None, frozenset()
         else:
             before = self.records[: self._seen - 1] if self._src is self.records else self._src
             view = self._compacted(before, record)
             if view is None:
                 view = list(compacted_records(self.records[: self._seen]))
             self._src, self._floor = view, record["kept_from"]
+            self._floor_pins = frozenset(_int_pins(record))
         self._reset()
         for index, record in enumerate(self._src):
             if record.get("type") in SURFACE_TYPES:
@@ -189,31 +196,28 @@ class HistoryProjection:
         It does when no compaction came before (``before`` is then the whole
         log, or all of it since a /clear).  After one, the whole log's rule
         also takes the records that compaction summarized when their ``seq``
-        is pinned, or at least ``kept_from``; only a ``kept_from`` below the
-        floor, or a pin of a record the list no longer holds, reaches them.
+        is pinned, or at least ``kept_from``.  What it summarized has a
+        ``seq`` below its ``kept_from`` (the floor) and not among its pins,
+        so only a ``kept_from`` below the floor, or a pin below it that the
+        previous compaction did not pin, reaches them.  (A test on the seqs
+        the list holds would not do: a late record may repeat a ``seq``.)
         """
         floor = self._floor
         if floor is not None:
             if compaction["kept_from"] < floor:
                 return None
-            pins = [seq for seq in compaction.get("pinned", ()) if type(seq) is int]
-            if pins:
-                held = {record.get("seq") for record in before}
-                if not all(seq in held for seq in pins):
-                    return None
+            kept = self._floor_pins
+            if not all(seq >= floor or seq in kept for seq in _int_pins(compaction)):
+                return None
         return apply_compaction(before, compaction)
 
     def _see(self, index: int, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
         if kind == "turn/start":
-            target, turn = record.get("regenerates"), record.get("turn")
-            if type(target) is int and type(turn) is int:
-                # A regenerate: earlier replies to that turn, usually in the
-                # stable part, leave the history.  Rare (a user's request):
-                # start again from the whole log.
-                replaced = set(self._replaced)
-                note_regenerate(self._attempts, replaced, target, turn)
-                self._replaced = replaced
+            if self._note_regenerate(record):
+                # Earlier replies to that turn, usually in the stable part,
+                # leave the history.  Rare (a user's request): start again
+                # from the whole log.
                 self._reset()
             return
         if kind == "turn/end":
@@ -232,6 +236,16 @@ class HistoryProjection:
         elif kind != "tool/result" and record.get("turn") not in self._refused:
             self._maybe_close_window(index, surface_message(record))
         self._cache = None
+
+    def _note_regenerate(self, record: Mapping[str, Any]) -> bool:
+        """Note the turn a ``turn/start`` regenerates, if it names one (True)."""
+        target, turn = record.get("regenerates"), record.get("turn")
+        if type(target) is not int or type(turn) is not int:
+            return False
+        replaced = set(self._replaced)
+        note_regenerate(self._attempts, replaced, target, turn)
+        self._replaced = replaced
+        return True
 
     def _maybe_close_window(self, index: int, message: Message) -> None:
         """Close the window before ``records[index]`` if that record insulates it."""
@@ -286,6 +300,11 @@ class HistoryProjection:
             and record.get("turn") not in refused
             and (record.get("type") == "user/message" or record.get("turn") not in replaced)
         ]
+
+
+def _int_pins(compaction: Mapping[str, Any]) -> list[int]:
+    """The ``pinned`` seqs of a compaction that count (`apply_compaction`: integers)."""
+    return [seq for seq in compaction.get("pinned", ()) if type(seq) is int]
 
 
 def _grown(found: set[T] | frozenset[T], more: set[T]) -> set[T] | frozenset[T]:

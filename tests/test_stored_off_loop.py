@@ -4,12 +4,15 @@ A long session's file is megabytes: read on the event loop, it would hold up
 every other session's stream (and a Stop) for the whole read.  Loading or
 resuming a session not open here, and forking one, read the log off the
 loop; a second load of a session still being opened waits for the first and
-then loads the open session (it is not refused, and the log is opened once).
+then loads the open session (it is not refused, and the log is opened once),
+and so do a close and a delete.  A load that cannot make its session gives
+up the log's lock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -103,3 +106,73 @@ async def test_two_loads_at_once_open_the_session_once(tmp_path: Path) -> None:
     records = served.records(sid)
     assert [r["type"] for r in records].count("session/start") == 1
     assert sum(1 for r in records if r["type"] == "turn/start") == 2
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("method", ["session/close", "session/delete"])
+async def test_a_close_or_delete_during_a_load_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    """A close or a delete that arrives while a load is reading the session's
+    log (in its worker thread) waits for the load to open the session, then
+    closes or deletes it; it is neither refused as unknown nor as locked."""
+    started, go = threading.Event(), threading.Event()
+    read = reopen._read
+
+    def held(*args: Any) -> Any:
+        started.set()
+        go.wait(10)
+        return read(*args)
+
+    async with with_closed_session(tmp_path) as (_, client, sid, cwd):
+        monkeypatch.setattr(reopen, "_read", held)
+        answers: dict[str, Any] = {}
+
+        async def load() -> None:
+            params = {"sessionId": sid, "cwd": cwd, "mcpServers": []}
+            answers["load"] = await client.request("session/load", params)
+
+        async def other() -> None:
+            answers["other"] = await client.request(method, {"sessionId": sid})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(load)
+            await anyio.to_thread.run_sync(started.wait, 10)
+            tg.start_soon(other)
+            # A barrier: the close or delete was read before this is answered.
+            await client.request("session/list", {})
+            assert "other" not in answers
+            go.set()
+        after = await client.request("session/resume", {"sessionId": sid, "cwd": cwd})
+    assert "modes" in answers["load"]["result"]
+    assert answers["other"] == {"jsonrpc": "2.0", "id": answers["other"]["id"], "result": {}}
+    if method == "session/delete":
+        assert after["error"]["code"] == -32602  # no stored session left
+    else:
+        assert "modes" in after["result"]  # closed, so it opens again
+
+
+@pytest.mark.anyio
+async def test_a_load_that_cannot_make_its_session_gives_up_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from acp_bridge.acp.table import SessionTable
+
+    real = SessionTable.new_provider
+    calls: list[int] = []
+
+    async def failing_once(self: SessionTable) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("the provider broke")
+        return await real(self)
+
+    async with with_closed_session(tmp_path) as (_, client, sid, cwd):
+        monkeypatch.setattr(SessionTable, "new_provider", failing_once)
+        params = {"sessionId": sid, "cwd": cwd, "mcpServers": []}
+        first = await client.request("session/load", params)
+        second = await client.request("session/load", params)
+        result = await client.prompt(sid, "And its river?")
+    assert "error" in first
+    assert "modes" in second.get("result", {}), second
+    assert result.stop_reason == "end_turn"

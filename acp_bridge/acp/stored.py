@@ -91,8 +91,7 @@ class StoredMethods:
         session_id = P.session_id(params)
         cwd = P.absolute_path(params, "cwd")
         table.mcp.editor_specs(params)  # checked before the session is opened
-        while (opening := self._opening.get(session_id)) is not None:
-            await opening.wait()  # another load or resume of it is reading its log
+        await self._after_opening(session_id)
         session = table.sessions.get(session_id)
         if session is not None:
             if session.prompts.active is not None or session.prompts.waiting:
@@ -144,6 +143,12 @@ class StoredMethods:
         items = reopened.items if reopened.items is not None else reopened.records
         return session, items, others, True
 
+    async def _after_opening(self, session_id: str) -> None:
+        """Wait while a load or resume is opening ``session_id`` from its log (a
+        close, a delete or another load then finds it open, or not at all)."""
+        while (opening := self._opening.get(session_id)) is not None:
+            await opening.wait()
+
     def _read_for_replay(self, path: str) -> tuple[list[Any], list[Record]]:
         """The items a replay reads (`read_for_replay`) and the records that are not deltas."""
         read = read_for_replay(path)
@@ -163,6 +168,16 @@ class StoredMethods:
     async def _register(
         self, session_id: str, cwd: str, slog: Any, records: list[Record]
     ) -> Session:
+        """The session of a log just opened, in the table; if that fails, the
+        log's lock is given up (the next load may try again)."""
+        try:
+            return await self._make(session_id, cwd, slog, records)
+        except BaseException:
+            self.table.sessions.pop(session_id, None)
+            self.table.unlock(session_id)
+            raise
+
+    async def _make(self, session_id: str, cwd: str, slog: Any, records: list[Record]) -> Session:
         table = self.table
         provider = await table.new_provider()
         # Tools as the log left them: the last mode and the remembered choices.
@@ -263,11 +278,13 @@ class StoredMethods:
         return out
 
     async def close(self, params: dict[str, Any]) -> dict[str, Any]:
+        await self._after_opening(P.session_id(params))
         await self.table.close(self.table.get(params))
         return {}
 
     async def delete(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = P.session_id(params)
+        await self._after_opening(session_id)
         session = self.table.sessions.get(session_id)
         if session is not None:
             await self.table.close(session)

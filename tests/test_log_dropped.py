@@ -293,9 +293,9 @@ def on_event_loop() -> bool:
 def watch(name: str, read: Any, reads: list[tuple[str, bool]]) -> Any:
     """``read``, noting in ``reads`` each call as (``name``, whether on an event loop)."""
 
-    def watched(*args: Any) -> Any:
+    def watched(*args: Any, **kwargs: Any) -> Any:
         reads.append((name, on_event_loop()))
-        return read(*args)
+        return read(*args, **kwargs)
 
     return watched
 

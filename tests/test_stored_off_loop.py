@@ -75,14 +75,16 @@ async def test_a_fork_reads_both_logs_off_the_event_loop(
 ) -> None:
     from acp_bridge.acp import stored
     from acp_bridge.log.upcast import load_log
+    from acp_bridge.sessions.fork import fork_records
 
     reads: list[tuple[str, bool]] = []
     async with with_closed_session(tmp_path) as (_, client, sid, cwd):
         monkeypatch.setattr(stored, "load_log", watch("source", load_log, reads))
+        monkeypatch.setattr(stored, "fork_records", watch("copy", fork_records, reads))
         monkeypatch.setattr(reopen, "_read", watch("fork", reopen._read, reads))
         fork = await client.request("session/fork", {"sessionId": sid, "cwd": cwd})
         result = await client.prompt(fork["result"]["sessionId"], "And its river?")
-    assert reads == [("source", False), ("fork", False)]
+    assert reads == [("source", False), ("copy", False), ("fork", False)]
     assert result.stop_reason == "end_turn"
 
 

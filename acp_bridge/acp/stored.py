@@ -335,15 +335,18 @@ class StoredMethods:
         if not isinstance(cwd, str):
             raise RpcError.invalid_params("cwd", "is required (the source session has none)")
         session_id = "sess_" + uuid.uuid4().hex
+        fork = functools.partial(
+            fork_records,
+            loaded.records,
+            session_id=session_id,
+            cwd=cwd,
+            upto_turn=turn,
+            at=time.time(),
+            additional_directories=dirs,
+        )
         try:
-            records = fork_records(
-                loaded.records,
-                session_id=session_id,
-                cwd=cwd,
-                upto_turn=turn,
-                at=time.time(),
-                additional_directories=dirs,
-            )
+            # A pass over every record of the source: in the worker thread too.
+            records = await anyio.to_thread.run_sync(fork)
         except ForkError as exc:
             raise RpcError.invalid_params("turn", str(exc)) from None
         path = session_path(table.state_dir, session_id)

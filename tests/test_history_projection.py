@@ -392,3 +392,68 @@ async def test_a_long_session_that_compacts_again_and_again(tmp_path: Path) -> N
         )
     assert_equal_after_every_record([r for r in records if r["type"] in MODEL_TYPES])
     assert checked_reports(records) == 12
+
+
+def _odd_log(rng: Any, size: int, repeat_seqs: bool) -> list[Record]:
+    """Records no agent writes, mixed: late records of old turns, compactions
+    with any kept_from and pins, /clear turns that may also regenerate,
+    refusals and left-out turns, and (``repeat_seqs``) seqs that repeat."""
+    records: list[Record] = []
+    turn = 1
+    for i in range(size):
+        kind = rng.random()
+        t = rng.choice([turn, turn, turn, max(1, turn - 1), 1])
+        record: Record
+        if kind < 0.18:
+            texts = [rng.choice(["a", " ", "b c"]) for _ in range(rng.randint(0, 2))]
+            record = {
+                "type": "user/message",
+                "content": [{"type": "text", "text": x} for x in texts],
+            }
+        elif kind < 0.42:
+            blocks: list[Record] = [{"type": "text", "text": rng.choice(["a", " ", "x"])}]
+            blocks += [
+                {"type": "tool_call", "id": rng.choice(["c1", "c2"]), "name": "t", "input": {}}
+                for _ in range(rng.randint(0, 2))
+            ]
+            rng.shuffle(blocks)
+            record = {"type": "assistant/message", "content": blocks}
+            record["interrupted"] = rng.random() < 0.3
+        elif kind < 0.55:
+            record = {
+                "type": "tool/result",
+                "tool_call_id": rng.choice(["c1", "c2"]),
+                "content": [{"type": "text", "text": "r"}],
+                "is_error": False,
+            }
+        elif kind < 0.65:
+            record = {"type": "turn/end", "reason": rng.choice(["end_turn", "refusal"])}
+            record["left_out"] = rng.random() < 0.15
+        elif kind < 0.75:
+            turn += 1
+            t = turn
+            record = {"type": "turn/start"}
+            if rng.random() < 0.15:
+                record["command"] = "clear"
+            if rng.random() < 0.3:
+                record["regenerates"] = rng.randint(1, turn)
+        else:
+            pins = rng.sample(range(i), min(i, rng.randint(0, 3)))
+            record = {
+                "type": "compaction",
+                "status": rng.choice(["completed"] * 6 + ["failed"]),
+                "summary": "S",
+                "kept_from": rng.randint(0, i),
+                "pinned": sorted(pins),
+            }
+        repeat = repeat_seqs and i > 0 and rng.random() < 0.1
+        records.append({**record, "turn": t, "step": 0, "seq": rng.randrange(i) if repeat else i})
+    return records
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(1, 40), st.booleans())
+@pytest.mark.slow
+def test_random_logs_with_compactions_of_any_shape(rng: Any, size: int, repeat: bool) -> None:
+    """The compaction shortcut holds, or is not taken, on any log."""
+    assert_equal_after_every_record(_odd_log(rng, size, repeat))

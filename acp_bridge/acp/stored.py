@@ -121,7 +121,7 @@ class StoredMethods:
             read = await anyio.to_thread.run_sync(
                 functools.partial(read_to_reopen, path, for_replay=True)
             )
-            reopened = reopen(path, table.outbox, read=read)
+            reopened = reopen(path, table.outbox, read)
         except LogCorrupt as exc:
             table.unlock(session_id)
             raise LogDamaged(exc.path, exc.reason, exc.line_no, loading=True) from None
@@ -356,7 +356,7 @@ class StoredMethods:
         table.lock(session_id, path)
         try:
             read = await anyio.to_thread.run_sync(read_to_reopen, path)
-            reopened = reopen(path, table.outbox, read=read)
+            reopened = reopen(path, table.outbox, read)
         except BaseException:
             table.unlock(session_id)
             raise

@@ -83,6 +83,7 @@ __all__ = [
     "live_records",
     "live_surface",
     "note_regenerate",
+    "pinned_seqs",
     "replaced_turns",
     "settle",
     "summary_text",
@@ -217,7 +218,7 @@ def apply_compaction(
     user message of turn 0 with its summary, then those of ``before`` whose
     ``seq`` it pinned or is at least its ``kept_from``, in their order."""
     kept_from: int = compaction["kept_from"]
-    pinned = {seq for seq in compaction.get("pinned", ()) if type(seq) is int}
+    pinned = pinned_seqs(compaction)
     summary: dict[str, Any] = {
         "type": "user/message",
         "turn": 0,
@@ -231,6 +232,11 @@ def apply_compaction(
         if type(seq) is int and (seq >= kept_from or seq in pinned):
             out.append(record)
     return out
+
+
+def pinned_seqs(compaction: Mapping[str, Any]) -> frozenset[int]:
+    """The seqs a compaction pins that count: its ``pinned`` integers."""
+    return frozenset(seq for seq in compaction.get("pinned", ()) if type(seq) is int)
 
 
 def replaced_turns(records: Iterable[Mapping[str, Any]]) -> set[int]:

@@ -21,6 +21,7 @@ from .derive import (
     leaves_out,
     live_records,
     note_regenerate,
+    pinned_seqs,
     settle,
     surface_message,
 )
@@ -160,7 +161,7 @@ class HistoryProjection:
             self._seen += 1
             if is_clear(record):
                 self._note_regenerate(record)  # a hand-written /clear may also regenerate
-                self._compact(record)
+                self._restart([], None, frozenset())
             elif completed_compaction(record):
                 self._compact(record)
             elif self._src is not records:
@@ -170,17 +171,18 @@ class HistoryProjection:
                 self._see(self._seen - 1, record)
 
     def _compact(self, record: Mapping[str, Any]) -> None:
-        """A compaction or a /clear (``records[seen - 1]``): project from the
-        records it leaves, from scratch."""
-        if is_clear(record):
-            self._src, self._floor, self._floor_pins = [], None, frozenset()
-        else:
-            before = self.records[: self._seen - 1] if self._src is self.records else self._src
-            view = self._compacted(before, record)
-            if view is None:
-                view = list(compacted_records(self.records[: self._seen]))
-            self._src, self._floor = view, record["kept_from"]
-            self._floor_pins = frozenset(_int_pins(record))
+        """A completed compaction (``records[seen - 1]``): project from the records it leaves."""
+        before = self.records[: self._seen - 1] if self._src is self.records else self._src
+        view = self._compacted(before, record)
+        if view is None:
+            view = list(compacted_records(self.records[: self._seen]))
+        self._restart(view, record["kept_from"], pinned_seqs(record))
+
+    def _restart(
+        self, src: list[Mapping[str, Any]], floor: int | None, pins: frozenset[int]
+    ) -> None:
+        """Project from ``src`` from scratch (after a compaction, or ``[]`` after a /clear)."""
+        self._src, self._floor, self._floor_pins = src, floor, pins
         self._reset()
         for index, record in enumerate(self._src):
             if record.get("type") in SURFACE_TYPES:
@@ -207,7 +209,7 @@ class HistoryProjection:
             if compaction["kept_from"] < floor:
                 return None
             kept = self._floor_pins
-            if not all(seq >= floor or seq in kept for seq in _int_pins(compaction)):
+            if not all(seq >= floor or seq in kept for seq in pinned_seqs(compaction)):
                 return None
         return apply_compaction(before, compaction)
 
@@ -292,19 +294,8 @@ class HistoryProjection:
         return messages, first_used, raw
 
     def _raw(self, end: int) -> list[Message]:
-        refused, replaced = self._refused, self._replaced
-        return [
-            surface_message(record)
-            for record in self._src[self._start : end]
-            if record.get("type") in SURFACE_TYPES
-            and record.get("turn") not in refused
-            and (record.get("type") == "user/message" or record.get("turn") not in replaced)
-        ]
-
-
-def _int_pins(compaction: Mapping[str, Any]) -> list[int]:
-    """The ``pinned`` seqs of a compaction that count (`apply_compaction`: integers)."""
-    return [seq for seq in compaction.get("pinned", ()) if type(seq) is int]
+        live = live_records(self._src[self._start : end], self._refused, self._replaced)
+        return [surface_message(record) for record in live]
 
 
 def _grown(found: set[T] | frozenset[T], more: set[T]) -> set[T] | frozenset[T]:

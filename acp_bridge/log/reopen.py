@@ -25,10 +25,11 @@ close it (`OpenTurn.close`) if it was left open, so that the log again follows t
 cuts a torn last line, and returns a `SessionLog` that continues ``seq``, with
 the closing records already appended.  The read and the cut are
 `read_to_reopen`, which an event loop runs in a worker thread and hands to
-`reopen` (a long session's file is megabytes).  For a replay (``for_replay``) it reads
-the file with `acp_bridge.log.replay_read.read_for_replay`, which folds the
-text deltas into runs, unless the last turn was left open: closing it needs
-its deltas as records.
+`reopen` (a long session's file is megabytes).  For a replay
+(`read_to_reopen`'s ``for_replay``) it reads the file with
+`acp_bridge.log.replay_read.read_for_replay`, which folds the text deltas
+into runs, unless the last turn was left open: closing it needs its deltas
+as records.
 """
 
 from __future__ import annotations
@@ -103,12 +104,10 @@ def read_to_reopen(path: str, *, for_replay: bool = False) -> Read:
     return loaded, items
 
 
-def reopen(
-    path: str, outbox: RecordWriter, *, for_replay: bool = False, read: Read | None = None
-) -> Reopened:
+def reopen(path: str, outbox: RecordWriter, read: Read | None = None) -> Reopened:
     """Open an existing log for appending (the caller holds its `SessionLock`),
     from ``read`` (what `read_to_reopen` returned) or reading it now."""
-    loaded, items = read_to_reopen(path, for_replay=for_replay) if read is None else read
+    loaded, items = read_to_reopen(path) if read is None else read
     slog = SessionLog(path, outbox, next_seq=loaded.next_seq, size=loaded.valid_size)
     records = loaded.records
     closed: list[Record] = []

@@ -13,6 +13,8 @@ loaded session, regenerated and forked, sends the model its whole history.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -300,6 +302,23 @@ def watch(name: str, read: Any, reads: list[tuple[str, bool]]) -> Any:
     return watched
 
 
+@contextlib.asynccontextmanager
+async def bridge_with(
+    state_dir: Path, prepare: Callable[[Any, str], Awaitable[str]]
+) -> AsyncIterator[tuple[Any, Any, str, str]]:
+    """A bridge on pipes answering `PARIS`, initialized, and a session that
+    ``prepare(client, cwd)`` made: (served, client, its id, cwd), inside a
+    30 s guard."""
+    from support.pipe_peer import bridge_on_pipes
+
+    cwd = cwd_for_tests()
+    async with bridge_on_pipes(PARIS, str(state_dir)) as served:
+        with anyio.fail_after(30):
+            await served.client.initialize()
+            sid = await prepare(served.client, cwd)
+            yield served, served.client, sid, cwd
+
+
 async def a_loaded_session_at_rest(client: Any, cwd: str) -> str:
     """A session closed, loaded again, then left to rest: its records dropped."""
     sid: str = await client.new_session(cwd)
@@ -321,21 +340,12 @@ async def test_a_mode_change_reads_a_dropped_log_back_off_the_event_loop(
     """``session/set_mode`` on a loaded session that dropped its records reads
     them back in a worker thread before it appends its record, not on the
     event loop (a long session's file is megabytes)."""
-    from support.pipe_peer import bridge_on_pipes
-
     from acp_bridge.log import writer
 
     reads: list[tuple[str, bool]] = []
-    cwd = cwd_for_tests()
-    async with bridge_on_pipes(PARIS, str(tmp_path)) as served:
-        client = served.client
-        with anyio.fail_after(30):
-            await client.initialize()
-            sid = await a_loaded_session_at_rest(client, cwd)
-            monkeypatch.setattr(
-                writer, "_model_records", watch("back", writer._model_records, reads)
-            )
-            await client.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"})
+    async with bridge_with(tmp_path, a_loaded_session_at_rest) as (served, client, sid, _):
+        monkeypatch.setattr(writer, "_model_records", watch("back", writer._model_records, reads))
+        await client.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"})
     assert reads == [("back", False)]
     modes = [r for r in served.records(sid) if r["type"] == "session/mode"]
     assert [r["mode"] for r in modes] == ["read_only"]
@@ -348,26 +358,17 @@ async def test_loading_an_open_session_again_reads_its_file_off_the_event_loop(
     """A second ``session/load`` of a session open here, resting with its
     records dropped, reads them back and reads its file for the replay in
     worker threads."""
-    from support.pipe_peer import bridge_on_pipes
-
     from acp_bridge.acp import stored
     from acp_bridge.log import writer
     from acp_bridge.log.replay_read import read_for_replay
 
     reads: list[tuple[str, bool]] = []
-    cwd = cwd_for_tests()
-    async with bridge_on_pipes(PARIS, str(tmp_path)) as served:
-        client = served.client
-        with anyio.fail_after(30):
-            await client.initialize()
-            sid = await a_loaded_session_at_rest(client, cwd)
-            monkeypatch.setattr(
-                writer, "_model_records", watch("back", writer._model_records, reads)
-            )
-            monkeypatch.setattr(stored, "read_for_replay", watch("replay", read_for_replay, reads))
-            start = len(client.messages)
-            await client.request("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []})
-            replayed = client.messages[start:]
+    async with bridge_with(tmp_path, a_loaded_session_at_rest) as (_, client, sid, cwd):
+        monkeypatch.setattr(writer, "_model_records", watch("back", writer._model_records, reads))
+        monkeypatch.setattr(stored, "read_for_replay", watch("replay", read_for_replay, reads))
+        start = len(client.messages)
+        await client.request("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []})
+        replayed = client.messages[start:]
     assert reads == [("back", False), ("replay", False)]
     texts = [
         m["params"]["update"]["content"]["text"]

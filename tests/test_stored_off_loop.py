@@ -11,36 +11,29 @@ up the log's lock.
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from support.harness import cwd_for_tests
-from test_log_dropped import PARIS, watch
+from test_log_dropped import bridge_with, watch
 
 from acp_bridge.log import reopen
 
 
-@contextlib.asynccontextmanager
-async def with_closed_session(state_dir: Path) -> AsyncIterator[tuple[Any, Any, str, str]]:
-    """A bridge on pipes, initialized, with a session of one turn that was
-    then closed (only its log is left): (served, client, session id, cwd),
-    inside a 30 s guard."""
-    from support.pipe_peer import bridge_on_pipes
+async def closed_session(client: Any, cwd: str) -> str:
+    """A session with one turn, then closed: only its log is left."""
+    sid: str = await client.new_session(cwd)
+    await client.prompt(sid, "The capital of France?")
+    await client.request("session/close", {"sessionId": sid})
+    return sid
 
-    cwd = cwd_for_tests()
-    async with bridge_on_pipes(PARIS, str(state_dir)) as served:
-        client = served.client
-        with anyio.fail_after(30):
-            await client.initialize()
-            sid: str = await client.new_session(cwd)
-            await client.prompt(sid, "The capital of France?")
-            await client.request("session/close", {"sessionId": sid})
-            yield served, client, sid, cwd
+
+def with_closed_session(state_dir: Path) -> AbstractAsyncContextManager[tuple[Any, Any, str, str]]:
+    """`bridge_with` a `closed_session`."""
+    return bridge_with(state_dir, closed_session)
 
 
 def message_text(messages: list[dict[str, Any]]) -> str:

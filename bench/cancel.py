@@ -74,7 +74,7 @@ def stop_latency(bench: Bench) -> None:
             pace_s=pace_s,
         )
         _check_streaming(proc, stats, res)
-        bytes0, chunks0 = stats.bytes, stats.chunks
+        bytes0, chunks0, reads0 = stats.bytes, stats.chunks, stats.reads
         t_cancel = now()
         proc.cancel(stats.sid or "")
         done = now() + cfg.timeout_s
@@ -84,6 +84,7 @@ def stop_latency(bench: Bench) -> None:
         res.stop_last_chunk_ms.append(0.0 if last is None else (last - t_cancel) * 1000)
         res.stop_bytes_after.append(float(stats.bytes - bytes0))
         res.stop_chunks_after.append(float(stats.chunks - chunks0))
+        res.stop_reads.append(float(stats.reads - reads0))
 
     _rounds(bench, "stop", cfg.stop_rounds, cfg.stop_blocks, one, lambda r: r.stop_ms)
 

@@ -242,6 +242,21 @@ def build_rows(cfg: Config) -> list[Row]:
             _q(lambda r: r.stop_chunks_after, 0.99),
         ),
         Row(
+            "stop_reads_p50",
+            "slow reader: paced reads from the Stop to the one with the response, p50 "
+            "(1: the least any agent can take)",
+            "lower",
+            _one,
+            _q(lambda r: r.stop_reads, 0.5),
+        ),
+        Row(
+            "stop_reads_p90",
+            "slow reader: paced reads from the Stop to the response, p90",
+            "lower",
+            _one,
+            _q(lambda r: r.stop_reads, 0.9),
+        ),
+        Row(
             "stop_rounds",
             "slow-reader Stops measured",
             "",

@@ -36,6 +36,7 @@ class AgentResult:
     stop_last_chunk_ms: list[float] = field(default_factory=list)  # Stop -> last chunk read
     stop_bytes_after: list[float] = field(default_factory=list)  # bytes read after the Stop
     stop_chunks_after: list[float] = field(default_factory=list)  # chunks read after the Stop
+    stop_reads: list[float] = field(default_factory=list)  # paced reads, Stop -> response
     turn_ms: dict[int, list[float]] = field(default_factory=dict)  # mark -> round trips
     turn_rss_kib: dict[int, float] = field(default_factory=dict)  # mark -> RSS then
     turn_cpu_ms: list[float] = field(default_factory=list)  # agent CPU per turn, block by block

@@ -59,6 +59,7 @@ def test_every_measurement_has_a_number(
         "stop_p99",
         "stop_last_p99",
         "stop_bytes_p50",
+        "stop_reads_p50",
         "turn_early",
         "turn_late",
         "turn_cpu_first",
@@ -68,6 +69,8 @@ def test_every_measurement_has_a_number(
     missing = [key for key in wanted if not isinstance(summary.get(key), (int, float))]
     assert not missing, f"{agent}: no value for {missing}; errors: {doc['agents'][agent]['errors']}"
     assert summary["stop_rounds"] == 4
+    # The response to a Stop is written after the Stop: at least one read finds it.
+    assert min(doc["agents"][agent]["stop_reads"]) >= 1
     assert len(doc["agents"][agent]["turn_ms"]["30"]) == 10  # the round trips around turn 30
 
 

@@ -12,10 +12,12 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.harness import EVENT_LOG_VALIDATOR
 
 from acp_bridge.log.check import check_history
-from acp_bridge.log.derive import delivered_prefix, derive_messages
+from acp_bridge.log.derive import _settle_paired, delivered_prefix, derive_messages, settle
 
 Record = dict[str, Any]
 
@@ -513,6 +515,39 @@ def test_derive_neither_mutates_nor_shares_its_input() -> None:
     messages[0]["content"].append(text("more"))
     assert records == before
     assert derive_messages(records) != messages
+
+
+# -- the fast path of settle ------------------------------------------------------
+
+_TOOL_FREE_MESSAGE = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "assistant"]),
+        "content": st.lists(
+            st.builds(
+                lambda kind, t: {"type": kind, "text": t},
+                st.sampled_from(["text", "reasoning"]),
+                st.sampled_from(["a", "b c"]),
+            ),
+            max_size=2,
+        ),
+        "interrupted": st.booleans(),
+    }
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_TOOL_FREE_MESSAGE, max_size=8),
+    st.frozensets(st.sampled_from(["c1", "c2"])),
+    st.booleans(),
+)
+def test_settle_without_tool_blocks_equals_the_paired_settle(
+    messages: list[dict[str, Any]], used: frozenset[str], keep_leading: bool
+) -> None:
+    """Messages without tool calls or results take a shortcut (nothing to pair):
+    it gives what the pass that pairs them gives, ids kept included."""
+    expected = _settle_paired(copy.deepcopy(messages), used, keep_leading)
+    assert settle(messages, used, keep_leading) == expected
 
 
 # -- the delivered prefix -------------------------------------------------------

@@ -36,7 +36,7 @@ from acp_bridge.providers.script_format import (
 )
 from acp_bridge.providers.script_schema import SCHEMA_PATH, build_script_schema, render
 from acp_bridge.providers.script_schema import main as schema_main
-from acp_bridge.providers.scripted import ScriptedProvider
+from acp_bridge.providers.scripted import ScriptedProvider, _compile
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 REQUEST = ModelRequest(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
@@ -520,6 +520,31 @@ async def test_exhausted_script_repeat_last() -> None:
     p = provider([{"text": "one"}], [{"text": "two"}], when_exhausted="repeat_last")
     texts = [(await collect(p))[0] for _ in range(4)]
     assert texts == [TextDelta(0, t) for t in ("one", "two", "two", "two")]
+
+
+@pytest.mark.anyio
+async def test_a_repeated_response_streams_what_it_compiles_to_afresh() -> None:
+    """A response's operations are compiled once and shared by later requests
+    (`ScriptedProvider._compiled`): each stream is still the one a fresh
+    compilation gives, and one that reports on its request is compiled anew."""
+    p = provider(
+        [
+            {"text": "Done.", "chunk_size": 2},
+            {"reasoning": "why"},
+            {"tool_call": {"id": "c1", "name": "t", "arguments": {"a": 1}}},
+        ],
+        when_exhausted="repeat_last",
+    )
+    fresh = _compile(p.script.responses[0], REQUEST, p.script.chunk_delay_ms)
+    for _ in range(3):
+        assert await collect(p) == fresh
+    reporting = provider([{"report": ["message_count"]}], when_exhausted="repeat_last")
+    two = ModelRequest(
+        messages=[*REQUEST.messages, {"role": "assistant", "content": []}, *REQUEST.messages]
+    )
+    first, second = await collect(reporting), await collect(reporting, two)
+    assert first != second
+    assert second == _compile(reporting.script.responses[0], two, 0)
 
 
 @pytest.mark.anyio

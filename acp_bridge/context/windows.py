@@ -97,6 +97,8 @@ async def model_info_of(provider: Any) -> ModelInfo:
     method = getattr(provider, "model_info", None)
     if callable(method):
         info = method()
+        if isinstance(info, ModelInfo):
+            return info  # asked once per step: `inspect.isawaitable` costs more than this
         if inspect.isawaitable(info):
             info = await info
         if isinstance(info, ModelInfo):

@@ -100,6 +100,7 @@ ASSISTANT_BLOCK_TYPES: Final = frozenset({"text", "reasoning", "tool_call"})
 USER_BLOCK_TYPES: Final = frozenset({"text", "resource_link", "resource", "image", "tool_result"})
 _PROMPT_BLOCK_TYPES: Final = USER_BLOCK_TYPES - {"tool_result"}
 _TEXT_TYPES: Final = frozenset({"text", "reasoning"})
+_TOOL_TYPES: Final = frozenset({"tool_call", "tool_result"})
 
 # How the summary of a compaction opens the history's first user message.
 SUMMARY_HEADER: Final = (
@@ -366,12 +367,24 @@ def _clean_blocks(blocks: object, allowed: frozenset[str]) -> list[Block]:
 
 
 def _copy_json(value: Any) -> Any:
-    """A deep copy of JSON data (dicts, lists and immutable scalars); faster than deepcopy."""
+    """A deep copy of JSON data (dicts, lists and immutable scalars); faster than deepcopy.
+
+    A value of a scalar type is taken as it is without a call: most blocks
+    are flat (a text block is two strings), and a call per field was most of
+    the cost of a history's messages.
+    """
     if isinstance(value, dict):
-        return {key: _copy_json(item) for key, item in value.items()}
+        return {
+            key: item if type(item) in _SCALARS else _copy_json(item) for key, item in value.items()
+        }
     if isinstance(value, list):
-        return [_copy_json(item) for item in value]
+        return [item if type(item) in _SCALARS else _copy_json(item) for item in value]
     return value
+
+
+# The immutable types of JSON data, copied by reference (exact types: a
+# subclass goes through `_copy_json`, which copies it as before).
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def _keep_block(block: object, allowed: frozenset[str]) -> bool:
@@ -411,6 +424,16 @@ def settle(
     ``keep_leading`` says the messages follow a user message (see
     `HistoryProjection`).
     """
+    if not _has_tool_blocks(messages):
+        return _settle_without_tools(messages, keep_leading), set(used)
+    return _settle_paired(messages, used, keep_leading)
+
+
+def _settle_paired(
+    messages: list[Message], used: frozenset[str], keep_leading: bool
+) -> tuple[list[Message], set[str]]:
+    """`settle` the long way, pairing tool calls with results on every pass
+    (what messages with tool blocks need; the reference for the fast path)."""
     first_used: set[str] | None = None
     while True:
         paired, kept = _pair_tool_calls(_merge_same_role(messages), used)
@@ -421,6 +444,27 @@ def settle(
             first_used = kept
         if settled == messages:
             return settled, first_used
+        messages = settled
+
+
+def _has_tool_blocks(messages: list[Message]) -> bool:
+    return any(block["type"] in _TOOL_TYPES for message in messages for block in message["content"])
+
+
+def _settle_without_tools(messages: list[Message], keep_leading: bool) -> list[Message]:
+    """`settle` of messages without tool calls or results: no pairing to do.
+
+    Every pass only merges or drops messages, so one that leaves as many
+    messages as it was given changed nothing (the messages are then returned
+    as they are, not copied: a history is never mutated).  Most windows of a
+    session's projection are one message and take this path.
+    """
+    while True:
+        settled = _drop_empty(_merge_same_role(messages))
+        if not keep_leading:
+            settled = _drop_leading_assistant(settled)
+        if len(settled) == len(messages):
+            return settled
         messages = settled
 
 

@@ -80,6 +80,7 @@ class HistoryProjection:
         "_dropped",
         "_floor",
         "_floor_pins",
+        "_memo",
         "_refused",
         "_replaced",
         "_seen",
@@ -153,6 +154,11 @@ class HistoryProjection:
         # Ids of calls in stable records that the stable part left out.
         self._dropped: set[str] | frozenset[str] = _NONE
         self._cache: tuple[int, list[Message], set[str], list[Message]] | None = None
+        # The raw message (`surface_message`) of each record of the window
+        # made so far, by the record's id, with the record (so an id reused
+        # by another record never matches): the window is derived again as
+        # records arrive, and each record's message is made once.
+        self._memo: dict[int, tuple[Mapping[str, Any], Message]] = {}
 
     def _catch_up(self) -> None:
         records = self.records
@@ -236,7 +242,9 @@ class HistoryProjection:
         if kind == "tool/result" and record.get("tool_call_id") in self._dropped:
             self._reset()
         elif kind != "tool/result" and record.get("turn") not in self._refused:
-            self._maybe_close_window(index, surface_message(record))
+            message = surface_message(record)
+            self._maybe_close_window(index, message)
+            self._memo[id(record)] = (record, message)
         self._cache = None
 
     def _note_regenerate(self, record: Mapping[str, Any]) -> bool:
@@ -278,6 +286,7 @@ class HistoryProjection:
         self._dropped = _grown(self._dropped, dropped)
         self._start = index
         self._cache = None
+        self._memo = {}
 
     def _window(self, end: int | None = None) -> tuple[list[Message], set[str], list[Message]]:
         """The window's messages for ``records[start:end]``, the ids kept, its raw messages."""
@@ -295,7 +304,14 @@ class HistoryProjection:
 
     def _raw(self, end: int) -> list[Message]:
         live = live_records(self._src[self._start : end], self._refused, self._replaced)
-        return [surface_message(record) for record in live]
+        memo = self._memo
+        raw: list[Message] = []
+        for record in live:
+            known = memo.get(id(record))
+            if known is None or known[0] is not record:
+                known = memo[id(record)] = (record, surface_message(record))
+            raw.append(known[1])
+        return raw
 
 
 def _grown(found: set[T] | frozenset[T], more: set[T]) -> set[T] | frozenset[T]:

@@ -82,6 +82,12 @@ class ScriptedProvider:
         self.request_count = 0
         self._cursor = 0
         self.context = context or ContextConfig()
+        # The operations of each response compiled so far, by the response's
+        # id (with the response, so a reused id never matches): a response
+        # that does not report on its request compiles to the same operations
+        # every time, and a script that repeats its last response answers
+        # every turn of a long session with it.
+        self._compiled: dict[int, tuple[ScriptResponse, list[_Op]]] = {}
 
     def model_info(self) -> ModelInfo:
         """The window of ``--context-window`` (or the default; a script's usage
@@ -141,7 +147,15 @@ class ScriptedProvider:
         response = _response_at(script, cursor)
         if response is None:
             return [_Fail(EXHAUSTED)]
-        return _compile(response, request, script.chunk_delay_ms)
+        known = self._compiled.get(id(response))
+        if known is not None and known[0] is response:
+            return known[1]
+        ops = _compile(response, request, script.chunk_delay_ms)
+        if not _reports(response):
+            # Shared by the streams of later requests: neither the stream nor
+            # its reader changes the list or its (frozen) events.
+            self._compiled[id(response)] = (response, ops)
+        return ops
 
 
 def _response_at(script: Script, cursor: int) -> ScriptResponse | None:
@@ -336,6 +350,13 @@ class _Compiler:
         make = TextDelta if kind == "text" else ReasoningDelta
         for piece in pieces:
             self.chunk(make(index, piece), delay_ms)
+
+
+def _reports(response: ScriptResponse) -> bool:
+    """Whether the operations of ``response`` depend on its request (a ``report`` event)."""
+    from acp_bridge.providers.script_format import ReportEvent
+
+    return any(isinstance(event, ReportEvent) for event in response.events)
 
 
 def _compile(response: ScriptResponse, request: ModelRequest, default_delay_ms: float) -> list[_Op]:

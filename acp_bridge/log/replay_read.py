@@ -30,6 +30,7 @@ import orjson
 
 from .records import FORMAT_VERSION
 from .upcast import LoadedLog, gc_paused, record_types
+from .writer import join_packs, model_pack
 
 __all__ = ["SLICE_BYTES", "DeltaRun", "read_for_replay"]
 
@@ -57,19 +58,22 @@ class DeltaRun:
 Item = Record | DeltaRun
 
 
-def read_for_replay(path: str | os.PathLike[str]) -> tuple[LoadedLog, list[Item]] | None:
+def read_for_replay(
+    path: str | os.PathLike[str], *, pack: bool = False
+) -> tuple[LoadedLog, list[Item]] | None:
     """The log at ``path`` and its items in order: each record a dict, but
     the runs of deltas (`DeltaRun`).  The log's ``records`` are the dicts
-    alone, with their ``kinds``.  None if the file needs `load_log`."""
+    alone, with their ``kinds``, and with ``pack`` its ``model_pack`` (for a
+    session opened from the log).  None if the file needs `load_log`."""
     with open(path, "rb") as file:
         data = file.read()
     if not data.endswith(b"\n"):
         return None
     with gc_paused():
-        return _read(data)
+        return _read(data, pack)
 
 
-def _read(data: bytes) -> tuple[LoadedLog, list[Item]] | None:
+def _read(data: bytes, pack: bool) -> tuple[LoadedLog, list[Item]] | None:
     items: list[Item] = []
     records: list[Record] = []
     kinds: list[str] = []
@@ -77,6 +81,7 @@ def _read(data: bytes) -> tuple[LoadedLog, list[Item]] | None:
     start = 0
     size = len(data)
     run: DeltaRun | None = None
+    packs: list[bytes] | None = [] if pack else None
     while start < size:
         end = data.find(b"\n", min(start + SLICE_BYTES, size - 1))
         # end >= 0: the data ends with a newline, and the search starts before it.
@@ -89,6 +94,14 @@ def _read(data: bytes) -> tuple[LoadedLog, list[Item]] | None:
         if found is None:
             return None
         seq += len(values)
+        # What the session keeps of the model records, serialized while the
+        # slice's dicts are fresh in the cache (later, a pass over all of
+        # them, scattered over the heap, took about twice as long).
+        if packs is not None:
+            try:
+                packs.append(model_pack(values, found))
+            except (TypeError, orjson.JSONEncodeError):  # nested too deep to write
+                packs = None  # restore sees to it (it keeps the dicts)
         if DELTA not in found:
             items += values
             records += values
@@ -97,7 +110,8 @@ def _read(data: bytes) -> tuple[LoadedLog, list[Item]] | None:
             continue
         run = _fold(values, found, items, records, kinds, run)
         del values
-    return LoadedLog(records, seq, size, False, [], kinds), items
+    packed = None if packs is None else join_packs(packs)
+    return LoadedLog(records, seq, size, False, [], kinds, packed), items
 
 
 def _fold(

@@ -270,7 +270,8 @@ def replay_frame_list(
         out.append(frame(item))
 
     _walk(
-        list(records),
+        # Not copied if a list: a copy touches every item, cold in the cache.
+        records if isinstance(records, list) else list(records),
         update,
         runs.chunk,
         others,

@@ -23,8 +23,9 @@ which the replay handles as before.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import orjson
 
@@ -65,31 +66,47 @@ def read_for_replay(
     the runs of deltas (`DeltaRun`).  The log's ``records`` are the dicts
     alone, with their ``kinds``, and with ``pack`` its ``model_pack`` (for a
     session opened from the log).  None if the file needs `load_log`."""
-    with open(path, "rb") as file:
-        data = file.read()
-    if not data.endswith(b"\n"):
-        return None
-    with gc_paused():
-        return _read(data, pack)
+    with open(path, "rb") as file, gc_paused():
+        return _read(_slices(file), pack)
 
 
-def _read(data: bytes, pack: bool) -> tuple[LoadedLog, list[Item]] | None:
+def _slices(file: BinaryIO) -> Iterator[bytes | None]:
+    """The file's lines, read a slice of about `SLICE_BYTES` at a time: each
+    slice the complete lines read so far, without the last one's newline;
+    None last if the file does not end with a newline (a torn line).
+
+    Read a slice at a time, not whole: a long log's file is megabytes of
+    fresh memory (a page fault a page) when read at once, and a slice
+    reuses the memory of the one before while it is still in the cache.
+    """
+    rest = b""
+    while chunk := file.read(SLICE_BYTES):
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            rest += chunk
+            continue
+        yield rest + chunk[:end]
+        rest = chunk[end + 1 :]
+    if rest:
+        yield None
+
+
+def _read(slices: Iterable[bytes | None], pack: bool) -> tuple[LoadedLog, list[Item]] | None:
     items: list[Item] = []
     records: list[Record] = []
     kinds: list[str] = []
     seq = 0
-    start = 0
-    size = len(data)
+    size = 0
     run: DeltaRun | None = None
     packs: list[bytes] | None = [] if pack else None
-    while start < size:
-        end = data.find(b"\n", min(start + SLICE_BYTES, size - 1))
-        # end >= 0: the data ends with a newline, and the search starts before it.
+    for lines in slices:
+        if not lines:
+            return None  # a torn last line (None), or a blank line: load_log's to read
         try:
-            values = orjson.loads(b"[" + data[start:end].replace(b"\n", b",") + b"]")
+            values = orjson.loads(b"[" + lines.replace(b"\n", b",") + b"]")
         except orjson.JSONDecodeError:
             return None  # a blank or bad line: load_log says which
-        start = end + 1
+        size += len(lines) + 1
         found = record_types(values, FORMAT_VERSION, seq)
         if found is None:
             return None
@@ -110,6 +127,8 @@ def _read(data: bytes, pack: bool) -> tuple[LoadedLog, list[Item]] | None:
             continue
         run = _fold(values, found, items, records, kinds, run)
         del values
+    if not size:
+        return None  # an empty file: load_log's to read
     packed = None if packs is None else join_packs(packs)
     return LoadedLog(records, seq, size, False, [], kinds, packed), items
 

@@ -37,10 +37,12 @@ __all__ = ["SLICE_BYTES", "DeltaRun", "read_for_replay"]
 
 Record = dict[str, Any]
 
-# About how many bytes of lines are parsed at once: big enough that a call
-# costs nothing, small enough that a slice's dicts fit in the memory the
-# previous slice's freed (fresh memory costs a page fault per page).
-SLICE_BYTES: Final = 256 * 1024
+# About how many bytes of lines are read and parsed at once: big enough that
+# a call costs nothing, small enough that a slice's dicts fit in the memory
+# the previous slice's freed (fresh memory costs a page fault per page) and
+# stay in the cache while they are checked, folded and packed (a 100,000-record
+# read took about a tenth less than with slices four times as big).
+SLICE_BYTES: Final = 64 * 1024
 
 DELTA: Final = "stream/delta"
 

@@ -4,12 +4,15 @@ Most records of a long log are ``stream/delta`` records, and the replay needs
 four things of each: its attempt, its turn, its part's kind and text.  Kept
 as dicts until the replay, they were most of a long load's memory and of its
 time (the dicts of a 100,000-record log are over 100 MB, and the replay
-visited each).  `read_for_replay` parses the file a slice of lines at a time
-(the memory of one slice is reused by the next) and, of each slice, keeps
-the other records as they are and folds each run of consecutive one-part
-deltas of one attempt, turn and kind into a `DeltaRun` of their texts.  The
-replay (`acp_bridge.log.replay`) turns a run into exactly the chunks the
-deltas would have given, one per text, in order.
+visited each).  `read_for_replay` reads and parses the file a slice of lines
+at a time (the memory of one slice is reused by the next) and, of each
+slice, keeps the other records as they are and folds each run of
+consecutive one-part deltas of one attempt, turn and kind into a `DeltaRun`
+of their texts.  The replay (`acp_bridge.log.replay`) turns a run into
+exactly the chunks the deltas would have given, one per text, in order.
+For a session opened from the log it also serializes, slice by slice, the
+model records the session keeps (`acp_bridge.log.writer.model_pack`) while
+they are fresh in the cache, rather than all of them later.
 
 Each slice is parsed and checked as `acp_bridge.log.upcast.load_log` checks a
 whole file on its fast path (today's version, ``seq`` contiguous from 0, a

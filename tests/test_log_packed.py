@@ -10,6 +10,7 @@ log of the snapshots, cut at every record and continued with the rest.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any, cast
@@ -18,9 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acp_bridge.log import writer
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.projection import HistoryProjection
-from acp_bridge.log.writer import MODEL_TYPES, RecordWriter, SessionLog
+from acp_bridge.log.writer import MODEL_TYPES, RecordWriter, SessionLog, join_packs, model_pack
 
 Record = dict[str, Any]
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "snapshots"
@@ -198,3 +200,61 @@ def test_restored_with_the_types_of_the_read_is_the_same(name: str, records: lis
     typed.restore(records, [r["type"] for r in records])
     assert typed.records == plain.records
     assert list(typed.history.messages()) == derive_messages(records)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(SNAPSHOT_LOGS), st.lists(st.integers(0, 60), max_size=4))
+def test_the_packs_of_slices_joined_are_the_pack_of_the_whole(
+    named: tuple[str, list[Record]], cuts: list[int]
+) -> None:
+    """The read packs each slice's model records (`model_pack`) while they are
+    fresh; joined (`join_packs`), they are what `restore` would have packed,
+    byte for byte, wherever the slices are cut (empty ones too)."""
+    _, records = named
+    kinds = [r["type"] for r in records]
+    bounds = [0, *sorted(min(cut, len(records)) for cut in cuts), len(records)]
+    packs = [model_pack(records[a:b], kinds[a:b]) for a, b in itertools.pairwise(bounds)]
+    plain = reopened(records)
+    packed = SessionLog("memory.jsonl", cast(RecordWriter, Writer()), next_seq=len(records))
+    packed.restore(records, kinds, join_packs(packs))
+    assert (packed._packed, packed._zipped) == (plain._packed, plain._zipped)
+    assert packed.records == plain.records
+    assert list(packed.history.messages()) == derive_messages(records)
+
+
+def test_a_log_read_for_a_session_is_restored_from_the_read_s_pack(tmp_path: Path) -> None:
+    """A read for a session (``pack``, as `reopen` reads) packs what `restore`
+    would have packed of its records, byte for byte; a record nested too deep
+    to write leaves the read without a pack, and `restore` keeps the dicts."""
+    import orjson
+
+    from acp_bridge.log.replay_read import read_for_replay
+
+    _, records = max(SNAPSHOT_LOGS, key=lambda named: len(named[1]))
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    read = read_for_replay(path, pack=True)
+    assert read is not None
+    plain = reopened(read[0].records)
+    assert plain._packed is not None
+    expected = writer._unzip(plain._packed) if plain._zipped else plain._packed
+    assert read[0].model_pack == expected
+    unpacked = read_for_replay(path)  # an open session's replay: no pack
+    assert unpacked is not None
+    assert unpacked[0].model_pack is None
+
+    deep: Any = "end"
+    for _ in range(300):
+        deep = [deep]
+    odd = {**records[-1], "seq": len(records), "type": "user/message"}
+    odd["content"] = [{"type": "text", "text": "deep"}, {"type": "odd", "deep": deep}]
+    with path.open("ab") as file:
+        # Written by hand: orjson writes no deeper than 255 levels.
+        file.write(json.dumps(odd, separators=(",", ":")).encode() + b"\n")
+    read = read_for_replay(path, pack=True)
+    assert read is not None
+    assert read[0].model_pack is None
+    slog = SessionLog("memory.jsonl", cast(RecordWriter, Writer()), next_seq=len(records) + 1)
+    slog.restore(read[0].records, read[0].kinds, read[0].model_pack)
+    assert slog._packed is None
+    assert slog.records[-1] == odd

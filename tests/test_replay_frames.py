@@ -187,6 +187,21 @@ def test_random_logs_replay_to_the_same_bytes(
         assert_same_frames(records, session_id)
 
 
+@settings(max_examples=200, deadline=None)
+@given(random_log(), st.booleans(), st.booleans())
+def test_random_logs_replay_alike_with_the_types_of_their_records(
+    records: list[Record], compaction: bool, notices: bool
+) -> None:
+    """A load gives the replay the types its read had (`acp_bridge.log.by_type`):
+    the readers of the other records then see only theirs; the bytes are the same."""
+    frames = UpdateFrames("sess_r")
+    others = without_deltas(records)
+    kinds = [record["type"] for record in others]
+    flags = {"compaction": compaction, "notices": notices}
+    expected = reference(records, frames, **flags)
+    assert replay_frames(records, frames.update, others=others, kinds=kinds, **flags) == expected
+
+
 tricky = st.lists(
     st.one_of(
         st.text(alphabet=st.sampled_from(['"', ",", "\\", "\x00", "u", "0", "a", "\n", "\x01"])),

@@ -161,6 +161,40 @@ def test_a_log_that_needs_more_than_a_glance_is_left_to_load_log(
     assert read_for_replay(path) is None
 
 
+@pytest.mark.parametrize("slice_bytes", [1, 2, 7, 64, 1 << 20])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda data: data[:-1], id="no last newline"),
+        pytest.param(lambda data: data[:-7], id="torn tail"),
+        pytest.param(lambda data: b"\n" + data, id="blank first line"),
+        pytest.param(lambda data: data.replace(b"}\n", b"}\n\n", 2), id="blank line"),
+        pytest.param(lambda data: data + b"\n", id="blank last line"),
+        pytest.param(lambda data: b"", id="empty"),
+        pytest.param(lambda data: b"\n", id="a newline"),
+    ],
+)
+def test_a_file_read_a_slice_at_a_time_leaves_odd_lines_to_load_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: Any, slice_bytes: int
+) -> None:
+    """The file is read a slice of about `SLICE_BYTES` at a time, wherever the
+    slices end: a blank or torn line is still found, and left to `load_log`."""
+    monkeypatch.setattr(replay_read, "SLICE_BYTES", slice_bytes)
+    records: list[Record] = [
+        {"type": "session/start", "session_id": "sess_r"},
+        {"type": "turn/start", "turn": 1},
+        {"type": "stream/delta", "turn": 1, "attempt": "att_a", "parts": [[1, "text", "x"]]},
+        {"type": "turn/end", "turn": 1, "reason": "end_turn"},
+    ]
+    path = as_file(records, tmp_path / "log.jsonl")
+    read = read_for_replay(path, pack=True)
+    assert read is not None
+    assert read[0].valid_size == path.stat().st_size
+    assert read[0].next_seq == len(records)
+    path.write_bytes(damage(path.read_bytes()))
+    assert read_for_replay(path, pack=True) is None
+
+
 # -- through the agent ---------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
-from itertools import compress
+from dataclasses import dataclass
 from typing import Any, Final
 
 import anyio
@@ -28,9 +28,10 @@ from ..commands.catalog import announce
 from ..errors import LogDamaged, SessionBusy
 from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RpcError
+from ..log.by_type import Typed
 from ..log.reader import LogCorrupt, session_path
 from ..log.reopen import read_to_reopen, reopen
-from ..log.replay import replay_frame_list, title_update, without_deltas
+from ..log.replay import replay_frame_list, title_update
 from ..log.replay_read import read_for_replay
 from ..log.upcast import load_log, pause_gc
 from ..loop.session import Session
@@ -79,14 +80,9 @@ class StoredMethods:
             raise RpcError.invalid_params("sessionId", f"no stored session {session_id!r}")
         return path
 
-    async def _open(self, params: dict[str, Any]) -> tuple[Session, list[Any], list[Record], bool]:
-        """The session of a load or resume, opened from its log if not open here.
-
-        Returns the session, its records as the replay reads them (runs of
-        text deltas folded, `acp_bridge.log.replay_read`), those that are not
-        ``stream/delta`` (`without_deltas`: only the replay reads the deltas,
-        most records of a long log), and whether it was opened now.
-        """
+    async def _open(self, params: dict[str, Any]) -> Opened:
+        """The session of a load or resume, opened from its log if not open here
+        (see `Opened`)."""
         table = self.table
         session_id = P.session_id(params)
         cwd = P.absolute_path(params, "cwd")
@@ -100,7 +96,7 @@ class StoredMethods:
             # Both in worker threads: a long session's file is megabytes.
             await session.log.read_back()  # what it appends next reads nothing
             items, others = await anyio.to_thread.run_sync(self._read_for_replay, session.log.path)
-            return session, items, others, False
+            return Opened(session, items, others, False)
         path = self._stored_path(session_id)
         table.lock(session_id, path)
         # Until it is registered, a second load or resume of it waits (`_open`).
@@ -111,9 +107,7 @@ class StoredMethods:
             del self._opening[session_id]
             opening.set()
 
-    async def _open_stored(
-        self, session_id: str, cwd: str, path: str
-    ) -> tuple[Session, list[Any], list[Record], bool]:
+    async def _open_stored(self, session_id: str, cwd: str, path: str) -> Opened:
         """`_open` of a session not open here, its log locked (unlocked if it cannot be read)."""
         table = self.table
         try:
@@ -134,14 +128,11 @@ class StoredMethods:
                 session_id,
                 reopened.closed[-1].get("reason"),
             )
-        if reopened.kinds is None:
-            others = without_deltas(reopened.records)
-        else:  # from the types the read had: no pass over the dicts
-            others = list(compress(reopened.records, map("stream/delta".__ne__, reopened.kinds)))
+        others = Typed.without_deltas(reopened.records, reopened.kinds)
         session = await self._register(session_id, cwd, reopened.log, others)
-        session.prompts.turns = _last_turn(others)
+        session.prompts.turns = _last_turn(others.of_types(TURN_STARTS))
         items = reopened.items if reopened.items is not None else reopened.records
-        return session, items, others, True
+        return Opened(session, items, others, True)
 
     async def _after_opening(self, session_id: str) -> None:
         """Wait while a load or resume is opening ``session_id`` from its log (a
@@ -149,15 +140,14 @@ class StoredMethods:
         while (opening := self._opening.get(session_id)) is not None:
             await opening.wait()
 
-    def _read_for_replay(self, path: str) -> tuple[list[Any], list[Record]]:
+    def _read_for_replay(self, path: str) -> tuple[list[Any], Typed[Record]]:
         """The items a replay reads (`read_for_replay`) and the records that are not deltas."""
         read = read_for_replay(path)
         if read is None:
-            records = self._read(path).records
-            return records, without_deltas(records)
+            loaded = self._read(path)
+            return loaded.records, Typed.without_deltas(loaded.records, loaded.kinds)
         loaded, items = read
-        kinds = loaded.kinds or []
-        return items, list(compress(loaded.records, map("stream/delta".__ne__, kinds)))
+        return items, Typed.without_deltas(loaded.records, loaded.kinds)
 
     def _read(self, path: str) -> Any:
         try:
@@ -166,7 +156,7 @@ class StoredMethods:
             raise LogDamaged(exc.path, exc.reason, exc.line_no, loading=False) from None
 
     async def _register(
-        self, session_id: str, cwd: str, slog: Any, records: list[Record]
+        self, session_id: str, cwd: str, slog: Any, records: Typed[Record]
     ) -> Session:
         """The session of a log just opened, in the table; if that fails, the
         log's lock is given up (the next load may try again)."""
@@ -177,14 +167,20 @@ class StoredMethods:
             self.table.unlock(session_id)
             raise
 
-    async def _make(self, session_id: str, cwd: str, slog: Any, records: list[Record]) -> Session:
+    async def _make(self, session_id: str, cwd: str, slog: Any, records: Typed[Record]) -> Session:
         table = self.table
         provider = await table.new_provider()
         # Tools as the log left them: the last mode and the remembered choices.
-        start = next((r for r in records if r.get("type") == "session/start"), {})
+        start = next(iter(records.of_types(STARTS)), {})
         dirs = start.get("additional_directories")
         extra = [d for d in dirs if isinstance(d, str)] if isinstance(dirs, list) else None
-        session = table.make_session(session_id, cwd, slog, provider, extra, records)
+        # What the session reads of its log: its tools' state and its cost so
+        # far (loaded off the start-up path, as `SessionTable.make_session`).
+        from ..context.session import COST_TYPES
+        from ..tools.state import STATE_TYPES
+
+        kept = records.of_types(STATE_TYPES | COST_TYPES)
+        session = table.make_session(session_id, cwd, slog, provider, extra, kept)
         table.sessions[session_id] = session
         await table.prepare_context(session)
         return session
@@ -206,10 +202,11 @@ class StoredMethods:
         resume = pause_gc()
         held: list[Any] = []
         try:
-            session, records, others, opened = await self._open(params)
+            opened = await self._open(params)
+            session, records, others = opened.session, opened.items, opened.others
             held += [records, others]
             await self.table.mcp.attach(session, params)
-            if not opened:
+            if not opened.now:
                 session.context.reload()  # the instruction files are read again
                 await self.table.prepare_context(session)
             self.table.outbox.widen_stdout()  # a bulk write: no Stop waits behind it
@@ -218,7 +215,8 @@ class StoredMethods:
             frames = replay_frame_list(
                 records,
                 session.frames.update,
-                others=others,
+                others=others.records,
+                kinds=others.kinds,
                 compaction=session.context.compaction_updates,
                 notices=opted_in(session),
             )
@@ -226,7 +224,7 @@ class StoredMethods:
             send = self.table.outbox.send
             for frame in frames:
                 send(frame)
-            endings = _endings(others)
+            endings = _endings(others.of_types(TURN_ENDS))
             del records, others, frames
             answer = await self._answer_then_announce(session, endings)
             self.table.spawn(functools.partial(_release, self.table.outbox, held, resume))
@@ -238,13 +236,14 @@ class StoredMethods:
         return answer
 
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
-        session, _, others, _ = await self._open(params)
+        opened = await self._open(params)
+        session, others = opened.session, opened.others
         await self.table.mcp.attach(session, params)
         # No replay: only what the editor needs to use the session again.
-        title = title_of(others)
+        title = title_of(others.of_types(TITLE_TYPES))
         if title is not None:
             self.table.outbox.send(session.frames.update(title_update(title)))
-        return await self._answer_then_announce(session, _endings(others))
+        return await self._answer_then_announce(session, _endings(others.of_types(TURN_ENDS)))
 
     async def _answer_then_announce(
         self, session: Session, endings: list[dict[str, Any]]
@@ -360,7 +359,7 @@ class StoredMethods:
         except BaseException:
             table.unlock(session_id)
             raise
-        session = await self._register(session_id, cwd, reopened.log, records)
+        session = await self._register(session_id, cwd, reopened.log, Typed(records))
         session.prompts.turns = _last_turn(records)
         # Its MCP servers, like a new session's: the editor's (mcpServers) and the configured.
         await table.mcp.attach(session, params)
@@ -396,6 +395,29 @@ async def _release(outbox: Any, held: list[Any], resume: Callable[[], None]) -> 
 
 
 RELEASE_AFTER: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A session a load or resume opened (`StoredMethods._open`)."""
+
+    session: Session
+    # Its records as the replay reads them (runs of text deltas folded,
+    # `acp_bridge.log.replay_read`).
+    items: list[Any]
+    # Those that are not ``stream/delta`` (only the replay reads the deltas,
+    # most records of a long log), with their types if the read had them.
+    others: Typed[Record]
+    # Whether it was opened now (else it was open here already).
+    now: bool
+
+
+# The types of the records that `_last_turn`, `_endings`, `title_of` and the
+# start of `StoredMethods._make` read (`acp_bridge.log.by_type`).
+TURN_STARTS: Final = frozenset({"turn/start"})
+TURN_ENDS: Final = frozenset({"turn/end"})
+TITLE_TYPES: Final = frozenset({"user/message"})
+STARTS: Final = frozenset({"session/start"})
 
 
 def _last_turn(records: list[Record]) -> int:

@@ -113,7 +113,7 @@ def reopen(path: str, outbox: RecordWriter, read: Read | None = None) -> Reopene
     closed: list[Record] = []
     kinds = loaded.kinds
     with gc_paused():
-        slog.restore(records, kinds)
+        slog.restore(records, kinds, loaded.model_pack)
         for kind, turn, step, fields in closing_records(records):
             record = slog.append(kind, turn, step, **fields)
             closed.append(record)
@@ -129,7 +129,7 @@ def reopen(path: str, outbox: RecordWriter, read: Read | None = None) -> Reopene
 
 def _read(path: str, for_replay: bool) -> tuple[LoadedLog, list[Item] | None]:
     if for_replay:
-        read = read_for_replay(path)
+        read = read_for_replay(path, pack=True)
         # The runs leave out deltas; the last turn's records decide alone
         # whether it ended (only an open turn needs its deltas, to close it).
         if read is not None and last_turn(read[0].records).ended:

@@ -84,7 +84,8 @@ from ..update_builders import (
     usage_update,
     user_message_chunk,
 )
-from .derive import replaced_turns
+from .by_type import of_types
+from .derive import REGENERATE_TYPES, replaced_turns
 from .replay_read import DeltaRun
 
 __all__ = [
@@ -228,6 +229,7 @@ def replay_frames(
     frame: Callable[[dict[str, Any]], bytes],
     *,
     others: Sequence[Record] | None = None,
+    kinds: Sequence[str] | None = None,
     compaction: bool = False,
     notices: bool = False,
 ) -> bytes:
@@ -239,10 +241,13 @@ def replay_frames(
     from `text_chunk`, as the live stream's are), with the chunk's JSON text
     in the cut.  Byte for byte the frames of `replay_updates` (a test compares
     them on every log it has).  ``others``: `without_deltas` of ``records``,
-    if the caller has it already.
+    if the caller has it already, and ``kinds`` the type of each of them, if
+    the read had those (`acp_bridge.log.by_type`).
     """
     return b"".join(
-        replay_frame_list(records, frame, others=others, compaction=compaction, notices=notices)
+        replay_frame_list(
+            records, frame, others=others, kinds=kinds, compaction=compaction, notices=notices
+        )
     )
 
 
@@ -251,6 +256,7 @@ def replay_frame_list(
     frame: Callable[[dict[str, Any]], bytes],
     *,
     others: Sequence[Record] | None = None,
+    kinds: Sequence[str] | None = None,
     compaction: bool = False,
     notices: bool = False,
 ) -> list[bytes]:
@@ -264,10 +270,12 @@ def replay_frame_list(
         out.append(frame(item))
 
     _walk(
-        list(records),
+        # Not copied if a list: a copy touches every item, cold in the cache.
+        records if isinstance(records, list) else list(records),
         update,
         runs.chunk,
         others,
+        kinds=kinds,
         compaction=compaction,
         notices=notices,
         chunks=runs.chunks,
@@ -386,6 +394,7 @@ def _walk(
     chunk: ChunkSink,
     others: Sequence[Record] | None,
     *,
+    kinds: Sequence[str] | None = None,
     compaction: bool,
     notices: bool,
     chunks: ChunksSink | None = None,
@@ -395,13 +404,23 @@ def _walk(
     text, message id, marker, replaced) so that the caller can build them as
     it likes; those of a `DeltaRun` go to ``chunks`` at once (the texts in a
     list), or to ``chunk`` one by one without it.  ``others`` must be given
-    when ``records`` holds runs (`without_deltas` of the records they stand for)."""
+    when ``records`` holds runs (`without_deltas` of the records they stand
+    for); ``kinds``, the type of each of them, if the read had those."""
+    from ..tools.plan import PLAN_TYPES, latest_plan
+
     # What the walk looks up ahead and the plan come from the other records:
-    # a pass over these is a quarter of one over a long log.
+    # a pass over these is a quarter of one over a long log, and with their
+    # types each reader gets only the records of the types it reads.
     if others is None:
         others = without_deltas(_dicts(records))
-    markers = _markers(others)
-    replaced = replaced_turns(others)
+    if kinds is None:
+        marking = regenerates = planning = others
+    else:
+        marking = of_types(others, kinds, MARKER_TYPES)
+        regenerates = of_types(others, kinds, REGENERATE_TYPES)
+        planning = of_types(others, kinds, PLAN_TYPES)
+    markers = _markers(marking)
+    replaced = replaced_turns(regenerates)
     shown = _Shown(markers, compaction)
     chunk_updates = CHUNK_UPDATES
     # What the last delta's attempt and turn came to (consecutive deltas share
@@ -438,9 +457,7 @@ def _walk(
             update_kind = chunk_updates.get(part_kind)
             if update_kind is not None:
                 chunk(update_kind, text, message_id, marker, was_replaced)
-    from ..tools.plan import latest_plan
-
-    plan = latest_plan(others)
+    plan = latest_plan(planning)
     if plan is not None:
         update(plan_update(plan))
 
@@ -574,15 +591,22 @@ def _dicts(records: list[Record | DeltaRun]) -> list[Record]:
 
 
 def _session_id(records: list[Record | DeltaRun]) -> str | None:
-    for record in _dicts(records):
+    for record in records:  # the first record, in any log but an odd one
+        if isinstance(record, DeltaRun):
+            continue
         if record.get("type") == "session/start":
             session_id = record.get("session_id")
             return session_id if isinstance(session_id, str) else None
     return None
 
 
+# The types `_markers` reads (`acp_bridge.log.by_type`).
+MARKER_TYPES: Final = frozenset({"assistant/message", "assistant/attempt"})
+
+
 def _markers(records: Iterable[Record]) -> dict[str, dict[str, Any]]:
-    """attempt id -> the ``_meta.acpBridge`` marker of its chunks, if any."""
+    """attempt id -> the ``_meta.acpBridge`` marker of its chunks, if any
+    (only records of `MARKER_TYPES` count)."""
     markers: dict[str, dict[str, Any]] = {}
     for record in records:
         kind = record.get("type")

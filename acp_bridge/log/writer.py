@@ -147,7 +147,12 @@ class SessionLog:
         # granularity of the writes to the editor.
         self._timed = bytearray()
 
-    def restore(self, records: list[dict[str, Any]], kinds: list[str] | None = None) -> None:
+    def restore(
+        self,
+        records: list[dict[str, Any]],
+        kinds: list[str] | None = None,
+        packed: bytes | None = None,
+    ) -> None:
         """Start the in-memory history from the records of a log read back.
 
         They are kept as one JSON array until the history or the records are
@@ -159,8 +164,12 @@ class SessionLog:
         the history derived after a round trip with the eager one).
         A session that rests before it is used drops even these (`pack`,
         `drop`): kept until then, they spare a prompt right after a load a
-        read of the file.
+        read of the file.  ``packed``: that array already (`model_pack` of
+        the records), made by the read while each slice of them was fresh.
         """
+        if packed is not None:
+            self._set_pack(packed)
+            return
         if kinds is None:
             model = [record for record in records if record.get("type") in MODEL_TYPES]
         else:  # ``kinds``: the type of each record (one pass over strings, not the dicts)
@@ -229,9 +238,12 @@ class SessionLog:
             packed = dumps(records)
         except (TypeError, orjson.JSONEncodeError):
             return False
+        self._set_pack(packed)
+        return True
+
+    def _set_pack(self, packed: bytes) -> None:
         self._zipped = len(packed) <= ZIP_BELOW
         self._history, self._packed = None, _zip(packed) if self._zipped else packed
-        return True
 
     @property
     def history(self) -> HistoryProjection:
@@ -419,6 +431,20 @@ def _model_records(path: str, seq: int, size: int | None) -> list[dict[str, Any]
             f"in {loaded.valid_size} bytes, not the {seq} in {size} this session wrote",
         )
     return [_for_history(r) for r in loaded.records if r.get("type") in MODEL_TYPES]
+
+
+def model_pack(records: list[dict[str, Any]], kinds: list[str]) -> bytes:
+    """The elements of the JSON array that `SessionLog.restore` keeps of
+    ``records`` (``kinds``: the type of each), without the brackets: the packs
+    of consecutive slices of a log, joined with commas between brackets, are
+    the pack of the whole (`join_packs`)."""
+    model = list(compress(records, map(MODEL_TYPES.__contains__, kinds)))
+    return dumps([_for_history(record) for record in model])[1:-1]
+
+
+def join_packs(packs: list[bytes]) -> bytes:
+    """The JSON array of the `model_pack` s of consecutive slices of a log."""
+    return b"[" + b",".join([pack for pack in packs if pack]) + b"]"
 
 
 def _for_history(record: dict[str, Any]) -> dict[str, Any]:

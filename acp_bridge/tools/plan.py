@@ -48,8 +48,13 @@ class UpdatePlan(Tool["PlanArgs"]):
         )
 
 
+# The types `latest_plan` reads (`acp_bridge.log.by_type`).
+PLAN_TYPES: Final = frozenset({"tool/call", "tool/result"})
+
+
 def latest_plan(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
-    """The entries of the last ``update_plan`` call that succeeded, if any."""
+    """The entries of the last ``update_plan`` call that succeeded, if any
+    (only records of `PLAN_TYPES` count)."""
     calls: dict[str, list[dict[str, Any]]] = {}
     latest: list[dict[str, Any]] | None = None
     for record in records:

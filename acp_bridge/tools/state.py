@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from ..log.writer import SessionLog
 from ..update_builders import current_mode_update
@@ -63,8 +63,13 @@ class ToolState:
         return config_option(self.mode)
 
 
+# The types `from_records` reads (`acp_bridge.log.by_type`).
+STATE_TYPES: Final = frozenset({"session/mode", "permission/rule"})
+
+
 def from_records(records: Iterable[Mapping[str, Any]]) -> tuple[str, dict[str, str]]:
-    """The mode and remembered choices a session's log ends with."""
+    """The mode and remembered choices a session's log ends with (only
+    records of `STATE_TYPES` count)."""
     mode, rules = DEFAULT_MODE, {}
     for record in records:
         if record.get("type") == "session/mode" and record.get("mode") in MODES:

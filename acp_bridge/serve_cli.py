@@ -105,7 +105,13 @@ def serve_command(args: argparse.Namespace, state_dir: str) -> int:
         mcp_config_file=_mcp_config_file(args),
         front=front,
     )
-    return anyio.run(serve, options)
+    try:
+        return anyio.run(serve, options)
+    finally:
+        # No warm-up may still run while the interpreter finalizes (`acp_bridge.warm_up`).
+        from . import warm_up
+
+        warm_up.stop()
 
 
 def _mcp_config_file(args: argparse.Namespace) -> str:

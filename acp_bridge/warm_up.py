@@ -13,6 +13,14 @@ and a failure here only leaves the import to the first use, which reports it.
 The serving modules import each other without cycles at module level (only
 packages import their own submodules), so two threads importing parts of
 them at once cannot deadlock on the import locks.
+
+The thread is a daemon (it must never keep the process alive), and a daemon
+thread must not be running when the interpreter finalizes: one that wakes
+then is ended by a forced unwind of its stack, and where that stack holds a
+compiled extension's frames (pydantic's core, building a model) the process
+aborts (``FATAL: exception not rethrown``, exit status -6) instead of
+exiting with its status.  The server therefore calls `stop` as it exits:
+the loading ends after the piece it is on, and the exit waits for that.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from collections.abc import Callable
 from importlib import import_module
 from typing import Final
 
-__all__ = ["MODULES", "also", "start", "wait"]
+__all__ = ["MODULES", "STOP_WAIT", "also", "start", "stop", "wait"]
 
 log = logging.getLogger("acp_bridge.warm_up")
 
@@ -36,9 +44,14 @@ MODULES: Final[tuple[str, ...]] = (
     "pydantic.json_schema",
 )
 
+# How long `stop` waits for the piece being loaded (a model or a module
+# takes milliseconds; a thread stuck longer is left, as before).
+STOP_WAIT: Final = 5.0
+
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
 _more: list[Callable[[], object]] = []
+_stopping = threading.Event()
 
 
 def also(work: Callable[[], object]) -> None:
@@ -54,6 +67,8 @@ def start() -> None:
     added by `also` after the loading ended: a process forked after it, say)."""
     global _thread
     with _lock:
+        if _stopping.is_set():
+            return  # the process is exiting
         if _thread is not None and (_thread.is_alive() or not _more):
             return
         _thread = threading.Thread(target=_load, name="acp-bridge-warm-up", daemon=True)
@@ -69,9 +84,20 @@ def wait(timeout: float | None = None) -> bool:
     return not thread.is_alive()
 
 
+def stop(timeout: float = STOP_WAIT) -> bool:
+    """End the loading after the piece it is on and wait for that (at most
+    ``timeout`` seconds), so that no warm-up runs while the interpreter
+    finalizes (see the module's docstring).  False if it is still running."""
+    _stopping.set()
+    if not wait(timeout):
+        return False
+    _stopping.clear()  # ended: a server started again in this process may warm up
+    return True
+
+
 def _load() -> None:
     # First what `also` added (the script's models: the first stream waits for them).
-    while True:
+    while not _stopping.is_set():
         with _lock:
             if not _more:
                 break
@@ -81,6 +107,8 @@ def _load() -> None:
         except Exception as exc:  # left to the first use, which reports it
             log.debug("warm-up: %s: %s", getattr(work, "__qualname__", work), exc)
     for name in MODULES:
+        if _stopping.is_set():
+            return
         try:
             import_module(name)
         except Exception as exc:  # left to the first use, which reports it
@@ -91,6 +119,8 @@ def _load() -> None:
     from .tools.registry import TOOLS
 
     for tool in list(TOOLS):
+        if _stopping.is_set():
+            return
         try:
             tool.args_model.model_json_schema()
         except Exception as exc:  # a tool of the user's: its own use reports it

@@ -20,6 +20,7 @@ import anyio.to_thread
 from .acp.agent import Agent
 from .errors import StartupFailed
 from .jsonrpc.connection import Connection, RequestHandler, current_reply
+from .light_tasks import LightTasks
 from .log.writes import save_unwritten
 from .loop.turn import TurnConfig
 from .providers.base import Provider
@@ -165,14 +166,16 @@ async def serve(options: ServeOptions) -> int:
 
     poll_input = InputPoll()
     outbox.poll_input = poll_input
-    async with anyio.create_task_group() as tg:
-        conn.bind(tg)
+    # The request handlers and the turns run in plain asyncio tasks the group owns.
+    async with anyio.create_task_group() as tg, LightTasks(tg) as tasks:
+        conn.bind(tg, tasks)
         agent = Agent(
             conn,
             outbox,
             state_dir=options.state_dir,
             config=options.turn,
             spawn=tg.start_soon,
+            spawn_turn=tasks.spawn,
         )
         agent.providers.reload = functools.partial(_load_provider, options, agent, again=True)
         agent.auth.forget = options.forget_credentials

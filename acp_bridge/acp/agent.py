@@ -40,13 +40,20 @@ class Agent:
         state_dir: str,
         config: TurnConfig,
         spawn: Spawn,
+        spawn_turn: Spawn | None = None,
     ) -> None:
         self.conn = conn
         # Where new sessions get their provider (the server sets its factory
         # and its ``reload``).
         self.providers = ProviderSlot()
         self.table = SessionTable(
-            conn, outbox, state_dir=state_dir, config=config, spawn=spawn, providers=self.providers
+            conn,
+            outbox,
+            state_dir=state_dir,
+            config=config,
+            spawn=spawn,
+            providers=self.providers,
+            spawn_turn=spawn_turn,
         )
         # new, prompt, cancel, set_mode, set_config_option.
         self.live = LiveMethods(self.table)

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
+from ..light_tasks import LightTasks
 from .errors import RemoteError, RequestId, RpcError, is_out_of_descriptors
 from .framing import FrameTooLarge, LineFramer
 from .messages import (
@@ -108,6 +109,23 @@ RequestHandler = Callable[[dict[str, Any]], Awaitable[Any]]
 NotificationHandler = Callable[[dict[str, Any]], None]
 
 
+class _NoScope:
+    """Stands for the cancel scope of a request that needs none (it has a
+    cancel hook): entering it costs nothing, and it is never cancelled."""
+
+    __slots__ = ()
+    cancelled_caught = False
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_SCOPE = _NoScope()
+
+
 class Connection:
     def __init__(self, outbox: FrameWriter, *, max_frame: int | None = None) -> None:
         self.outbox = outbox
@@ -121,8 +139,9 @@ class Connection:
         # runs: lets a notification that follows in the same read (a cancel
         # right behind its prompt) see that the request exists.
         self.arrival_hooks: dict[str, Callable[[RequestId, dict[str, Any]], None]] = {}
-        self._tg: TaskGroup | None = None
-        self._in_flight: dict[RequestId, tuple[Request, anyio.CancelScope]] = {}
+        # Spawns a request's handler (see `bind`).
+        self._spawn: Callable[..., object] | None = None
+        self._in_flight: dict[RequestId, tuple[Request, anyio.CancelScope | _NoScope]] = {}
         self._idle = anyio.Event()
         self.closed = False
         # Outgoing requests waiting for their response, by id.
@@ -133,8 +152,10 @@ class Connection:
         self._ids = count()
         self._gone: str | None = None
 
-    def bind(self, tg: TaskGroup) -> None:
-        self._tg = tg
+    def bind(self, tg: TaskGroup, tasks: LightTasks | None = None) -> None:
+        """Run request handlers in tasks of ``tg``, or in the plain asyncio
+        tasks of ``tasks`` (which ``tg`` owns; see `acp_bridge.light_tasks`)."""
+        self._spawn = tg.start_soon if tasks is None else tasks.spawn
 
     # -- incoming ----------------------------------------------------------
 
@@ -171,16 +192,18 @@ class Connection:
             # tell apart, so the duplicate is dropped and said on stderr.
             log.warning("dropped %s: request id %r is already in flight", req.method, req.id)
             return
-        assert self._tg is not None, "Connection.bind() first"
-        scope = anyio.CancelScope()
+        assert self._spawn is not None, "Connection.bind() first"
+        # A method that answers ``$/cancel_request`` itself is never cancelled
+        # through a scope of the request: it runs without one.
+        scope = _NO_SCOPE if req.method in self.cancel_hooks else anyio.CancelScope()
         self._in_flight[req.id] = (req, scope)
         arrival = self.arrival_hooks.get(req.method)
         if arrival is not None:
             arrival(req.id, req.params)
-        self._tg.start_soon(self._run_request, req, handler, scope)
+        self._spawn(self._run_request, req, handler, scope)
 
     async def _run_request(
-        self, req: Request, handler: RequestHandler, scope: anyio.CancelScope
+        self, req: Request, handler: RequestHandler, scope: anyio.CancelScope | _NoScope
     ) -> None:
         reply = Reply(self.outbox, req.id)
         current_reply.set(reply)
@@ -223,7 +246,7 @@ class Connection:
                 hook = self.cancel_hooks.get(req.method)
                 if hook is not None:
                     hook(req.id, req.params)
-                else:
+                elif isinstance(scope, anyio.CancelScope):
                     scope.cancel()
             return
         handler = self.notifications.get(note.method)

@@ -47,6 +47,11 @@ class PromptHost(Protocol):
     @property
     def spawn(self) -> Spawn: ...
 
+    @property
+    def spawn_turn(self) -> Spawn:
+        """Where the turn's task (`run_turn`) is spawned."""
+        ...
+
     def before_start(self) -> bool:
         """Called under the queue's lock just before the turn would start:
         False starts nothing (shutdown); it may raise to refuse the prompt."""
@@ -153,7 +158,7 @@ class PromptQueue:
                 # A cancel arrived before this turn could start: it still
                 # records the user's message, then ends as cancelled.
                 turn.cancel("user")
-            spawn(host.run_turn(turn))
+            host.spawn_turn(host.run_turn(turn))
             try:
                 await turn.settled.wait()
             finally:

@@ -166,7 +166,8 @@ async def serve(options: ServeOptions) -> int:
 
     poll_input = InputPoll()
     outbox.poll_input = poll_input
-    # The request handlers and the turns run in plain asyncio tasks the group owns.
+    # The request handlers (and the turns of the prompts) run in plain asyncio
+    # tasks the group owns.
     async with anyio.create_task_group() as tg, LightTasks(tg) as tasks:
         conn.bind(tg, tasks)
         agent = Agent(
@@ -175,7 +176,6 @@ async def serve(options: ServeOptions) -> int:
             state_dir=options.state_dir,
             config=options.turn,
             spawn=tg.start_soon,
-            spawn_turn=tasks.spawn,
         )
         agent.providers.reload = functools.partial(_load_provider, options, agent, again=True)
         agent.auth.forget = options.forget_credentials

@@ -40,20 +40,13 @@ class Agent:
         state_dir: str,
         config: TurnConfig,
         spawn: Spawn,
-        spawn_turn: Spawn | None = None,
     ) -> None:
         self.conn = conn
         # Where new sessions get their provider (the server sets its factory
         # and its ``reload``).
         self.providers = ProviderSlot()
         self.table = SessionTable(
-            conn,
-            outbox,
-            state_dir=state_dir,
-            config=config,
-            spawn=spawn,
-            providers=self.providers,
-            spawn_turn=spawn_turn,
+            conn, outbox, state_dir=state_dir, config=config, spawn=spawn, providers=self.providers
         )
         # new, prompt, cancel, set_mode, set_config_option.
         self.live = LiveMethods(self.table)

@@ -221,7 +221,6 @@ class _PromptHost:
         prepare: Callable[[Turn], None] | None,
     ) -> None:
         self.config, self.spawn = table.config, table.spawn
-        self.spawn_turn = table.spawn_turn
         self._table, self._reply, self._session = table, reply, session
         self.before_start = before_start
         self._prepare = prepare

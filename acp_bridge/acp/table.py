@@ -53,16 +53,12 @@ class SessionTable:
         config: TurnConfig,
         spawn: Spawn,
         providers: ProviderSlot,
-        spawn_turn: Spawn | None = None,
     ) -> None:
         self.conn = conn
         self.outbox = outbox
         self.state_dir = state_dir
         self.config = config
         self.spawn = spawn
-        # Where a prompt's turn runs: a plain asyncio task the task group owns
-        # (`acp_bridge.light_tasks`), cheaper than one of its own.
-        self.spawn_turn = spawn if spawn_turn is None else spawn_turn
         self.providers = providers
         self.sessions: dict[str, Session] = {}
         # Set when the server shuts down: queued prompts start no turn.

@@ -196,7 +196,7 @@ async def serve(options: ServeOptions) -> int:
         # disconnected, then every queued byte is written before we exit.
         with anyio.move_on_after(options.turn.cancel_deadline + 1):
             await agent.shutdown("disconnected")
-            await conn.wait_idle()  # let the prompt handlers queue their answers
+            await conn.wait_answered()  # let the prompt handlers queue their answers
         conn.close()
         outbox.close()
         with anyio.move_on_after(2):

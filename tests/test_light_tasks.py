@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from acp_bridge.jsonrpc import Connection
+from acp_bridge.jsonrpc.connection import current_reply
 from acp_bridge.light_tasks import LightTasks
 
 pytestmark = pytest.mark.anyio
@@ -135,3 +136,33 @@ async def test_a_method_with_a_cancel_hook_runs_without_a_scope_and_answers() ->
     assert [orjson.loads(f) for f in wire.frames] == [
         {"jsonrpc": "2.0", "id": 7, "result": {"stopReason": "end_turn"}}
     ]
+
+
+async def test_a_shutdown_waits_for_answers_not_for_a_handler_stuck_after_its_answer() -> None:
+    """A prompt's handler runs its turn; a turn abandoned by the watchdog has
+    answered while its task is still stuck: `wait_answered` returns then."""
+    wire = Wire()
+    conn = Connection(wire)
+    release = anyio.Event()
+
+    async def answers_then_hangs(params: dict[str, object]) -> None:
+        current_reply.get().result({"stopReason": "cancelled"})
+        await release.wait()
+
+    async def answers_later(params: dict[str, object]) -> dict[str, str]:
+        await anyio.sleep(0.01)
+        return {"later": "yes"}
+
+    conn.requests["stuck"] = answers_then_hangs
+    conn.requests["later"] = answers_later
+    async with anyio.create_task_group() as tg, LightTasks(tg) as tasks:
+        conn.bind(tg, tasks)
+        conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"stuck","params":{}}\n')
+        conn.feed(b'{"jsonrpc":"2.0","id":2,"method":"later","params":{}}\n')
+        with anyio.fail_after(10):
+            await conn.wait_answered()
+        assert [orjson.loads(f)["id"] for f in wire.frames] == [1, 2]
+        await anyio.sleep(0.01)  # the answered handler of ``later`` returns
+        assert len(tasks) == 1, "the stuck handler is still running"
+        release.set()
+        await conn.wait_idle()

@@ -1,10 +1,10 @@
 """Plain asyncio tasks that belong to an anyio task group as its own tasks do.
 
-Every ``session/prompt`` used to cost two anyio task spawns (its request
-handler and its turn).  anyio (4.14 and later) gives each spawned task a
-handle with its own cancel scope and event: about 14 µs more than a plain
-asyncio task, a few percent of a one-line turn each.  These tasks are plain
-asyncio tasks, and the task group they are opened in still owns them::
+Every request's handler (a ``session/prompt``'s runs its turn) used to be an
+anyio task of the server's task group.  anyio (4.14 and later) gives each
+spawned task a handle with its own cancel scope and event: about 14 µs more
+than a plain asyncio task, a few percent of a one-line turn.  These tasks are
+plain asyncio tasks, and the task group they are opened in still owns them::
 
     async with anyio.create_task_group() as tg, LightTasks(tg) as tasks:
         tasks.spawn(handler, request)
@@ -20,8 +20,9 @@ What they do not get is a place under the task group's cancel scope: a
 cancellation of the group reaches them once (``Task.cancel``) when the block
 ends, not again at each of their awaits.  Their users keep their own cancel
 scopes for what must be stopped (a request's, a turn's), and by the time the
-server's block ends every turn has ended and every handler has returned (the
-shutdown waits for them): only a stuck task can still be running then.
+server's block ends every turn has ended and every request is answered (the
+shutdown waits for them): only a stuck task (a turn the watchdog abandoned)
+can still be running then.
 """
 
 from __future__ import annotations

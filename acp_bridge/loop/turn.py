@@ -20,10 +20,12 @@ says whether the turn goes on: `Turn.over` (a stop was asked, or the ending
 began); `Turn.ended` says the ending is recorded (the fence: nothing more
 reaches the editor or the log).
 
-It runs as its own task, and every way out goes through `Turn._end`, once:
-that records the ending (`acp_bridge.loop.ending`, which also documents the
-synchronous Stop that runs re-entrantly from ``poll_input()``), fences the
-turn, and answers the prompt (``answer``, given by the prompt queue).
+It runs in its prompt's task (`acp_bridge.loop.prompts`), and every way out
+goes through `Turn._end`, once: that records the ending
+(`acp_bridge.loop.ending`, which also documents the synchronous Stop that
+runs re-entrantly from ``poll_input()``), fences the turn, and answers the
+prompt (``answer``, given by the prompt queue, which then frees the session's
+next prompt).
 
 A Stop cancels the turn's one cancel scope.  While STREAMING, the provider
 stream is first aborted synchronously (`ProviderStream.abort`): then what was

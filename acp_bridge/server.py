@@ -20,6 +20,7 @@ import anyio.to_thread
 from .acp.agent import Agent
 from .errors import StartupFailed
 from .jsonrpc.connection import Connection, RequestHandler, current_reply
+from .light_tasks import LightTasks
 from .log.writes import save_unwritten
 from .loop.turn import TurnConfig
 from .providers.base import Provider
@@ -165,8 +166,10 @@ async def serve(options: ServeOptions) -> int:
 
     poll_input = InputPoll()
     outbox.poll_input = poll_input
-    async with anyio.create_task_group() as tg:
-        conn.bind(tg)
+    # The request handlers (and the turns of the prompts) run in plain asyncio
+    # tasks the group owns.
+    async with anyio.create_task_group() as tg, LightTasks(tg) as tasks:
+        conn.bind(tg, tasks)
         agent = Agent(
             conn,
             outbox,
@@ -193,7 +196,7 @@ async def serve(options: ServeOptions) -> int:
         # disconnected, then every queued byte is written before we exit.
         with anyio.move_on_after(options.turn.cancel_deadline + 1):
             await agent.shutdown("disconnected")
-            await conn.wait_idle()  # let the prompt handlers queue their answers
+            await conn.wait_answered()  # let the prompt handlers queue their answers
         conn.close()
         outbox.close()
         with anyio.move_on_after(2):

@@ -338,6 +338,46 @@ async def test_cancel_deadline_abandons_a_wedged_provider(tmp_path: Path) -> Non
     ]
 
 
+async def test_a_wedged_turn_does_not_hold_its_sessions_next_prompt(tmp_path: Path) -> None:
+    """The watchdog ends a turn whose provider ignores the Stop; the session's
+    next prompt then runs at once, while the wedged task still has its minute
+    to go (the turn's task is not the prompt's: it holds no lock of the queue)."""
+    wedge = 60.0
+    script = write_script(
+        tmp_path,
+        {
+            "when_exhausted": "repeat_last",
+            "responses": [
+                {
+                    "events": [
+                        {"text": PREFIX, "chunk_size": 5},
+                        {"hang": {"ignore_cancel": True, "seconds": wedge}},
+                    ]
+                },
+                {"events": [{"text": "next"}]},
+            ],
+        },
+    )
+    chunks = -(-len(PREFIX) // 5)
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        with anyio.fail_after(HANG_GUARD):  # a third of the wedge
+            results.append(await prompt_and_look(client, sid, "first", cancel_after=chunks))
+            results.append(await prompt_and_look(client, sid, "second"))
+
+    run = await run_bridge(script, tmp_path / "state", play, extra=("--cancel-deadline", "0.5"))
+    assert run.returncode == 0
+    first, second = results
+    assert first.stop_reason == "cancelled"
+    assert (second.stop_reason, second.text()) == ("end_turn", "next")
+    records = next(iter(run.logs().values()))
+    end1 = next(r for r in records if r["type"] == "turn/end" and r["turn"] == 1)
+    assert (end1["reason"], end1["forced"]) == ("cancelled", True)
+
+
 @pytest.mark.parametrize("stop", ["cancel-then-quit", "quit-while-wedged"])
 async def test_an_abandoned_turn_does_not_hold_the_exit(tmp_path: Path, stop: str) -> None:
     wedge = 60.0

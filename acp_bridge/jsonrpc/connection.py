@@ -2,11 +2,14 @@
 
 The connection does no I/O of its own.  Bytes arrive through `feed`;
 everything it writes goes through a `FrameWriter` (in the server, the
-process's ordered outbox).  Each incoming request runs in its own task inside
-its own cancel scope, so a notification such as ``session/cancel`` is handled
-while a long ``session/prompt`` is still running, and ``$/cancel_request`` can
-cancel a request by id (its handler then answers ``-32800`` unless it chose to
-return a result, as ``session/prompt`` does with ``cancelled``).
+process's ordered outbox).  Each incoming request runs in its own task (in the
+server a plain asyncio task, `acp_bridge.light_tasks`) inside its own cancel
+scope, so a notification such as ``session/cancel`` is handled while a long
+``session/prompt`` is still running, and ``$/cancel_request`` can cancel a
+request by id (its handler then answers ``-32800``).  A method that answers
+``$/cancel_request`` itself (a cancel hook: ``session/prompt`` answers with
+the ``cancelled`` stop reason) is never cancelled that way, and runs without
+a scope.
 
 Outgoing requests (`Connection.request`) wait in a table keyed by their id.
 A response resolves its entry with the result or a `RemoteError`; cancelling
@@ -32,6 +35,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
+from ..light_tasks import LightTasks
 from .errors import RemoteError, RequestId, RpcError, is_out_of_descriptors
 from .framing import FrameTooLarge, LineFramer
 from .messages import (
@@ -83,22 +87,28 @@ class Reply:
     answers the moment its turn settles, without waiting to be scheduled
     again); whatever comes later for the same request is dropped."""
 
-    __slots__ = ("_outbox", "id", "sent")
+    __slots__ = ("_outbox", "id", "on_sent", "sent")
 
     def __init__(self, outbox: FrameWriter, id: RequestId) -> None:
         self._outbox = outbox
         self.id = id
         self.sent = False
+        # Called once the answer is sent (set by `Connection.wait_answered`).
+        self.on_sent: Callable[[], None] | None = None
 
     def result(self, value: Any) -> None:
         if not self.sent:
             self.sent = True
             self._outbox.send(encode_result(self.id, value))
+            if self.on_sent is not None:
+                self.on_sent()
 
     def error(self, error: RpcError) -> None:
         if not self.sent:
             self.sent = True
             self._outbox.send(encode_error(self.id, error))
+            if self.on_sent is not None:
+                self.on_sent()
 
 
 # The reply of the request whose handler runs in the current task.
@@ -106,6 +116,23 @@ current_reply: ContextVar[Reply] = ContextVar("current_reply")
 
 RequestHandler = Callable[[dict[str, Any]], Awaitable[Any]]
 NotificationHandler = Callable[[dict[str, Any]], None]
+
+
+class _NoScope:
+    """Stands for the cancel scope of a request that needs none (it has a
+    cancel hook): entering it costs nothing, and it is never cancelled."""
+
+    __slots__ = ()
+    cancelled_caught = False
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_SCOPE = _NoScope()
 
 
 class Connection:
@@ -121,8 +148,9 @@ class Connection:
         # runs: lets a notification that follows in the same read (a cancel
         # right behind its prompt) see that the request exists.
         self.arrival_hooks: dict[str, Callable[[RequestId, dict[str, Any]], None]] = {}
-        self._tg: TaskGroup | None = None
-        self._in_flight: dict[RequestId, tuple[Request, anyio.CancelScope]] = {}
+        # Spawns a request's handler (see `bind`).
+        self._spawn: Callable[..., object] | None = None
+        self._in_flight: dict[RequestId, tuple[Request, anyio.CancelScope | _NoScope, Reply]] = {}
         self._idle = anyio.Event()
         self.closed = False
         # Outgoing requests waiting for their response, by id.
@@ -133,8 +161,10 @@ class Connection:
         self._ids = count()
         self._gone: str | None = None
 
-    def bind(self, tg: TaskGroup) -> None:
-        self._tg = tg
+    def bind(self, tg: TaskGroup, tasks: LightTasks | None = None) -> None:
+        """Run request handlers in tasks of ``tg``, or in the plain asyncio
+        tasks of ``tasks`` (which ``tg`` owns; see `acp_bridge.light_tasks`)."""
+        self._spawn = tg.start_soon if tasks is None else tasks.spawn
 
     # -- incoming ----------------------------------------------------------
 
@@ -171,18 +201,24 @@ class Connection:
             # tell apart, so the duplicate is dropped and said on stderr.
             log.warning("dropped %s: request id %r is already in flight", req.method, req.id)
             return
-        assert self._tg is not None, "Connection.bind() first"
-        scope = anyio.CancelScope()
-        self._in_flight[req.id] = (req, scope)
+        assert self._spawn is not None, "Connection.bind() first"
+        # A method that answers ``$/cancel_request`` itself is never cancelled
+        # through a scope of the request: it runs without one.
+        scope = _NO_SCOPE if req.method in self.cancel_hooks else anyio.CancelScope()
+        reply = Reply(self.outbox, req.id)
+        self._in_flight[req.id] = (req, scope, reply)
         arrival = self.arrival_hooks.get(req.method)
         if arrival is not None:
             arrival(req.id, req.params)
-        self._tg.start_soon(self._run_request, req, handler, scope)
+        self._spawn(self._run_request, req, handler, scope, reply)
 
     async def _run_request(
-        self, req: Request, handler: RequestHandler, scope: anyio.CancelScope
+        self,
+        req: Request,
+        handler: RequestHandler,
+        scope: anyio.CancelScope | _NoScope,
+        reply: Reply,
     ) -> None:
-        reply = Reply(self.outbox, req.id)
         current_reply.set(reply)
         try:
             with scope:
@@ -211,6 +247,8 @@ class Connection:
             self._in_flight.pop(req.id, None)
             if not self._in_flight:
                 self._idle.set()
+            elif reply.on_sent is not None:
+                reply.on_sent()  # gone unanswered (closed): `wait_answered` looks again
 
     def _notify(self, note: Notification) -> None:
         if note.method == "$/cancel_request":
@@ -219,11 +257,11 @@ class Connection:
             valid = isinstance(request_id, str) or type(request_id) is int
             entry = self._in_flight.get(request_id) if valid else None
             if entry is not None:
-                req, scope = entry
+                req, scope, _ = entry
                 hook = self.cancel_hooks.get(req.method)
                 if hook is not None:
                     hook(req.id, req.params)
-                else:
+                elif isinstance(scope, anyio.CancelScope):
                     scope.cancel()
             return
         handler = self.notifications.get(note.method)
@@ -309,6 +347,17 @@ class Connection:
         while self._in_flight:
             self._idle = anyio.Event()
             await self._idle.wait()
+
+    async def wait_answered(self) -> None:
+        """Wait until every incoming request is answered (or its handler has
+        returned).  A prompt's handler runs its turn, and a turn abandoned by
+        the watchdog was answered while its task may still be stuck: the
+        answers are what a shutdown waits for, not that task."""
+        while any(not reply.sent for _, _, reply in self._in_flight.values()):
+            self._idle = idle = anyio.Event()
+            for _, _, reply in self._in_flight.values():
+                reply.on_sent = idle.set
+            await idle.wait()
 
     def close(self) -> None:
         """The peer is gone: a cancelled request gets no -32800 any more, and

@@ -57,7 +57,7 @@ class PromptHost(Protocol):
         ...
 
     def run_turn(self, turn: Turn) -> Callable[[], Coroutine[Any, Any, None]]:
-        """The task that runs the turn (spawned)."""
+        """What runs the turn (awaited in the prompt's own task)."""
         ...
 
     def answer(self, turn: Turn) -> None:
@@ -132,7 +132,28 @@ class PromptQueue:
         host: PromptHost,
     ) -> Turn | None:
         config, spawn = host.config, host.spawn
-        async with lock:
+        await lock.acquire()
+        # The lock is the turn's until it ends, not until this task returns:
+        # a turn the watchdog abandoned (its task stuck in a provider that
+        # ignores the Stop) frees the session's next prompt when it ends.
+        held = True
+
+        def free() -> None:
+            nonlocal held
+            if held:
+                held = False
+                lock.release()
+
+        def ended(turn: Turn) -> None:
+            # The turn's ending, in whichever task ran it: answer, then free.
+            try:
+                host.answer(turn)
+            finally:
+                if self.active is turn:
+                    self.active = None
+                free()
+
+        try:
             cancelled_early = self.waiting.pop(request_id, False)
             if not host.before_start():
                 return None
@@ -144,7 +165,7 @@ class PromptQueue:
                 config,
                 spawn,
                 raw_prompt=raw,
-                answer=host.answer,
+                answer=ended,
             )
             turn.request_id = request_id
             host.prepare(turn)
@@ -153,11 +174,11 @@ class PromptQueue:
                 # A cancel arrived before this turn could start: it still
                 # records the user's message, then ends as cancelled.
                 turn.cancel("user")
-            spawn(host.run_turn(turn))
             try:
-                await turn.settled.wait()
+                # In this task: a task of its own would cost a spawn and a
+                # trip through the event loop at each end.
+                await host.run_turn(turn)()
             finally:
-                self.active = None
                 if not turn.ended:
                     # The handler is being torn down (shutdown): stop the turn
                     # as a disconnect and give it the deadline to record that.
@@ -165,6 +186,10 @@ class PromptQueue:
                     deadline = config.cancel_deadline
                     with anyio.CancelScope(shield=True), anyio.move_on_after(deadline):
                         await turn.settled.wait()
+                if self.active is turn:
+                    self.active = None
+        finally:
+            free()
         return turn
 
 

@@ -86,7 +86,7 @@ class StepStream:
 
 
 class IdleWatch:
-    """Cancels the step's scope when no stream event arrives for ``limit`` seconds.
+    """Cancels ``scope`` (the turn's) when no stream event arrives for ``limit`` seconds.
 
     The hot loop only bumps a counter; a timer of the event loop looks at it
     a few times per limit, which costs nothing per chunk.  A timer, not a
@@ -94,7 +94,7 @@ class IdleWatch:
     (a task and its cancel scope were a tenth of a one-line turn's cost).
     """
 
-    def __init__(self, limit: float | None, step_scope: anyio.CancelScope) -> None:
+    def __init__(self, limit: float | None, scope: anyio.CancelScope) -> None:
         self.limit = limit
         self.seen = 0
         self.paused = False
@@ -104,7 +104,7 @@ class IdleWatch:
         self.grace = 0.0
         self.grace_seen = -1
         self.fired = False
-        self._step_scope = step_scope
+        self._scope = scope
         self._timer: asyncio.TimerHandle | None = None
         self._last = 0
         self._quiet = 0.0
@@ -131,7 +131,7 @@ class IdleWatch:
             if self._quiet >= allowed:
                 self._timer = None
                 self.fired = True
-                self._step_scope.cancel()
+                self._scope.cancel()
                 return
         self._timer = asyncio.get_running_loop().call_later(tick, self._tick)
 

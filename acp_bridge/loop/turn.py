@@ -20,10 +20,12 @@ says whether the turn goes on: `Turn.over` (a stop was asked, or the ending
 began); `Turn.ended` says the ending is recorded (the fence: nothing more
 reaches the editor or the log).
 
-It runs as its own task, and every way out goes through `Turn._end`, once:
-that records the ending (`acp_bridge.loop.ending`, which also documents the
-synchronous Stop that runs re-entrantly from ``poll_input()``), fences the
-turn, and answers the prompt (``answer``, given by the prompt queue).
+It runs in its prompt's task (`acp_bridge.loop.prompts`), and every way out
+goes through `Turn._end`, once: that records the ending
+(`acp_bridge.loop.ending`, which also documents the synchronous Stop that
+runs re-entrantly from ``poll_input()``), fences the turn, and answers the
+prompt (``answer``, given by the prompt queue, which then frees the session's
+next prompt).
 
 A Stop cancels the turn's one cancel scope.  While STREAMING, the provider
 stream is first aborted synchronously (`ProviderStream.abort`): then what was
@@ -127,6 +129,9 @@ class Turn:
         self.cause: str | None = None
         self.forced = False
         self.scope = anyio.CancelScope()
+        # The idle limit of a stream that went silent, once its watch fired
+        # (it cancels ``scope``: see `_stream_step`).
+        self.silent_for: float | None = None
         self.stream: StepStream | None = None
         # The live provider stream, while the hot loop iterates it.
         self.events: ProviderStream | None = None
@@ -236,7 +241,10 @@ class Turn:
             log.exception("turn %d failed", self.number)
             ending = Ending("internal", error=exc)
         else:
-            if self.scope.cancelled_caught or reason is None:
+            if self.scope.cancelled_caught and self.silent_for is not None:
+                # The idle watch cancelled the turn: a failed request, not a stop.
+                ending = Ending("failed", error=StreamIdleTimeout(self.silent_for))
+            elif self.scope.cancelled_caught or reason is None:
                 ending = Ending("stopped")
             else:
                 ending = Ending("finished", reason=reason)
@@ -375,19 +383,22 @@ class Turn:
         request = ModelRequest(messages=session.history(), tools=tools, system=self.system)
         self.usage_shown = False
         self.rec.stream_start(stream.attempt, stream.message_id, session.provider.name)
-        step_scope = anyio.CancelScope()
-        idle = IdleWatch(self.config.idle_timeout, step_scope)
+        # A silent stream cancels the turn's own scope (a scope of the step
+        # would cost one more per step): the cancellation then leaves the
+        # turn, and `run` tells it from a stop by ``silent_for``.
+        idle = IdleWatch(self.config.idle_timeout, self.scope)
         if idle.limit is not None:
             idle.start()
         session.outbox.add_pre_flush(stream.asm.compact)
         try:
-            with step_scope:
-                await consume(self, request, stream, idle)
+            await consume(self, request, stream, idle)
         finally:
             self.events = None
             session.outbox.remove_pre_flush(stream.asm.compact)
             session.outbox.unmerge_chunks(stream.chunk_prefixes)
             idle.stop()
+            if idle.fired:
+                self.silent_for = idle.limit or 0.0
         if idle.fired:
             raise StreamIdleTimeout(idle.limit or 0.0)
         if self.over:

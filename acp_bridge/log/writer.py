@@ -262,6 +262,12 @@ class SessionLog:
         return self.history.records
 
     def append(self, type: str, turn: int, step: int, **fields: Any) -> dict[str, Any]:
+        return self.add(type, turn, step, fields)
+
+    def add(self, type: str, turn: int, step: int, fields: dict[str, Any]) -> dict[str, Any]:
+        """`append` with the fields as a dict of the caller's (not copied: the
+        turn's recorder builds each record's fields once, and a record is
+        encoded once, on this path)."""
         if self._dropped:
             self.history  # noqa: B018 (read back while the file holds exactly this log)
         if self._parts:
@@ -274,7 +280,10 @@ class SessionLog:
             # for (`HistoryProjection.messages` catches up), not here: a
             # Stop's interrupted message is appended while the editor waits
             # for the answer, and taking it in is most of that append's cost.
-            self.records.append(_for_history(record))
+            history = self._history
+            if history is None:
+                history = self.history
+            history.records.append(_for_history(record))
         data = encode_record(record)
         if self._size is not None:
             self._size += len(data)
@@ -287,8 +296,9 @@ class SessionLog:
         self, attempt: str, turn: int, step: int, provider: str, **fields: Any
     ) -> dict[str, Any]:
         """Append ``stream/start`` and start recording the stream's deltas; the record."""
-        head = {"attempt": attempt, "provider": provider}
-        record = self.append("stream/start", turn, step, **head, **fields)
+        record = self.add(
+            "stream/start", turn, step, {"attempt": attempt, "provider": provider, **fields}
+        )
         self._attempt, self._turn, self._step = attempt, turn, step
         self._t0 = time.monotonic()
         self._timed = bytearray()
@@ -340,7 +350,9 @@ class SessionLog:
         self.outbox.remove_pre_flush(self._flush_delta)
         self._timed = bytearray()  # the stream is recorded; keep no copy of it
         attempt, self._attempt = self._attempt, None
-        return self.append("stream/end", self._turn, self._step, attempt=attempt, outcome=outcome)
+        return self.add(
+            "stream/end", self._turn, self._step, {"attempt": attempt, "outcome": outcome}
+        )
 
     def _flush_delta(self) -> None:
         if not self._parts:
@@ -359,7 +371,7 @@ class SessionLog:
                 timed += b","
             timed += b"[" + t_ms + b"," + part[1:]
         parts = orjson.Fragment(b"[" + b",".join(encoded) + b"]")
-        self.append("stream/delta", self._turn, self._step, attempt=self._attempt, parts=parts)
+        self.add("stream/delta", self._turn, self._step, {"attempt": self._attempt, "parts": parts})
 
     def sync(self) -> None:
         """Ask for an fsync once everything queued so far is written."""

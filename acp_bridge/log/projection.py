@@ -90,6 +90,7 @@ class HistoryProjection:
         "_stable_turns",
         "_start",
         "_used",
+        "_view",
         "records",
     )
 
@@ -112,6 +113,9 @@ class HistoryProjection:
         self._attempts: dict[int, list[int]] = {}
         self._replaced: AbstractSet[Any] = _NONE
         self._seen = 0
+        # The last view `messages` made: (the window cache and the stable
+        # list it was made from, the view).
+        self._view: tuple[object, list[Message], HistoryView] | None = None
         self._reset()
         # Records given here are projected on first use (`append`, `messages`):
         # loading a long session does not pay for a history it may never need.
@@ -122,10 +126,25 @@ class HistoryProjection:
         self._catch_up()
 
     def messages(self) -> HistoryView:
-        """The current history, as an immutable view (share it; do not mutate its messages)."""
+        """The current history, as an immutable view (share it; do not mutate its messages).
+
+        A turn asks for it more than once with nothing appended in between
+        (the context estimate, then the request): while the window's cache
+        and the stable part are those it was made from, the same view is
+        returned, not a copy of the window again.
+        """
         self._catch_up()
-        window = self._window()[0]
-        return HistoryView(self._stable, len(self._stable), tuple(window))
+        self._window()
+        cache, stable = self._cache, self._stable
+        made = self._view
+        if made is not None and made[0] is cache and made[1] is stable:
+            view = made[2]
+            if view._count == len(stable):
+                return view
+        assert cache is not None
+        view = HistoryView(stable, len(stable), tuple(cache[1]))
+        self._view = (cache, stable, view)
+        return view
 
     def surface(self) -> Surface:
         """`acp_bridge.log.derive.live_surface` of the records, from the projection's own list."""

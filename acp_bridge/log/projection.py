@@ -32,6 +32,7 @@ __all__ = ["HistoryProjection", "HistoryView"]
 Message = dict[str, Any]
 
 _TEXT_TYPES: Final = frozenset({"text", "reasoning"})
+_TOOL_TYPES: Final = frozenset({"tool_call", "tool_result"})
 _NONE: Final[frozenset[Any]] = frozenset()
 T = TypeVar("T")
 
@@ -262,8 +263,14 @@ class HistoryProjection:
             self._reset()
         elif kind != "tool/result" and record.get("turn") not in self._refused:
             message = surface_message(record)
-            self._maybe_close_window(index, message)
+            closed = self._maybe_close_window(index, message)
             self._memo[id(record)] = (record, message)
+            if closed and not any(block["type"] in _TOOL_TYPES for block in message["content"]):
+                # The new window is this message alone: what `_window` would
+                # derive (it insulates, so it is kept as it is, and a message
+                # without tool blocks pairs nothing), without deriving it.
+                self._cache = (index + 1, [message], set(self._used), [message])
+                return
         self._cache = None
 
     def _note_regenerate(self, record: Mapping[str, Any]) -> bool:
@@ -276,17 +283,18 @@ class HistoryProjection:
         self._replaced = replaced
         return True
 
-    def _maybe_close_window(self, index: int, message: Message) -> None:
-        """Close the window before ``records[index]`` if that record insulates it."""
+    def _maybe_close_window(self, index: int, message: Message) -> bool:
+        """Close the window before ``records[index]`` if that record insulates
+        it; whether it did."""
         window, first_used, raw = self._window(index)
         last = window[-1] if window else self._stable[-1] if self._stable else None
         # The raw message before it must not merge with it either (an empty
         # interrupted assistant message still passes its flag on).
         last_raw_role = raw[-1]["role"] if raw else self._stable_raw_role
         if last is None or last_raw_role == message["role"]:
-            return
+            return False
         if not _insulates(message, last["role"]):
-            return
+            return False
         self._stable_raw_role = last_raw_role
         self._stable.extend(window)
         self._used = frozenset(first_used) if first_used else _NONE
@@ -306,6 +314,7 @@ class HistoryProjection:
         self._start = index
         self._cache = None
         self._memo = {}
+        return True
 
     def _window(self, end: int | None = None) -> tuple[list[Message], set[str], list[Message]]:
         """The window's messages for ``records[start:end]``, the ids kept, its raw messages."""

@@ -114,8 +114,9 @@ class HistoryProjection:
         self._attempts: dict[int, list[int]] = {}
         self._replaced: AbstractSet[Any] = _NONE
         self._seen = 0
-        # The last view `messages` made: (the window cache and the stable
-        # list it was made from, the view).
+        # The last view `messages` made: (the window's messages and the
+        # stable list it was made from, the view).  A window's list is never
+        # changed once derived (a new window is a new list).
         self._view: tuple[object, list[Message], HistoryView] | None = None
         self._reset()
         # Records given here are projected on first use (`append`, `messages`):
@@ -130,21 +131,20 @@ class HistoryProjection:
         """The current history, as an immutable view (share it; do not mutate its messages).
 
         A turn asks for it more than once with nothing appended in between
-        (the context estimate, then the request): while the window's cache
-        and the stable part are those it was made from, the same view is
-        returned, not a copy of the window again.
+        (the context estimate, then the request): while the window's
+        messages and the stable part are those it was made from, the same
+        view is returned, not a copy of the window again.
         """
         self._catch_up()
-        self._window()
-        cache, stable = self._cache, self._stable
+        window = self._window()[0]
+        stable = self._stable
         made = self._view
-        if made is not None and made[0] is cache and made[1] is stable:
+        if made is not None and made[0] is window and made[1] is stable:
             view = made[2]
             if view._count == len(stable):
                 return view
-        assert cache is not None
-        view = HistoryView(stable, len(stable), tuple(cache[1]))
-        self._view = (cache, stable, view)
+        view = HistoryView(stable, len(stable), tuple(window))
+        self._view = (window, stable, view)
         return view
 
     def surface(self) -> Surface:
@@ -247,6 +247,8 @@ class HistoryProjection:
                 # leave the history.  Rare (a user's request): start again
                 # from the whole log.
                 self._reset()
+            else:
+                self._pass_over(index)
             return
         if kind == "turn/end":
             if leaves_out(record):
@@ -254,8 +256,11 @@ class HistoryProjection:
                 self._cache = None
                 if record.get("turn") in self._stable_turns:
                     self._reset()
+            else:
+                self._pass_over(index)
             return
         if kind not in SURFACE_TYPES:
+            self._pass_over(index)
             return
         if kind != "user/message" and record.get("turn") in self._replaced:
             return
@@ -272,6 +277,14 @@ class HistoryProjection:
                 self._cache = (index + 1, [message], set(self._used), [message])
                 return
         self._cache = None
+
+    def _pass_over(self, index: int) -> None:
+        """``records[index]`` changes nothing of the window (no surface record,
+        no turn refused or replaced): a window derived up to it is the window
+        up to and including it, as `live_records` leaves such records out."""
+        cache = self._cache
+        if cache is not None and cache[0] == index:
+            self._cache = (index + 1, cache[1], cache[2], cache[3])
 
     def _note_regenerate(self, record: Mapping[str, Any]) -> bool:
         """Note the turn a ``turn/start`` regenerates, if it names one (True)."""

@@ -60,15 +60,13 @@ class UpdateFrames:
         return prefix
 
     def update(self, update: dict[str, Any]) -> bytes:
-        return (
-            orjson.dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "method": "session/update",
-                    "params": {"sessionId": self.session_id, "update": update},
-                }
-            )
-            + b"\n"
+        return orjson.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": self.session_id, "update": update},
+            },
+            option=orjson.OPT_APPEND_NEWLINE,  # no copy of the frame to add it
         )
 
 

@@ -185,10 +185,11 @@ class HistoryProjection:
         while self._seen < len(records):
             record = records[self._seen]
             self._seen += 1
-            if is_clear(record):
+            kind = record.get("type")
+            if kind == "turn/start" and is_clear(record):
                 self._note_regenerate(record)  # a hand-written /clear may also regenerate
                 self._restart([], None, frozenset())
-            elif completed_compaction(record):
+            elif kind == "compaction" and completed_compaction(record):
                 self._compact(record)
             elif self._src is not records:
                 self._src.append(record)

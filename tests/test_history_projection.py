@@ -42,7 +42,12 @@ def assert_equal_after_every_record(records: list[Record]) -> HistoryProjection:
             assert projection.messages_after(record) == after, f"before record {i}: {record}"
         projection.append(record)
         expected = derive_messages(records[: i + 1])
-        assert list(projection.messages()) == expected, f"after record {i}: {record}"
+        view = projection.messages()
+        assert list(view) == expected, f"after record {i}: {record}"
+        # Asked again with nothing appended: the view made last time (the
+        # memo of `messages`); the next record's check holds the memo to
+        # the reference once something was appended.
+        assert projection.messages() is view, f"after record {i}"
         assert projection.surface() == live_surface(records[: i + 1]), f"after record {i}"
     return projection
 

@@ -139,3 +139,46 @@ def test_a_log_being_synced_keeps_its_descriptor_until_the_sync_is_done(tmp_path
     assert (tmp_path / "b.jsonl").read_bytes() == b'{"seq":0}\n{"seq":1}\n'
     first.close()
     second.close()
+
+
+class _Queued:
+    """A `RecordWriter` that keeps the lines it is given."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+
+    def open_log(self, path: str, *, create: bool = True) -> object:
+        return path
+
+    def write_log(self, log: object, data: bytes) -> None:
+        self.lines.append(data)
+
+    def add_pre_flush(self, hook: object) -> None:
+        pass
+
+    def remove_pre_flush(self, hook: object) -> None:
+        pass
+
+
+def test_each_line_is_the_line_record_line_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SessionLog.add` builds and encodes its records inline; the front door
+    builds its ``session/start`` with `new_record` and `encode_record`: the
+    same fields at the same time give the same bytes, and the same record."""
+    from acp_bridge.log import record_line, writer
+
+    monkeypatch.setattr(writer, "_now", lambda: 1700000000.25)
+    monkeypatch.setattr(record_line, "_now", lambda: 1700000000.25)
+    queued = _Queued()
+    slog = SessionLog("session.jsonl", queued)  # type: ignore[arg-type]
+    cases: list[tuple[str, int, int, dict[str, object]]] = [
+        ("session/start", 0, 0, {"session_id": "s", "cwd": "/", "provider": "fake"}),
+        ("turn/start", 1, 0, {}),
+        ("user/message", 1, 0, {"content": [{"type": "text", "text": "é\n"}], "prompt": []}),
+        ("step/end", 1, 1, {"reason": "end_turn", "turn": 7}),  # a field that repeats the head
+    ]
+    for seq, (kind, turn, step, fields) in enumerate(cases):
+        record = slog.add(kind, turn, step, dict(fields))
+        expected = record_line.new_record(seq, kind, turn, step, fields)
+        assert record == expected
+        assert list(record) == list(expected)
+        assert queued.lines[seq] == record_line.encode_record(expected)

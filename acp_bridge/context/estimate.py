@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import orjson
 
-from ..log.derive import completed_compaction, excluded_turns, replaced_turns
+from ..log.derive import completed_compaction, excluded_turns, leaves_out, replaced_turns
 from ..log.records import SURFACE_TYPES
 
 __all__ = [
@@ -59,7 +59,9 @@ def _measure(value: Any) -> tuple[int, int]:
         data = orjson.dumps(value, default=_plain)
     except orjson.JSONEncodeError:  # a mapping orjson does not know: the long way
         return _measure_stripped(value)
-    if b'"image"' in data or b'"blob"' in data:
+    # ``find``, not ``in``: a bytes ``in`` first tries its operand as an
+    # integer, and the error it raises and clears is most of the test's cost.
+    if data.find(b'"image"') != -1 or data.find(b'"blob"') != -1:
         return _measure_stripped(value)
     return len(data), 0
 
@@ -258,23 +260,32 @@ class RequestEstimate:
             self._records = records
             self._scanned = 0
             self._excluded, self._replaced, self._candidates = _NONE, _NONE, []
-        first = self._scanned
-        new = records[first:]
-        if not new:
+        first, end = self._scanned, len(records)
+        if first == end:
             return
-        self._scanned = len(records)
-        left_out = excluded_turns(new)
-        if left_out:
-            self._excluded = self._excluded | left_out
-        if any(r.get("type") == "turn/start" and "regenerates" in r for r in new):
-            self._replaced = replaced_turns(records) or _NONE
-        for position, record in enumerate(new, first):
-            if completed_compaction(record):
-                self._candidates = []
-            elif record.get("type") == "assistant/message":
+        self._scanned = end
+        # One pass over the new records, each looked at by its type (a turn
+        # adds a few, and most are of a type none of the three cares about).
+        left_out: set[int] = set()
+        regenerates = False
+        for position in range(first, end):
+            record = records[position]
+            kind = record.get("type")
+            if kind == "assistant/message":
                 usage = record.get("usage")
                 if isinstance(usage, Mapping) and _count(usage.get("input_tokens")):
                     self._candidates.append(position)
+            elif kind == "turn/end":
+                if leaves_out(record):
+                    left_out.add(record["turn"])
+            elif kind == "turn/start":
+                regenerates = regenerates or "regenerates" in record
+            elif kind == "compaction" and completed_compaction(record):
+                self._candidates = []
+        if left_out:
+            self._excluded = self._excluded | left_out
+        if regenerates:
+            self._replaced = replaced_turns(records) or _NONE
 
     def _measure_history(self, messages: Sequence[Any]) -> tuple[int, int]:
         """`_measure` of ``list(messages)``, from the sizes of its messages."""

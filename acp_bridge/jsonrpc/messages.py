@@ -10,7 +10,7 @@ dispatcher's business, per method.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -116,17 +116,22 @@ _JSON_KINDS: dict[type, str] = {
 }
 
 
+# Each frame's newline written by the encoder (not a copy of the frame to add it).
+_LINE: Final = orjson.OPT_APPEND_NEWLINE
+
+
 def encode_result(id: RequestId, result: Any) -> bytes:
-    return orjson.dumps({"jsonrpc": "2.0", "id": id, "result": result}) + b"\n"
+    return orjson.dumps({"jsonrpc": "2.0", "id": id, "result": result}, option=_LINE)
 
 
 def encode_error(id: RequestId, error: RpcError) -> bytes:
-    return orjson.dumps({"jsonrpc": "2.0", "id": id, "error": error.to_wire()}) + b"\n"
+    return orjson.dumps({"jsonrpc": "2.0", "id": id, "error": error.to_wire()}, option=_LINE)
 
 
 def encode_notification(method: str, params: Any) -> bytes:
-    return orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params}) + b"\n"
+    return orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params}, option=_LINE)
 
 
 def encode_request(id: RequestId, method: str, params: Any) -> bytes:
-    return orjson.dumps({"jsonrpc": "2.0", "id": id, "method": method, "params": params}) + b"\n"
+    frame = {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+    return orjson.dumps(frame, option=_LINE)

@@ -227,13 +227,23 @@ class LogFile:
         Called before a turn starts, so a prompt never streams into a log
         that cannot take its records.  Raises what `write` raises.
         """
-        if self.lost is None and self._fd is not None and self._ident is not None:
+        fd = self._fd
+        if self.lost is None and fd is not None and self._ident is not None:
             try:
                 st = os.stat(self.path)
             except (FileNotFoundError, NotADirectoryError):
                 self._lose("the file or its folder was deleted or moved")
             if (st.st_dev, st.st_ino) != self._ident:
                 self._lose("another file was put in its place")
+            # The path names the open file itself: its stat is the
+            # descriptor's (a name, and the size), so `_check_open`'s fstat
+            # would only repeat it.
+            if st.st_size != self._size:
+                self._lose(self._changed(st.st_size))
+            self._pool.used(self)
+            if self.pending:
+                self._write_fd(fd)
+            return
         self._write_pending()
 
     def _write_pending(self) -> None:
@@ -245,8 +255,11 @@ class LogFile:
         else:
             self._check_open(fd)
             self._pool.used(self)
-        if not self.pending:
-            return
+        if self.pending:
+            self._write_fd(fd)
+
+    def _write_fd(self, fd: int) -> None:
+        """Write ``pending`` through ``fd`` (checked by the caller)."""
         view = memoryview(self.pending)
         written = 0
         try:

@@ -109,6 +109,8 @@ class OpenTurn:
     def feed(self, record: Record) -> None:
         """Take in the next record of the turn."""
         kind = record.get("type")
+        if kind in _PASSIVE:
+            return  # the common records that open or close nothing
         if kind == "turn/start":
             self._start(record.get("turn", 0))
         elif kind == "turn/end":
@@ -227,6 +229,17 @@ DeliveredOf = Callable[[OpenStream], Delivered | None]
 
 _STREAM_TYPES: Final = frozenset(
     {"stream/delta", "stream/end", "assistant/message", "assistant/attempt"}
+)
+# Records `OpenTurn.feed` takes in without a change (a user message and a
+# usage report come with every turn; the rest are errors and compactions).
+_PASSIVE: Final = frozenset(
+    {
+        "user/message",
+        "usage/update",
+        "agent/request-error",
+        "agent/internal-error",
+        "compaction",
+    }
 )
 # What a closed tool call's final status says, by the reason its turn ended.
 _STOP_WHY: Final = {"cancelled": "cancelled before it ran"}

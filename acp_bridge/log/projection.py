@@ -32,6 +32,7 @@ __all__ = ["HistoryProjection", "HistoryView"]
 Message = dict[str, Any]
 
 _TEXT_TYPES: Final = frozenset({"text", "reasoning"})
+_TOOL_TYPES: Final = frozenset({"tool_call", "tool_result"})
 _NONE: Final[frozenset[Any]] = frozenset()
 T = TypeVar("T")
 
@@ -90,6 +91,7 @@ class HistoryProjection:
         "_stable_turns",
         "_start",
         "_used",
+        "_view",
         "records",
     )
 
@@ -112,6 +114,10 @@ class HistoryProjection:
         self._attempts: dict[int, list[int]] = {}
         self._replaced: AbstractSet[Any] = _NONE
         self._seen = 0
+        # The last view `messages` made: (the window's messages and the
+        # stable list it was made from, the view).  A window's list is never
+        # changed once derived (a new window is a new list).
+        self._view: tuple[object, list[Message], HistoryView] | None = None
         self._reset()
         # Records given here are projected on first use (`append`, `messages`):
         # loading a long session does not pay for a history it may never need.
@@ -122,10 +128,24 @@ class HistoryProjection:
         self._catch_up()
 
     def messages(self) -> HistoryView:
-        """The current history, as an immutable view (share it; do not mutate its messages)."""
+        """The current history, as an immutable view (share it; do not mutate its messages).
+
+        A turn asks for it more than once with nothing appended in between
+        (the context estimate, then the request): while the window's
+        messages and the stable part are those it was made from, the same
+        view is returned, not a copy of the window again.
+        """
         self._catch_up()
         window = self._window()[0]
-        return HistoryView(self._stable, len(self._stable), tuple(window))
+        stable = self._stable
+        made = self._view
+        if made is not None and made[0] is window and made[1] is stable:
+            view = made[2]
+            if view._count == len(stable):
+                return view
+        view = HistoryView(stable, len(stable), tuple(window))
+        self._view = (window, stable, view)
+        return view
 
     def surface(self) -> Surface:
         """`acp_bridge.log.derive.live_surface` of the records, from the projection's own list."""
@@ -165,10 +185,11 @@ class HistoryProjection:
         while self._seen < len(records):
             record = records[self._seen]
             self._seen += 1
-            if is_clear(record):
+            kind = record.get("type")
+            if kind == "turn/start" and is_clear(record):
                 self._note_regenerate(record)  # a hand-written /clear may also regenerate
                 self._restart([], None, frozenset())
-            elif completed_compaction(record):
+            elif kind == "compaction" and completed_compaction(record):
                 self._compact(record)
             elif self._src is not records:
                 self._src.append(record)
@@ -227,6 +248,8 @@ class HistoryProjection:
                 # leave the history.  Rare (a user's request): start again
                 # from the whole log.
                 self._reset()
+            else:
+                self._pass_over(index)
             return
         if kind == "turn/end":
             if leaves_out(record):
@@ -234,8 +257,11 @@ class HistoryProjection:
                 self._cache = None
                 if record.get("turn") in self._stable_turns:
                     self._reset()
+            else:
+                self._pass_over(index)
             return
         if kind not in SURFACE_TYPES:
+            self._pass_over(index)
             return
         if kind != "user/message" and record.get("turn") in self._replaced:
             return
@@ -243,9 +269,23 @@ class HistoryProjection:
             self._reset()
         elif kind != "tool/result" and record.get("turn") not in self._refused:
             message = surface_message(record)
-            self._maybe_close_window(index, message)
+            closed = self._maybe_close_window(index, message)
             self._memo[id(record)] = (record, message)
+            if closed and not any(block["type"] in _TOOL_TYPES for block in message["content"]):
+                # The new window is this message alone: what `_window` would
+                # derive (it insulates, so it is kept as it is, and a message
+                # without tool blocks pairs nothing), without deriving it.
+                self._cache = (index + 1, [message], set(self._used), [message])
+                return
         self._cache = None
+
+    def _pass_over(self, index: int) -> None:
+        """``records[index]`` changes nothing of the window (no surface record,
+        no turn refused or replaced): a window derived up to it is the window
+        up to and including it, as `live_records` leaves such records out."""
+        cache = self._cache
+        if cache is not None and cache[0] == index:
+            self._cache = (index + 1, cache[1], cache[2], cache[3])
 
     def _note_regenerate(self, record: Mapping[str, Any]) -> bool:
         """Note the turn a ``turn/start`` regenerates, if it names one (True)."""
@@ -257,17 +297,18 @@ class HistoryProjection:
         self._replaced = replaced
         return True
 
-    def _maybe_close_window(self, index: int, message: Message) -> None:
-        """Close the window before ``records[index]`` if that record insulates it."""
+    def _maybe_close_window(self, index: int, message: Message) -> bool:
+        """Close the window before ``records[index]`` if that record insulates
+        it; whether it did."""
         window, first_used, raw = self._window(index)
         last = window[-1] if window else self._stable[-1] if self._stable else None
         # The raw message before it must not merge with it either (an empty
         # interrupted assistant message still passes its flag on).
         last_raw_role = raw[-1]["role"] if raw else self._stable_raw_role
         if last is None or last_raw_role == message["role"]:
-            return
+            return False
         if not _insulates(message, last["role"]):
-            return
+            return False
         self._stable_raw_role = last_raw_role
         self._stable.extend(window)
         self._used = frozenset(first_used) if first_used else _NONE
@@ -287,6 +328,7 @@ class HistoryProjection:
         self._start = index
         self._cache = None
         self._memo = {}
+        return True
 
     def _window(self, end: int | None = None) -> tuple[list[Message], set[str], list[Message]]:
         """The window's messages for ``records[start:end]``, the ids kept, its raw messages."""

@@ -9,29 +9,35 @@ imported: the two write the same bytes for the same fields.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from .records import FORMAT_VERSION
 
-__all__ = ["encode_record", "new_record"]
+__all__ = ["LINE", "encode_record", "new_record"]
+
+
+_now = time.time
+_dumps = orjson.dumps
+# The line's newline is written by the encoder: no second copy of the line
+# to add it (a record is encoded once, on the append's path).
+LINE: Final = orjson.OPT_APPEND_NEWLINE
 
 
 def new_record(seq: int, type: str, turn: int, step: int, fields: dict[str, Any]) -> dict[str, Any]:
     """The record ``seq`` of a log: the common head (now as its time), then ``fields``."""
-    record = {
+    return {
         "v": FORMAT_VERSION,
         "seq": seq,
-        "at": time.time(),
+        "at": _now(),
         "type": type,
         "turn": turn,
         "step": step,
+        **fields,
     }
-    record.update(fields)
-    return record
 
 
 def encode_record(record: dict[str, Any]) -> bytes:
     """The record's line in the file."""
-    return orjson.dumps(record) + b"\n"
+    return _dumps(record, option=LINE)

@@ -31,8 +31,8 @@ from typing import Any, Final, Protocol
 import orjson
 
 from .projection import HistoryProjection
-from .record_line import encode_record, new_record
-from .records import SURFACE_TYPES, StreamOutcome
+from .record_line import LINE as _LINE
+from .records import FORMAT_VERSION, SURFACE_TYPES, StreamOutcome
 
 
 class LogTarget(Protocol):
@@ -81,6 +81,7 @@ class RecordWriter(Protocol):
 
 
 dumps = orjson.dumps
+_now = time.time
 
 # The records `derive_messages` reads (turn/start says which turn a
 # regenerate replaces).  Only these are kept in memory; the rest (stream
@@ -274,11 +275,29 @@ class SessionLog:
         return self.history.records
 
     def append(self, type: str, turn: int, step: int, **fields: Any) -> dict[str, Any]:
+        return self.add(type, turn, step, fields)
+
+    def add(self, type: str, turn: int, step: int, fields: dict[str, Any]) -> dict[str, Any]:
+        """`append` with the fields as a dict of the caller's (not copied: the
+        turn's recorder builds each record's fields once, and a record is
+        encoded once, on this path)."""
         if self._dropped:
             self.history  # noqa: B018 (read back while the file holds exactly this log)
         if self._parts:
             self._flush_delta()
-        record = new_record(self.seq, type, turn, step, fields)
+        # `new_record`, inline (the head of every record, then its fields):
+        # this is the path of every record, and the front door's
+        # ``session/start`` goes through `new_record` (a test holds the two
+        # to the same bytes).
+        record = {
+            "v": FORMAT_VERSION,
+            "seq": self.seq,
+            "at": _now(),
+            "type": type,
+            "turn": turn,
+            "step": step,
+            **fields,
+        }
         self.seq += 1
         if type in MODEL_TYPES:
             # The embedded timed stream is for readers of the file only.  The
@@ -286,8 +305,11 @@ class SessionLog:
             # for (`HistoryProjection.messages` catches up), not here: a
             # Stop's interrupted message is appended while the editor waits
             # for the answer, and taking it in is most of that append's cost.
-            self.records.append(_for_history(record))
-        data = encode_record(record)
+            history = self._history
+            if history is None:
+                history = self.history
+            history.records.append(record if "stream" not in record else _for_history(record))
+        data = dumps(record, option=_LINE)  # `encode_record`
         if self._size is not None:
             self._size += len(data)
         self.outbox.write_log(self.file, data)
@@ -299,8 +321,9 @@ class SessionLog:
         self, attempt: str, turn: int, step: int, provider: str, **fields: Any
     ) -> dict[str, Any]:
         """Append ``stream/start`` and start recording the stream's deltas; the record."""
-        head = {"attempt": attempt, "provider": provider}
-        record = self.append("stream/start", turn, step, **head, **fields)
+        record = self.add(
+            "stream/start", turn, step, {"attempt": attempt, "provider": provider, **fields}
+        )
         self._attempt, self._turn, self._step = attempt, turn, step
         self._t0 = time.monotonic()
         self._timed = bytearray()
@@ -352,7 +375,9 @@ class SessionLog:
         self.outbox.remove_pre_flush(self._flush_delta)
         self._timed = bytearray()  # the stream is recorded; keep no copy of it
         attempt, self._attempt = self._attempt, None
-        return self.append("stream/end", self._turn, self._step, attempt=attempt, outcome=outcome)
+        return self.add(
+            "stream/end", self._turn, self._step, {"attempt": attempt, "outcome": outcome}
+        )
 
     def _flush_delta(self) -> None:
         if not self._parts:
@@ -371,7 +396,7 @@ class SessionLog:
                 timed += b","
             timed += b"[" + t_ms + b"," + part[1:]
         parts = orjson.Fragment(b"[" + b",".join(encoded) + b"]")
-        self.append("stream/delta", self._turn, self._step, attempt=self._attempt, parts=parts)
+        self.add("stream/delta", self._turn, self._step, {"attempt": self._attempt, "parts": parts})
 
     def sync(self) -> None:
         """Ask for an fsync once everything queued so far is written."""

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("acp_bridge.turn")
 
+# The fields of a record that has none beyond the common head (never mutated).
+_NO_FIELDS: dict[str, Any] = {}
+
 __all__ = ["OpenStream", "TurnRecorder", "usage_record"]
 
 
@@ -73,11 +76,13 @@ class TurnRecorder:
         """Tool calls announced to the editor without a final status: id -> title."""
         return self.open.open_tools
 
-    def _append(self, type: str, step: int, **fields: Any) -> bool:
+    def _append(self, type: str, step: int, fields: dict[str, Any] = _NO_FIELDS) -> bool:
+        """Append a record of ``fields`` (a dict built for it, handed on as it
+        is: one build per record, not one per call on its way to the file)."""
         if self.closed:
             log.debug("turn %d has ended; %s not recorded", self.turn, type)
             return False
-        self.open.feed(self.log.append(type, self.turn, step, **fields))
+        self.open.feed(self.log.add(type, self.turn, step, fields))
         return True
 
     # -- turn and steps -----------------------------------------------------
@@ -86,7 +91,7 @@ class TurnRecorder:
         """``turn/start`` and the user's message: its history blocks and the
         ACP content blocks exactly as the editor sent them."""
         self._append("turn/start", 0)
-        self._append("user/message", 0, content=content, prompt=prompt)
+        self._append("user/message", 0, {"content": content, "prompt": prompt})
 
     def step_start(self) -> None:
         if not self._append("step/start", self.step + 1):
@@ -96,13 +101,15 @@ class TurnRecorder:
             self.open.step_open = True
 
     def step_end(self, reason: StepEndReason) -> None:
-        if self.step_open and not self._append("step/end", self.step, reason=reason):
+        if self.step_open and not self._append("step/end", self.step, {"reason": reason}):
             self.open.step_open = False
 
     def turn_end(self, reason: TurnEndReason, *, forced: bool, left_out: bool = False) -> None:
         """``left_out``: the turn leaves the model history (its prompt did not fit)."""
-        extra = {"left_out": True} if left_out else {}
-        self._append("turn/end", 0, reason=reason, forced=forced, **extra)
+        fields: dict[str, Any] = {"reason": reason, "forced": forced}
+        if left_out:
+            fields["left_out"] = True
+        self._append("turn/end", 0, fields)
         self.closed = True
 
     def close(
@@ -125,7 +132,7 @@ class TurnRecorder:
             elif kind == "turn/end":
                 self.turn_end(fields["reason"], forced=fields["forced"])
             else:
-                self._append(kind, step, **fields)
+                self._append(kind, step, fields)
 
     # -- the model stream ---------------------------------------------------
 
@@ -146,35 +153,31 @@ class TurnRecorder:
         usage: Usage | None,
     ) -> None:
         """The open stream becomes a surface ``assistant/message`` (committed)."""
-        fields: dict[str, Any] = {}
+        fields: dict[str, Any] = {
+            "content": content,
+            "interrupted": interrupted,
+            "finish": finish,
+            "usage": usage_record(usage),
+        }
         if interrupted:
             fields["stream"] = self.log.delivered_stream()
-        self._end_stream(
-            "assistant/message",
-            "committed",
-            content=content,
-            interrupted=interrupted,
-            finish=finish,
-            usage=usage_record(usage),
-            **fields,
-        )
+        self._end_stream("assistant/message", "committed", fields)
 
     def attempt(self, outcome: AttemptOutcome, content: list[dict[str, Any]]) -> None:
         """The open stream leaves no surface message: an ``assistant/attempt`` (abandoned)."""
-        self._end_stream("assistant/attempt", "abandoned", outcome=outcome, content=content)
+        self._end_stream("assistant/attempt", "abandoned", {"outcome": outcome, "content": content})
 
     def _end_stream(
-        self, record_type: str, stream_outcome: StreamOutcome, /, **fields: Any
+        self, record_type: str, stream_outcome: StreamOutcome, fields: dict[str, Any]
     ) -> None:
-        """The record that ends the open stream (its attempt and message id), then its close."""
+        """The record that ends the open stream (its attempt and message id,
+        then ``fields``), then its close."""
         stream = self.stream
         assert stream is not None
         self._append(
             record_type,
             self.step,
-            attempt=stream.attempt,
-            message_id=stream.message_id,
-            **fields,
+            {"attempt": stream.attempt, "message_id": stream.message_id, **fields},
         )
         if self.closed:
             stream.ended = True  # nothing more of it is recorded
@@ -199,28 +202,25 @@ class TurnRecorder:
         }
         if retry is not None:
             fields.update(retrying=True, retry_attempt=retry[0], retry_delay=retry[1])
-        self._append("agent/request-error", self.step, **fields)
+        self._append("agent/request-error", self.step, fields)
         return fields
 
     def internal_error(self, exc: BaseException) -> None:
         """A bug in the agent's own loop (not the provider's fault, invariant I5)."""
-        self._append(
-            "agent/internal-error",
-            self.step,
-            error={"kind": "internal", "exception": type(exc).__name__, "message": str(exc)},
-        )
+        error = {"kind": "internal", "exception": type(exc).__name__, "message": str(exc)}
+        self._append("agent/internal-error", self.step, {"error": error})
 
     # -- what the editor was shown ------------------------------------------
 
     def tool_announce(self, update: dict[str, Any]) -> None:
         """A ``tool_call`` sent to the editor (``update`` without ``sessionUpdate``)."""
         call_id = update["toolCallId"]
-        self._append("tool/announce", self.step, tool_call_id=call_id, update=update)
+        self._append("tool/announce", self.step, {"tool_call_id": call_id, "update": update})
 
     def tool_update(self, update: dict[str, Any]) -> None:
         """A ``tool_call_update`` sent to the editor."""
         call_id = update["toolCallId"]
-        self._append("tool/update", self.step, tool_call_id=call_id, update=update)
+        self._append("tool/update", self.step, {"tool_call_id": call_id, "update": update})
 
     def compaction(self, **fields: Any) -> dict[str, Any]:
         """A ``compaction`` record (turn level: between steps); the record, or {} once closed."""
@@ -230,19 +230,19 @@ class TurnRecorder:
 
     def usage_update(self, used: int, size: int, *, step: bool = True, **fields: Any) -> None:
         """A ``usage_update`` sent: in the step, or (``step`` False) between steps."""
-        self._append("usage/update", self.step if step else 0, used=used, size=size, **fields)
+        self._append(
+            "usage/update", self.step if step else 0, {"used": used, "size": size, **fields}
+        )
 
     # -- tools --------------------------------------------------------------
 
     def tool_call(self, call_id: str, name: str, input: object, status: ToolCallStatus) -> None:
-        self._append(
-            "tool/call", self.step, tool_call_id=call_id, name=name, input=input, status=status
-        )
+        fields = {"tool_call_id": call_id, "name": name, "input": input, "status": status}
+        self._append("tool/call", self.step, fields)
 
     def tool_result(self, call_id: str, content: list[dict[str, Any]], *, is_error: bool) -> None:
-        self._append(
-            "tool/result", self.step, tool_call_id=call_id, content=content, is_error=is_error
-        )
+        fields = {"tool_call_id": call_id, "content": content, "is_error": is_error}
+        self._append("tool/result", self.step, fields)
 
 
 def usage_record(usage: Usage | None) -> dict[str, Any] | None:

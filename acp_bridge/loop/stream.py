@@ -154,17 +154,13 @@ async def consume(
     """The hot loop: each event is fed, sent to the editor and logged, in that order."""
     session = turn.session
     outbox = session.outbox
+    text_prefix = session.frames.chunk_prefix("agent_message_chunk", stream.message_id)
+    thought_prefix = session.frames.chunk_prefix("agent_thought_chunk", stream.message_id)
     prefixes: dict[type, tuple[bytes, str]] = {
-        TextDelta: (
-            session.frames.chunk_prefix("agent_message_chunk", stream.message_id),
-            "text",
-        ),
-        ReasoningDelta: (
-            session.frames.chunk_prefix("agent_thought_chunk", stream.message_id),
-            "reasoning",
-        ),
+        TextDelta: (text_prefix, "text"),
+        ReasoningDelta: (thought_prefix, "reasoning"),
     }
-    stream.chunk_prefixes = tuple(prefix for prefix, _ in prefixes.values())
+    stream.chunk_prefixes = (text_prefix, thought_prefix)
     outbox.merge_chunks(stream.chunk_prefixes, CHUNK_SUFFIX)
     feed, send, delta = stream.asm.feed, outbox.send, turn.rec.delta
     poll_input, write_batch = outbox.poll_input, outbox.write_batch

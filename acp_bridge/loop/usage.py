@@ -45,11 +45,11 @@ def report_usage(turn: UsageTurn, usage: Usage) -> None:
 
 def estimate_usage(turn: UsageTurn, content: list[dict[str, Any]]) -> None:
     """A response without a usage report: estimate it (real models only)."""
-    from ..context.estimate import estimate_json  # off the start-up path
-
     info = turn.info
     if info is None or not info.estimate_usage:
         return
+    from ..context.estimate import estimate_json  # off the start-up path
+
     session = turn.session
     tools = () if session.tools is None else session.tools.registry.specs()
     # The session's incremental estimate: measuring the whole history again

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bench.agents import AgentProcess, log, now
 from bench.results import rotate
 from bench.runner import Bench
+from bench.turns import wait_idle
 from bench.wire import LineStats
 
 
@@ -40,6 +41,9 @@ def _memory_once(bench: Bench, proc: AgentProcess) -> None:
         sid = _short_turn(bench, proc, sid)
     tail = LineStats()  # no turn running: any update now is a late one
     proc.settle(tail, 0)  # everything sent so far is handled
+    # What an agent loads once, after its first session (acp-bridge's warm-up
+    # thread, `bench.turns.wait_idle`), belongs to the base, not to the sessions.
+    wait_idle(proc.proc.pid)
     base = proc.rss_kib()
     for _ in range(cfg.sessions):
         sid = _short_turn(bench, proc, sid)

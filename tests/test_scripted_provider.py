@@ -525,8 +525,9 @@ async def test_exhausted_script_repeat_last() -> None:
 @pytest.mark.anyio
 async def test_a_repeated_response_streams_what_it_compiles_to_afresh() -> None:
     """A response's operations are compiled once and shared by later requests
-    (`ScriptedProvider._compiled`): each stream is still the one a fresh
-    compilation gives, and one that reports on its request is compiled anew."""
+    (`acp_bridge.providers.scripted._COMPILED`, one table for every session's
+    provider of a script): each stream is still the one a fresh compilation
+    gives, and one that reports on its request is compiled anew."""
     p = provider(
         [
             {"text": "Done.", "chunk_size": 2},
@@ -538,6 +539,9 @@ async def test_a_repeated_response_streams_what_it_compiles_to_afresh() -> None:
     fresh = _compile(p.script.responses[0], REQUEST, p.script.chunk_delay_ms)
     for _ in range(3):
         assert await collect(p) == fresh
+    # Another session's provider of the same script streams it too.
+    other = ScriptedProvider(p.script)
+    assert await collect(other) == fresh
     reporting = provider([{"report": ["message_count"]}], when_exhausted="repeat_last")
     two = ModelRequest(
         messages=[*REQUEST.messages, {"role": "assistant", "content": []}, *REQUEST.messages]

@@ -17,40 +17,40 @@ _SUFFIX = b"}}}}\n"
 # A stand-in text (ids never hold its JSON): marks where a chunk's text goes.
 _CUT = "\x00"
 _CUT_JSON = orjson.dumps(_CUT)
-# A stand-in message id, likewise (its JSON is an escape no id holds).
+# Stand-ins for a session id and a message id in the template of a chunk's
+# prefix (`_prefix_parts`): their JSON is an escape, found once in the template.
+_SID_CUT = "\x02"
+_SID_CUT_JSON = orjson.dumps(_SID_CUT)
 _ID_CUT = "\x01"
 _ID_CUT_JSON = orjson.dumps(_ID_CUT)
-_UNSET: Any = object()
+# Per chunk kind, the prefix's constant parts around the session id and the
+# message id: shared by every session (an idle session keeps none of it).
+_PREFIX_PARTS: dict[str, tuple[bytes, bytes, bytes]] = {}
 
 
 class UpdateFrames:
-    __slots__ = ("_around_id", "session_id")
+    __slots__ = ("session_id",)
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
-        # Per chunk kind, the prefix cut where its message id goes (None: the
-        # id stand-in is not unique in the frame, so each prefix is built).
-        self._around_id: dict[str, tuple[bytes, bytes] | None] = {}
 
     def chunk_prefix(self, kind: str, message_id: str) -> bytes:
         """Prefix of an ``agent_message_chunk``/``agent_thought_chunk`` text frame:
         the frame of `text_chunk` cut where its text goes (so the template has
         the builder's shape; made once per stream, not per chunk).
 
-        Each stream has its own message id, and only the id changes: the
-        prefix is built once per kind with a stand-in id, cut there, and
-        each stream's prefix is its two parts around the id's JSON (the
-        same bytes as `build_chunk_prefix`, which a test holds it to).
+        Only the session id and the message id differ from one stream to the
+        next: the prefix is the constant parts of its kind (`_prefix_parts`)
+        around their JSON, the same bytes as `build_chunk_prefix`, which a
+        test holds it to.
         """
-        around = self._around_id.get(kind, _UNSET)
-        if around is _UNSET:
-            template = self.build_chunk_prefix(kind, _ID_CUT)
-            parts = template.split(_ID_CUT_JSON)
-            around = (parts[0], parts[1]) if len(parts) == 2 else None
-            self._around_id[kind] = around
-        if around is None:
-            return self.build_chunk_prefix(kind, message_id)
-        return b"".join((around[0], orjson.dumps(message_id), around[1]))
+        parts = _PREFIX_PARTS.get(kind)
+        if parts is None:
+            parts = _PREFIX_PARTS[kind] = _prefix_parts(kind)
+        before, between, after = parts
+        return b"".join(
+            (before, orjson.dumps(self.session_id), between, orjson.dumps(message_id), after)
+        )
 
     def build_chunk_prefix(self, kind: str, message_id: str) -> bytes:
         """`chunk_prefix` built from `text_chunk` (the reference)."""
@@ -68,6 +68,16 @@ class UpdateFrames:
             },
             option=orjson.OPT_APPEND_NEWLINE,  # no copy of the frame to add it
         )
+
+
+def _prefix_parts(kind: str) -> tuple[bytes, bytes, bytes]:
+    """The constant parts of a ``kind`` chunk's prefix: before the session id,
+    between it and the message id, after the message id (each stand-in is
+    in the template once: nothing else in it is an id)."""
+    template = UpdateFrames(_SID_CUT).build_chunk_prefix(kind, _ID_CUT)
+    before, rest = template.split(_SID_CUT_JSON)
+    between, after = rest.split(_ID_CUT_JSON)
+    return before, between, after
 
 
 CHUNK_SUFFIX = _SUFFIX

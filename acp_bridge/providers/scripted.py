@@ -82,12 +82,6 @@ class ScriptedProvider:
         self.request_count = 0
         self._cursor = 0
         self.context = context or ContextConfig()
-        # The operations of each response compiled so far, by the response's
-        # id (with the response, so a reused id never matches): a response
-        # that does not report on its request compiles to the same operations
-        # every time, and a script that repeats its last response answers
-        # every turn of a long session with it.
-        self._compiled: dict[int, tuple[ScriptResponse, list[_Op]]] = {}
 
     def model_info(self) -> ModelInfo:
         """The window of ``--context-window`` (or the default; a script's usage
@@ -147,15 +141,30 @@ class ScriptedProvider:
         response = _response_at(script, cursor)
         if response is None:
             return [_Fail(EXHAUSTED)]
-        known = self._compiled.get(id(response))
-        if known is not None and known[0] is response:
-            return known[1]
-        ops = _compile(response, request, script.chunk_delay_ms)
+        delay = script.chunk_delay_ms
+        known = _COMPILED.get(id(response))
+        if known is not None and known[0] is response and known[1] == delay:
+            return known[2]
+        ops = _compile(response, request, delay)
         if not _reports(response):
-            # Shared by the streams of later requests: neither the stream nor
-            # its reader changes the list or its (frozen) events.
-            self._compiled[id(response)] = (response, ops)
+            # Shared by the streams of later requests, of every session (they
+            # share the script): neither a stream nor its reader changes the
+            # list or its (frozen) events.
+            if len(_COMPILED) >= _COMPILED_MAX:
+                del _COMPILED[next(iter(_COMPILED))]
+            _COMPILED[id(response)] = (response, delay, ops)
         return ops
+
+
+# The operations of the responses compiled lately, by the response's id (with
+# the response, so a reused id never matches, and the chunk delay they were
+# compiled with): a response that does not report on its request compiles to
+# the same operations every time, and a script that repeats its last response
+# answers every turn of a long session with it.  One table for the process,
+# not one per provider: every session has a provider of its own, and an idle
+# session keeps nothing of it.
+_COMPILED: dict[int, tuple[ScriptResponse, float, list[_Op]]] = {}
+_COMPILED_MAX: Final = 256
 
 
 def _response_at(script: Script, cursor: int) -> ScriptResponse | None:

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping
+from typing import Any, Protocol, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -59,19 +60,23 @@ def tool_state(
     mode, rules = from_records(records)
     provider_config = getattr(session.provider, "config", None)
     key_env = getattr(provider_config, "key_env", None)
-    env = env_policy(
-        os.environ,
-        key_env=key_env if isinstance(key_env, str) else None,
-        passed=agent.config.pass_env,
+    env = _shared(
+        env_policy(
+            os.environ,
+            key_env=key_env if isinstance(key_env, str) else None,
+            passed=agent.config.pass_env,
+        ),
+        lambda env: (env.hidden, env.redactor.values),
     )
-
-    capabilities = ClientCapabilities.from_initialize(agent.client_capabilities)
+    capabilities = _shared(
+        ClientCapabilities.from_initialize(agent.client_capabilities), dataclasses.astuple
+    )
     return ToolState(
         session_id=session.id,
         cwd=session.cwd,
         roots=[session.cwd, *(extra_dirs or [])],
         capabilities=capabilities,
-        registry=registry_for(capabilities),
+        registry=_shared(registry_for(capabilities), lambda _: capabilities.elicitation_form),
         request=agent.conn.request,
         log=session.log,
         emit=_Emit(session),
@@ -83,6 +88,27 @@ def tool_state(
         rules=rules,
         on_remember=_KeepForProject(agent, session),
     )
+
+
+T = TypeVar("T")
+# What the sessions of a process have in common (the editor's capabilities,
+# their tool registry, the environment's policy), one object for all of them
+# by its value: each session keeps a reference, not a copy (an idle session's
+# memory is most of what a thousand of them cost).  Neither is changed once made.
+_SHARED: dict[tuple[type, Hashable], Any] = {}
+_SHARED_MAX = 64
+
+
+def _shared(made: T, key: Callable[[T], Hashable]) -> T:
+    """``made``, or the equal object (by ``key``) another session already holds."""
+    index = (type(made), key(made))
+    known = _SHARED.get(index)
+    if known is not None:
+        return cast(T, known)
+    if len(_SHARED) >= _SHARED_MAX:
+        del _SHARED[next(iter(_SHARED))]
+    _SHARED[index] = made
+    return made
 
 
 class _Emit:

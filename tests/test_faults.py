@@ -245,33 +245,22 @@ HANG_SECONDS = 5.0
 PREFIX = "The answer starts here and then the provider wedges"
 
 
+def _wedged_script(
+    tmp_path: Path, seconds: float, after: list[dict[str, Any]], then: dict[str, Any]
+) -> Path:
+    """A script whose first reply streams `PREFIX`, then wedges for ``seconds``
+    ignoring the Stop (``after``: what it would stream next); every later
+    request gets ``then``."""
+    wedge = {"hang": {"ignore_cancel": True, "seconds": seconds}}
+    first = {"events": [{"text": PREFIX, "chunk_size": 5}, wedge, *after]}
+    return write_script(tmp_path, {"when_exhausted": "repeat_last", "responses": [first, then]})
+
+
 @pytest.mark.slow
 async def test_cancel_deadline_abandons_a_wedged_provider(tmp_path: Path) -> None:
-    script = write_script(
-        tmp_path,
-        {
-            "when_exhausted": "repeat_last",
-            "responses": [
-                {
-                    "events": [
-                        {"text": PREFIX, "chunk_size": 5},
-                        {"hang": {"ignore_cancel": True, "seconds": HANG_SECONDS}},
-                        {"text": " LEAKED"},
-                    ]
-                },
-                {
-                    "events": [
-                        {
-                            "report": [
-                                "last_user_text",
-                                "last_assistant_text",
-                                "last_assistant_interrupted",
-                            ]
-                        }
-                    ]
-                },
-            ],
-        },
+    asked = ["last_user_text", "last_assistant_text", "last_assistant_interrupted"]
+    script = _wedged_script(
+        tmp_path, HANG_SECONDS, [{"text": " LEAKED"}], then={"events": [{"report": asked}]}
     )
     chunks = -(-len(PREFIX) // 5)
     results: list[PromptResult] = []
@@ -343,21 +332,7 @@ async def test_a_wedged_turn_does_not_hold_its_sessions_next_prompt(tmp_path: Pa
     next prompt then runs at once, while the wedged task still has its minute
     to go (the turn's task is not the prompt's: it holds no lock of the queue)."""
     wedge = 60.0
-    script = write_script(
-        tmp_path,
-        {
-            "when_exhausted": "repeat_last",
-            "responses": [
-                {
-                    "events": [
-                        {"text": PREFIX, "chunk_size": 5},
-                        {"hang": {"ignore_cancel": True, "seconds": wedge}},
-                    ]
-                },
-                {"events": [{"text": "next"}]},
-            ],
-        },
-    )
+    script = _wedged_script(tmp_path, wedge, [], then={"events": [{"text": "next"}]})
     chunks = -(-len(PREFIX) // 5)
     results: list[PromptResult] = []
 

@@ -9,6 +9,7 @@ A request handler of the connection runs in one, and is cancelled at the end.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import anyio
 import orjson
@@ -162,7 +163,37 @@ async def test_a_shutdown_waits_for_answers_not_for_a_handler_stuck_after_its_an
         with anyio.fail_after(10):
             await conn.wait_answered()
         assert [orjson.loads(f)["id"] for f in wire.frames] == [1, 2]
-        await anyio.sleep(0.01)  # the answered handler of ``later`` returns
+        await anyio.wait_all_tasks_blocked()  # the answered handler of ``later`` returns
         assert len(tasks) == 1, "the stuck handler is still running"
         release.set()
         await conn.wait_idle()
+
+
+async def test_waiting_for_answers_does_not_take_the_idle_wait_s_event() -> None:
+    """`wait_answered` and `wait_idle` at once: both return when the requests end."""
+    wire = Wire()
+    conn = Connection(wire)
+    release = anyio.Event()
+    waited: list[str] = []
+
+    async def slow(params: dict[str, object]) -> dict[str, str]:
+        await release.wait()
+        return {"done": "yes"}
+
+    async def wait(name: str, waiter: Callable[[], Awaitable[None]]) -> None:
+        await waiter()
+        waited.append(name)
+
+    conn.requests["slow"] = slow
+    async with anyio.create_task_group() as tg, LightTasks(tg) as tasks:
+        conn.bind(tg, tasks)
+        conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"slow","params":{}}\n')
+        await anyio.wait_all_tasks_blocked()
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as waiters:
+                waiters.start_soon(wait, "idle", conn.wait_idle)
+                await anyio.wait_all_tasks_blocked()
+                waiters.start_soon(wait, "answered", conn.wait_answered)
+                await anyio.wait_all_tasks_blocked()
+                release.set()
+    assert sorted(waited) == ["answered", "idle"]

@@ -247,8 +247,8 @@ class Connection:
             self._in_flight.pop(req.id, None)
             if not self._in_flight:
                 self._idle.set()
-            elif reply.on_sent is not None:
-                reply.on_sent()  # gone unanswered (closed): `wait_answered` looks again
+            if reply.on_sent is not None:
+                reply.on_sent()  # gone, answered or not: `wait_answered` looks again
 
     def _notify(self, note: Notification) -> None:
         if note.method == "$/cancel_request":
@@ -354,10 +354,10 @@ class Connection:
         the watchdog was answered while its task may still be stuck: the
         answers are what a shutdown waits for, not that task."""
         while any(not reply.sent for _, _, reply in self._in_flight.values()):
-            self._idle = idle = anyio.Event()
+            changed = anyio.Event()
             for _, _, reply in self._in_flight.values():
-                reply.on_sent = idle.set
-            await idle.wait()
+                reply.on_sent = changed.set
+            await changed.wait()
 
     def close(self) -> None:
         """The peer is gone: a cancelled request gets no -32800 any more, and

@@ -161,12 +161,11 @@ class _Queued:
 
 
 def test_each_line_is_the_line_record_line_makes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`SessionLog.add` builds and encodes its records inline; the front door
-    builds its ``session/start`` with `new_record` and `encode_record`: the
-    same fields at the same time give the same bytes, and the same record."""
-    from acp_bridge.log import record_line, writer
+    """`SessionLog.add` and the front door's ``session/start`` make their lines
+    the same way: the same fields at the same time give the same bytes, and
+    the same record (the fields handed to `add` are not copied on the way)."""
+    from acp_bridge.log import record_line
 
-    monkeypatch.setattr(writer, "_now", lambda: 1700000000.25)
     monkeypatch.setattr(record_line, "_now", lambda: 1700000000.25)
     queued = _Queued()
     slog = SessionLog("session.jsonl", queued)  # type: ignore[arg-type]

@@ -238,11 +238,8 @@ class LogFile:
             # The path names the open file itself: its stat is the
             # descriptor's (a name, and the size), so `_check_open`'s fstat
             # would only repeat it.
-            if st.st_size != self._size:
-                self._lose(self._changed(st.st_size))
-            self._pool.used(self)
-            if self.pending:
-                self._write_fd(fd)
+            self._check_size(st.st_size)
+            self._write_open(fd)
             return
         self._write_pending()
 
@@ -252,9 +249,15 @@ class LogFile:
         fd = self._fd
         if fd is None:
             fd = self.open()
+            if self.pending:
+                self._write_fd(fd)
         else:
             self._check_open(fd)
-            self._pool.used(self)
+            self._write_open(fd)
+
+    def _write_open(self, fd: int) -> None:
+        """Write ``pending`` through ``fd``, this log's descriptor, checked by the caller."""
+        self._pool.used(self)
         if self.pending:
             self._write_fd(fd)
 
@@ -311,8 +314,12 @@ class LogFile:
         st = os.fstat(fd)
         if st.st_nlink == 0:
             self._lose("the file was deleted or another was put in its place")
-        if st.st_size != self._size:
-            self._lose(self._changed(st.st_size))
+        self._check_size(st.st_size)
+
+    def _check_size(self, size: int) -> None:
+        """The file holds what this log wrote, and nothing else."""
+        if size != self._size:
+            self._lose(self._changed(size))
 
     def _changed(self, size: int) -> str:
         if size < self._size:

@@ -15,14 +15,14 @@ import orjson
 
 from .records import FORMAT_VERSION
 
-__all__ = ["LINE", "encode_record", "new_record"]
+__all__ = ["encode_record", "new_record"]
 
 
 _now = time.time
 _dumps = orjson.dumps
 # The line's newline is written by the encoder: no second copy of the line
 # to add it (a record is encoded once, on the append's path).
-LINE: Final = orjson.OPT_APPEND_NEWLINE
+_LINE: Final = orjson.OPT_APPEND_NEWLINE
 
 
 def new_record(seq: int, type: str, turn: int, step: int, fields: dict[str, Any]) -> dict[str, Any]:
@@ -40,4 +40,4 @@ def new_record(seq: int, type: str, turn: int, step: int, fields: dict[str, Any]
 
 def encode_record(record: dict[str, Any]) -> bytes:
     """The record's line in the file."""
-    return _dumps(record, option=LINE)
+    return _dumps(record, option=_LINE)

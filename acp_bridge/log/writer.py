@@ -31,8 +31,8 @@ from typing import Any, Final, Protocol
 import orjson
 
 from .projection import HistoryProjection
-from .record_line import LINE as _LINE
-from .records import FORMAT_VERSION, SURFACE_TYPES, StreamOutcome
+from .record_line import encode_record, new_record
+from .records import SURFACE_TYPES, StreamOutcome
 
 
 class LogTarget(Protocol):
@@ -81,7 +81,6 @@ class RecordWriter(Protocol):
 
 
 dumps = orjson.dumps
-_now = time.time
 
 # The records `derive_messages` reads (turn/start says which turn a
 # regenerate replaces).  Only these are kept in memory; the rest (stream
@@ -285,19 +284,7 @@ class SessionLog:
             self.history  # noqa: B018 (read back while the file holds exactly this log)
         if self._parts:
             self._flush_delta()
-        # `new_record`, inline (the head of every record, then its fields):
-        # this is the path of every record, and the front door's
-        # ``session/start`` goes through `new_record` (a test holds the two
-        # to the same bytes).
-        record = {
-            "v": FORMAT_VERSION,
-            "seq": self.seq,
-            "at": _now(),
-            "type": type,
-            "turn": turn,
-            "step": step,
-            **fields,
-        }
+        record = new_record(self.seq, type, turn, step, fields)
         self.seq += 1
         if type in MODEL_TYPES:
             # The embedded timed stream is for readers of the file only.  The
@@ -305,11 +292,8 @@ class SessionLog:
             # for (`HistoryProjection.messages` catches up), not here: a
             # Stop's interrupted message is appended while the editor waits
             # for the answer, and taking it in is most of that append's cost.
-            history = self._history
-            if history is None:
-                history = self.history
-            history.records.append(record if "stream" not in record else _for_history(record))
-        data = dumps(record, option=_LINE)  # `encode_record`
+            self.history.records.append(_for_history(record))
+        data = encode_record(record)
         if self._size is not None:
             self._size += len(data)
         self.outbox.write_log(self.file, data)

@@ -77,6 +77,7 @@ __all__ = [
     "delivered_prefix",
     "derive_messages",
     "excluded_turns",
+    "has_tool_blocks",
     "is_visible_text",
     "join_parts",
     "leaves_out",
@@ -429,7 +430,7 @@ def settle(
     ``keep_leading`` says the messages follow a user message (see
     `HistoryProjection`).
     """
-    if not _has_tool_blocks(messages):
+    if not has_tool_blocks(messages):
         return _settle_without_tools(messages, keep_leading), set(used)
     return _settle_paired(messages, used, keep_leading)
 
@@ -452,7 +453,8 @@ def _settle_paired(
         messages = settled
 
 
-def _has_tool_blocks(messages: list[Message]) -> bool:
+def has_tool_blocks(messages: Iterable[Message]) -> bool:
+    """Whether any of ``messages`` holds a tool call or a tool result."""
     return any(block["type"] in _TOOL_TYPES for message in messages for block in message["content"])
 
 

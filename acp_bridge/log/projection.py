@@ -17,6 +17,7 @@ from .derive import (
     apply_compaction,
     compacted_records,
     completed_compaction,
+    has_tool_blocks,
     is_clear,
     leaves_out,
     live_records,
@@ -32,7 +33,6 @@ __all__ = ["HistoryProjection", "HistoryView"]
 Message = dict[str, Any]
 
 _TEXT_TYPES: Final = frozenset({"text", "reasoning"})
-_TOOL_TYPES: Final = frozenset({"tool_call", "tool_result"})
 _NONE: Final[frozenset[Any]] = frozenset()
 T = TypeVar("T")
 
@@ -271,7 +271,7 @@ class HistoryProjection:
             message = surface_message(record)
             closed = self._maybe_close_window(index, message)
             self._memo[id(record)] = (record, message)
-            if closed and not any(block["type"] in _TOOL_TYPES for block in message["content"]):
+            if closed and not has_tool_blocks((message,)):
                 # The new window is this message alone: what `_window` would
                 # derive (it insulates, so it is kept as it is, and a message
                 # without tool blocks pairs nothing), without deriving it.

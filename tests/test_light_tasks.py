@@ -59,7 +59,7 @@ async def test_the_block_cancels_and_waits_for_its_tasks() -> None:
 
     async with anyio.create_task_group() as tg, LightTasks(tg) as tasks:
         tasks.spawn(runs)
-        await anyio.sleep(0.01)
+        await anyio.wait_all_tasks_blocked()
         assert len(tasks) == 1
         tg.cancel_scope.cancel()
     assert events == ["cancelled", "cleaned up"]
@@ -76,7 +76,7 @@ async def test_tasks_that_returned_leave_nothing_behind() -> None:
     async with anyio.create_task_group() as tg, LightTasks(tg) as tasks:
         for n in range(3):
             tasks.spawn(quick, n)
-        await anyio.sleep(0.01)
+        await anyio.wait_all_tasks_blocked()
         assert len(tasks) == 0
     assert sorted(done) == [0, 1, 2]
 

@@ -32,9 +32,9 @@ from acp_bridge.context.compaction import SUMMARY_INSTRUCTION, plan_compaction, 
 from acp_bridge.log.check import LogInvalid, check_history, check_log
 from acp_bridge.log.compaction import compaction_updates
 from acp_bridge.log.derive import SUMMARY_HEADER, derive_messages, live_surface, summary_text
+from acp_bridge.log.model_records import MODEL_TYPES
 from acp_bridge.log.projection import HistoryProjection
 from acp_bridge.log.replay import replay_updates
-from acp_bridge.log.writer import MODEL_TYPES
 from acp_bridge.sessions.fork import fork_records
 
 Record = dict[str, Any]

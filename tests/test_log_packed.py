@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from acp_bridge.log import writer
 from acp_bridge.log.derive import derive_messages
+from acp_bridge.log.model_records import MODEL_TYPES, join_packs, model_pack
 from acp_bridge.log.projection import HistoryProjection
-from acp_bridge.log.writer import MODEL_TYPES, RecordWriter, SessionLog, join_packs, model_pack
+from acp_bridge.log.writer import RecordWriter, SessionLog
 
 Record = dict[str, Any]
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "snapshots"

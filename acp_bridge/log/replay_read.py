@@ -11,7 +11,7 @@ consecutive one-part deltas of one attempt, turn and kind into a `DeltaRun`
 of their texts.  The replay (`acp_bridge.log.replay`) turns a run into
 exactly the chunks the deltas would have given, one per text, in order.
 For a session opened from the log it also serializes, slice by slice, the
-model records the session keeps (`acp_bridge.log.writer.model_pack`) while
+model records the session keeps (`acp_bridge.log.model_records.model_pack`) while
 they are fresh in the cache, rather than all of them later.
 
 Each slice is parsed and checked as `acp_bridge.log.upcast.load_log` checks a
@@ -32,9 +32,9 @@ from typing import Any, BinaryIO, Final
 
 import orjson
 
+from .model_records import join_packs, model_pack
 from .records import FORMAT_VERSION
 from .upcast import LoadedLog, gc_paused, record_types
-from .writer import join_packs, model_pack
 
 __all__ = ["SLICE_BYTES", "DeltaRun", "read_for_replay"]
 

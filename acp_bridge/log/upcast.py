@@ -85,7 +85,7 @@ class LoadedLog:
     # The type of each record, when the fast path has it already (else None).
     kinds: list[str] | None = None
     # What `acp_bridge.log.writer.SessionLog.restore` keeps of the records
-    # (`acp_bridge.log.writer.model_pack`), when the read made it already.
+    # (`acp_bridge.log.model_records.model_pack`), when the read made it already.
     model_pack: bytes | None = None
 
 

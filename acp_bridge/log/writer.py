@@ -30,9 +30,10 @@ from typing import Any, Final, Protocol
 
 import orjson
 
+from .model_records import MODEL_TYPES, for_history
 from .projection import HistoryProjection
 from .record_line import encode_record, new_record
-from .records import SURFACE_TYPES, StreamOutcome
+from .records import StreamOutcome
 
 
 class LogTarget(Protocol):
@@ -81,13 +82,6 @@ class RecordWriter(Protocol):
 
 
 dumps = orjson.dumps
-
-# The records `derive_messages` reads (turn/start says which turn a
-# regenerate replaces).  Only these are kept in memory; the rest (stream
-# frames, attempts, settings) lives in the file alone.  The projection of this
-# subset equals the projection of the whole log, because derive_messages
-# ignores every other type.
-MODEL_TYPES: Final = SURFACE_TYPES | {"turn/start", "turn/end", "compaction"}
 
 # The model records of a log read back are kept compressed below this many
 # bytes of JSON (a few turns compress about sixfold, in well under a
@@ -174,7 +168,7 @@ class SessionLog:
             model = [record for record in records if record.get("type") in MODEL_TYPES]
         else:  # ``kinds``: the type of each record (one pass over strings, not the dicts)
             model = list(compress(records, map(MODEL_TYPES.__contains__, kinds)))
-        kept = [_for_history(record) for record in model]
+        kept = [for_history(record) for record in model]
         if not self._pack(kept):  # not JSON data: keep the dicts
             self._history, self._packed = HistoryProjection(kept), None
 
@@ -292,7 +286,7 @@ class SessionLog:
             # for (`HistoryProjection.messages` catches up), not here: a
             # Stop's interrupted message is appended while the editor waits
             # for the answer, and taking it in is most of that append's cost.
-            self.history.records.append(_for_history(record))
+            self.history.records.append(for_history(record))
         data = encode_record(record)
         if self._size is not None:
             self._size += len(data)
@@ -439,25 +433,4 @@ def _model_records(path: str, seq: int, size: int | None) -> list[dict[str, Any]
             f"its records cannot be read back: the file holds {loaded.next_seq} records "
             f"in {loaded.valid_size} bytes, not the {seq} in {size} this session wrote",
         )
-    return [_for_history(r) for r in loaded.records if r.get("type") in MODEL_TYPES]
-
-
-def model_pack(records: list[dict[str, Any]], kinds: list[str]) -> bytes:
-    """The elements of the JSON array that `SessionLog.restore` keeps of
-    ``records`` (``kinds``: the type of each), without the brackets: the packs
-    of consecutive slices of a log, joined with commas between brackets, are
-    the pack of the whole (`join_packs`)."""
-    model = list(compress(records, map(MODEL_TYPES.__contains__, kinds)))
-    return dumps([_for_history(record) for record in model])[1:-1]
-
-
-def join_packs(packs: list[bytes]) -> bytes:
-    """The JSON array of the `model_pack` s of consecutive slices of a log."""
-    return b"[" + b",".join([pack for pack in packs if pack]) + b"]"
-
-
-def _for_history(record: dict[str, Any]) -> dict[str, Any]:
-    """The record without the timed stream an interrupted message embeds."""
-    if "stream" not in record:
-        return record
-    return {key: value for key, value in record.items() if key != "stream"}
+    return [for_history(r) for r in loaded.records if r.get("type") in MODEL_TYPES]

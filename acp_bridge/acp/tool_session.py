@@ -76,7 +76,7 @@ def tool_state(
         cwd=session.cwd,
         roots=[session.cwd, *(extra_dirs or [])],
         capabilities=capabilities,
-        registry=_shared(registry_for(capabilities), lambda _: capabilities.elicitation_form),
+        registry=registry_for(capabilities),
         request=agent.conn.request,
         log=session.log,
         emit=_Emit(session),
@@ -92,9 +92,11 @@ def tool_state(
 
 T = TypeVar("T")
 # What the sessions of a process have in common (the editor's capabilities,
-# their tool registry, the environment's policy), one object for all of them
-# by its value: each session keeps a reference, not a copy (an idle session's
-# memory is most of what a thousand of them cost).  Neither is changed once made.
+# the environment's policy), one object for all of them by its value: each
+# session keeps a reference, not a copy (an idle session's memory is most of
+# what a thousand of them cost).  Neither is changed once made.  (The tool
+# registry is `TOOLS` itself for most editors, and a copy of what it holds now
+# for one that asks questions: not shared, so that it is never stale.)
 _SHARED: dict[tuple[type, Hashable], Any] = {}
 _SHARED_MAX = 64
 

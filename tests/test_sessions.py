@@ -368,10 +368,13 @@ async def test_cancel_before_first_token(
     state = tmp_path / "state"
 
     async def turns(session: Session) -> list[PromptResult]:
-        # The editor sees nothing before the stop: wait until the log shows
-        # that the model stream is open, so the stop lands inside it.
+        # The editor sees nothing of the reply before the stop: wait until the
+        # log shows that the model stream is open, so the stop lands inside
+        # it, and until the session's title (queued before the turn began,
+        # written with its first records, after them) has arrived.
         turn = await session.start_prompt("Are you there?")
         await wait_until(record_logged(state, "stream/start", turn=1))
+        await turn.wait_for_update("session_info_update")
         first = await turn.stop()
         return [first, await session.prompt("Hello?")]
 

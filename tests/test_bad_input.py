@@ -185,6 +185,9 @@ def field_cases(session_id: str, cwd: str) -> Iterator[Case]:
     yield prompt([{**png, "data": ""}], "prompt[0].data")
     yield prompt([text, {**png, "mimeType": "text/html"}], "prompt[1].mimeType")
     yield prompt([{**png, "mimeType": "image/"}], "prompt[0].mimeType")
+    # An image type no provider takes.
+    for mime in ("image/svg+xml", "image/tiff", "image/x-icon", "image/bmp"):
+        yield prompt([{**png, "mimeType": mime}], "prompt[0].mimeType")
     yield prompt([{**png, "uri": 5}], "prompt[0].uri")
     yield prompt(
         [{"type": "resource", "resource": {"uri": "file:///a", "blob": "%%%"}}],
@@ -429,8 +432,8 @@ async def test_bad_frames_between_valid_ones(tmp_path: Path) -> None:
                     if replies:
                         failures.append(f"session/cancel for {sid} was answered: {replies}")
 
-                # A duplicate of an in-flight request id is dropped unanswered (the editor
-                # never gets two responses with one id); the first one finishes.
+                # A duplicate of an in-flight request id is refused at once (-32600, id
+                # null, the id in its data); the first one is not touched and finishes.
                 start = len(peer.messages)
                 prompt_b = {"sessionId": session_b, "prompt": [{"type": "text", "text": "hi"}]}
                 await peer.send_raw(
@@ -445,8 +448,15 @@ async def test_bad_frames_between_valid_ones(tmp_path: Path) -> None:
                 dup_answers = [m for m in peer.messages[start:] if is_response(m, "dup")]
                 if len(dup_answers) != 1:
                     failures.append(
-                        f"duplicate in-flight id: expected one answer, the result: {dup_answers}"
+                        f"duplicate in-flight id: two answers with its id {dup_answers}"
                     )
+                refusals = [
+                    m
+                    for m in peer.messages[start:]
+                    if is_response(m, None) and m["error"].get("data", {}).get("requestId") == "dup"
+                ]
+                if [m["error"]["code"] for m in refusals] != [INVALID_REQUEST]:
+                    failures.append(f"duplicate in-flight id: not refused once, {refusals}")
                 if done["result"] != {"stopReason": "end_turn"}:
                     failures.append(f"the prompt whose id was duplicated ended with {done}")
 

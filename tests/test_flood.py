@@ -13,8 +13,9 @@ them:
 
 Then: the same prompt five times back to back to one session (each answered,
 in order, each streaming only after the previous one's response); duplicate
-request ids while the first is in flight (the duplicate dropped unanswered,
-so the editor never sees two responses with one id; the original answered);
+request ids while the first is in flight (each duplicate refused at once with
+-32600 and id null, the id in its data, so the editor never sees two responses
+with one id; the original answered);
 and one prompt per idle session (the cancels they got while idle leave
 nothing behind: both end normally).
 
@@ -51,6 +52,7 @@ from support.pipe_peer import (
 )
 
 from acp_bridge.client import AcpClient
+from acp_bridge.jsonrpc.errors import INVALID_REQUEST
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages, is_visible_text
 from acp_bridge.log.reader import read_records
@@ -269,7 +271,17 @@ def check_answers(flood: Flood) -> None:
             f"id {key.decode()}: {count} duplicates sent while in flight, answers {answers}"
         )
         assert "result" in answers[0], f"id {key.decode()}: the original's answer {answers[0]}"
-    sent = {id_key(p.rid) for p in flood.tracker.prompts}
+        refusals = [
+            m
+            for m in flood.peer.responses.get(b"null", [])
+            if id_key(m["error"].get("data", {}).get("requestId")) == key
+        ]
+        assert [m["error"]["code"] for m in refusals] == [INVALID_REQUEST] * count, (
+            f"id {key.decode()}: {count} duplicates sent while in flight, refused {refusals}"
+        )
+    nulls = flood.peer.responses.get(b"null", [])
+    assert len(nulls) == sum(flood.duplicates.values()), f"answers with id null: {nulls}"
+    sent = {id_key(p.rid) for p in flood.tracker.prompts} | {b"null"}
     unexpected = [msgs for key, msgs in flood.peer.responses.items() if key not in sent]
     # The only other requests are initialize and session/new, answered with results.
     for msgs in unexpected:

@@ -13,9 +13,10 @@ responses to requests the bridge never sent.  Then a final ``initialize``.
 The bridge's framer splits the bytes into frames; the model classifies each
 frame with the same JSON decoder (orjson) and expects:
 
-* a request with a readable id (an integer or a string) gets one response
-  with that id; n requests with one id get 1 to n responses, since a request
-  that reuses the id of one still in flight is dropped unanswered;
+* a request with a readable id (an integer or a string) gets one response:
+  with that id, or, when it reuses the id of a request still in flight, a
+  -32600 with id null and the id in ``data.requestId``; n requests with one
+  id get n responses in all;
 * a frame that is not JSON gets exactly one -32700 with id null;
 * a well-formed response or a well-formed notification gets no answer;
 * any other frame gets at most one answer, with id null or its own id;
@@ -398,10 +399,31 @@ async def play(stream: list[bytes], cuts: list[int], state_dir: str) -> tuple[Ou
             with anyio.move_on_after(30):
                 # Polling: the prompts end by themselves within milliseconds.
                 while any(  # noqa: ASYNC110
-                    key not in peer.responses for key in expected.requests
+                    len(answers_to(peer, key)) < need for key, need in expected.requests.items()
                 ):
                     await anyio.sleep(0.005)
     return Outcome(peer, served.status, sessions, state_dir, pong), data
+
+
+def reused_id(msg: Json) -> bytes | None:
+    """The id a refused duplicate reused (an answer with id null), else None."""
+    error = msg.get("error") or {}
+    data = error.get("data")
+    if error.get("code") != INVALID_REQUEST or not isinstance(data, dict):
+        return None
+    return id_key(data["requestId"]) if "requestId" in data else None
+
+
+def refusals(peer: AcpClient) -> Counter[bytes]:
+    """The refused duplicates of ids in flight, by the id they reused."""
+    reused = (reused_id(m) for m in peer.responses.get(b"null", []))
+    return Counter(key for key in reused if key is not None)
+
+
+def answers_to(peer: AcpClient, key: bytes) -> list[Json]:
+    """The answers with id ``key``, and the refusals of duplicates of it."""
+    refused = [m for m in peer.responses.get(b"null", []) if reused_id(m) == key]
+    return [*peer.responses.get(key, ()), *refused]
 
 
 def check(outcome: Outcome, data: bytes, caught: list[str]) -> None:
@@ -429,24 +451,26 @@ def check(outcome: Outcome, data: bytes, caught: list[str]) -> None:
             assert session_id in outcome.sessions, f"an update for an unknown session: {msg}"
         else:
             raise AssertionError(f"the bridge sent something else: {msg}")
-    for key, answers in peer.responses.items():
+    for key in peer.responses.keys() | refusals(peer).keys():
         if key == b"null":
             continue
+        answers = answers_to(peer, key)
         need, extra = requests.get(key, 0), expected_stream.others.get(key, 0)
-        assert min(need, 1) <= len(answers) <= need + extra, (
+        assert need <= len(answers) <= need + extra, (
             f"id {key.decode()}: {need} request(s) with this id (and {extra} other frame(s)), "
             f"{len(answers)} answer(s): {answers[:4]}"
         )
     for key, need in requests.items():
-        got = len(peer.responses.get(key, ()))
-        assert got >= 1, f"id {key.decode()}: {need} request(s), no answer"
+        got = len(answers_to(peer, key))
+        assert got >= need, f"id {key.decode()}: {need} request(s), {got} answer(s)"
     nulls = peer.responses.get(b"null", [])
     parse_errors = [m for m in nulls if m.get("error", {}).get("code") == PARSE_ERROR]
     assert len(parse_errors) == expected_stream.parse_errors, (
         f"{expected_stream.parse_errors} frames are not JSON, {len(parse_errors)} parse errors"
     )
-    assert len(nulls) <= expected_stream.null_max, (
-        f"{len(nulls)} answers with id null for {expected_stream.null_max} candidate frames"
+    others = len(nulls) - refusals(peer).total()
+    assert others <= expected_stream.null_max, (
+        f"{others} answers with id null for {expected_stream.null_max} candidate frames"
     )
     sessions_dir = os.path.join(outcome.state_dir, "sessions")
     for name in sorted(os.listdir(sessions_dir)):

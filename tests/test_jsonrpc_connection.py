@@ -289,10 +289,11 @@ async def test_a_response_with_an_unknown_id_is_ignored_with_a_warning(
     assert len(wire.frames) == 1, "a stray response is never answered"
 
 
-async def test_a_duplicate_in_flight_request_id_is_dropped_not_answered(
+async def test_a_duplicate_in_flight_request_id_is_refused_and_the_first_answered(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The editor must never receive two responses with one id."""
+    """The duplicate gets -32600 at once, with id null (never two answers with one id);
+    the first is not touched."""
     wire = Wire()
     conn = Connection(wire)
     caplog.set_level(logging.WARNING, logger=LOGGER)
@@ -317,7 +318,13 @@ async def test_a_duplicate_in_flight_request_id_is_dropped_not_answered(
             + line({"jsonrpc": "2.0", "id": 5, "method": "fast", "params": {}})
         )
         await anyio.wait_all_tasks_blocked()
-        assert wire.frames == []
+        [refused] = wire.messages()
+        assert refused["id"] is None
+        assert refused["error"]["code"] == -32600
+        assert refused["error"]["data"] == {
+            "detail": "request id 5 is already in flight; this fast was not run",
+            "requestId": 5,
+        }
         assert any("already in flight" in r.getMessage() for r in caplog.records)
         release.set()
         await conn.wait_idle()
@@ -325,7 +332,7 @@ async def test_a_duplicate_in_flight_request_id_is_dropped_not_answered(
         conn.feed(line({"jsonrpc": "2.0", "id": 5, "method": "fast", "params": {}}))
         await conn.wait_idle()
     assert runs == ["slow", "fast"]
-    assert wire.messages() == [
+    assert wire.messages()[1:] == [
         {"jsonrpc": "2.0", "id": 5, "result": {"answered": 5}},
         {"jsonrpc": "2.0", "id": 5, "result": {}},
     ]

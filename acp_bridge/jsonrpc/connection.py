@@ -19,8 +19,10 @@ waiting request with `ConnectionClosed`.  A response whose id matches nothing
 is ignored with a warning.
 
 A request that reuses the id of an incoming request still in flight is
-dropped with a warning on stderr and gets no answer at all: answering it would
-give the editor two responses with one id, and it could not tell them apart.
+refused at once with ``-32600``, id null and the reused id in
+``data.requestId`` (and said on stderr): an answer with that id would be
+taken for the answer of the request in flight, which is not touched and gets
+its own answer later.
 """
 
 from __future__ import annotations
@@ -190,16 +192,12 @@ class Connection:
             self._resolve(msg)
 
     def _start_request(self, req: Request) -> None:
+        if req.id in self._in_flight:
+            self._refuse_duplicate(req)
+            return
         handler = self.requests.get(req.method)
         if handler is None:
             self.outbox.send(encode_error(req.id, RpcError.method_not_found(req.method)))
-            return
-        if req.id in self._in_flight:
-            # Any answer would carry the id of the request in flight, whose own
-            # answer is still to come: the editor would get two responses with
-            # one id.  JSON-RPC lets a server not answer a request it cannot
-            # tell apart, so the duplicate is dropped and said on stderr.
-            log.warning("dropped %s: request id %r is already in flight", req.method, req.id)
             return
         assert self._spawn is not None, "Connection.bind() first"
         # A method that answers ``$/cancel_request`` itself is never cancelled
@@ -211,6 +209,19 @@ class Connection:
         if arrival is not None:
             arrival(req.id, req.params)
         self._spawn(self._run_request, req, handler, scope, reply)
+
+    def _refuse_duplicate(self, req: Request) -> None:
+        """Answer a request whose id is in flight: ``-32600`` with id null
+        (JSON-RPC's id for a request it could not identify), the id in
+        ``data.requestId``.  An answer with that id would be taken for the
+        answer of the request in flight, which is not touched."""
+        log.warning("refused %s: request id %r is already in flight", req.method, req.id)
+        shown = repr(req.id)[:100]  # a string id may be long
+        error = RpcError.invalid_request(
+            f"request id {shown} is already in flight; this {req.method} was not run"
+        )
+        error.data["requestId"] = req.id
+        self.outbox.send(encode_error(None, error))
 
     async def _run_request(
         self,

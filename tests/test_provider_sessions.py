@@ -723,16 +723,23 @@ async def test_image_refused_for_a_model_without_vision(tmp_path: Path) -> None:
     assert s.server.requests == []
 
 
-async def test_anthropic_refuses_an_image_type_it_cannot_take(tmp_path: Path) -> None:
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_an_image_type_no_provider_takes_is_refused_where_it_arrives(
+    tmp_path: Path, provider: str
+) -> None:
+    """-32602 naming the field, before any request: not a provider's 400 at the next one."""
     answers: list[dict[str, Any]] = []
 
     async def play(client: AcpClient, sid: str) -> None:
-        answers.append(await _image_prompt(client, sid, "image/bmp"))
+        for mime in ("image/bmp", "image/svg+xml"):
+            answers.append(await _image_prompt(client, sid, mime))
 
-    s = await run(tmp_path, "anthropic", [], play)
-    error = answers[0]["error"]
-    assert error["data"]["kind"] == "unsupported_input"
-    assert "image/bmp" in error["message"]
+    s = await run(tmp_path, provider, [], play)
+    for answer, mime in zip(answers, ("image/bmp", "image/svg+xml"), strict=True):
+        error = answer["error"]
+        assert error["code"] == -32602
+        assert error["data"]["field"] == "prompt[1].mimeType"
+        assert mime in error["message"]
     assert s.server.requests == []
 
 

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import binascii
 import os
-import re
 from typing import Any, Final
 
 from ..jsonrpc.errors import RpcError
+from ..providers.base import IMAGE_TYPES
 
 ECHO_LIMIT: Final = 100
-# ``image/<subtype>``, the subtype a restricted name (RFC 6838, section 4.2).
-IMAGE_MEDIA_TYPE: Final = re.compile(r"image/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}")
 ROLES: Final = ("assistant", "user")
 
 
@@ -167,9 +165,10 @@ def _resource(block: dict[str, Any], where: str) -> dict[str, Any]:
 def _image(block: dict[str, Any], where: str) -> dict[str, Any]:
     data = base64_text(block, "data", where, empty=False)
     mime: str = require(block, "mimeType", str, where)
-    if not IMAGE_MEDIA_TYPE.fullmatch(mime):
+    if mime not in IMAGE_TYPES:
         raise RpcError.invalid_params(
-            f"{where}mimeType", f"must be an image media type such as image/png, got {echo(mime)}"
+            f"{where}mimeType",
+            f"must be image/png, image/jpeg, image/gif or image/webp, got {echo(mime)}",
         )
     optional(block, "uri", str, where)
     return {"type": "image", "data": data, "mimeType": mime}
@@ -182,7 +181,8 @@ def prompt_blocks(
 
     Every field the schema types is checked, ``annotations`` and ``_meta``
     included, though only the content reaches the history; ``data`` and
-    ``blob`` must be base64 and an image's ``mimeType`` an ``image/`` type.
+    ``blob`` must be base64 and an image's ``mimeType`` one the providers
+    take (`IMAGE_TYPES`).
     """
     blocks = require(params, "prompt", list)
     supported = {"text", "resource_link"}

@@ -21,15 +21,13 @@ still alternate.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any
 
-from .base import ProviderError
+from .base import IMAGE_TYPES, ProviderError
 from .notes import resource_text
 from .sent import sent_messages
 
-__all__ = ["IMAGE_TYPES", "anthropic_messages"]
-
-IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+__all__ = ["anthropic_messages"]
 
 
 def anthropic_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

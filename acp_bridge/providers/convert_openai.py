@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from .base import IMAGE_TYPES
 from .notes import resource_text
 from .sent import sent_messages
 
@@ -91,9 +92,7 @@ def _user(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif kind == "image":
             parts.append(_image(block["mimeType"], block["data"]))
         elif (
-            kind == "resource"
-            and "blob" in block
-            and str(block.get("mimeType", "")).startswith("image/")
+            kind == "resource" and "blob" in block and str(block.get("mimeType", "")) in IMAGE_TYPES
         ):
             parts.append(_image(block["mimeType"], block["blob"]))
         else:

@@ -6,6 +6,7 @@ random pieces: requests and notifications of every method, valid or mutated
 (a field removed, a field of the wrong type, an extra field, at any depth;
 a wrong envelope: id, jsonrpc, method or params), random bytes, truncated
 frames (newline-terminated or running into the next frame), invalid UTF-8,
+prompts whose ``_meta`` nests up to the parser's 1,024 levels,
 raw U+2028/U+2029 in strings, frames of a few MB, JSON-RPC batches, ids
 drawn from a small pool (so duplicates, also while in flight), and
 responses to requests the bridge never sent.  Then a final ``initialize``.
@@ -241,7 +242,7 @@ def frames(draw: st.DrawFn) -> bytes:
         st.sampled_from(
             ["message"] * 8
             + ["prompt"] * 3
-            + ["response", "response", "bytes", "truncated", "utf8", "batch", "blank"]
+            + ["response", "response", "bytes", "truncated", "utf8", "batch", "blank", "deep"]
             + ["huge"] * (1 if draw(st.integers(0, 3)) == 0 else 0)
         )
     )
@@ -272,6 +273,24 @@ def frames(draw: st.DrawFn) -> bytes:
         return render(draw(st.lists(messages(), max_size=3))) + end
     if kind == "blank":
         return draw(st.sampled_from([b"\n", b"\r\n", b"  \n"]))
+    if kind == "deep":
+        # A prompt whose _meta (or a resource's) nests from a little under the
+        # bound to past what the encoder writes, up to what the parser reads.
+        levels = draw(st.sampled_from([120, 124, 125, 126, 250, 260, 1015]))
+        meta = '{"a":' * levels + "1" + "}" * levels
+        block = draw(
+            st.sampled_from(
+                [
+                    '{"type":"text","text":"deep","_meta":@}',
+                    '{"type":"resource","resource":{"uri":"file:///a","text":"t","_meta":@}}',
+                ]
+            )
+        ).replace("@", meta)
+        rid = render(draw(pool_ids)).decode()
+        return (
+            '{"jsonrpc":"2.0","id":' + rid + ',"method":"session/prompt","params":'
+            '{"sessionId":"' + SESSION + '","prompt":[' + block + "]}}"
+        ).encode() + end
     # A few MB: a prompt with a long text, or a long line of junk.
     size = draw(st.integers(1, 3)) * 1024 * 1024 + draw(st.integers(0, 999))
     if draw(st.booleans()):

@@ -4,7 +4,11 @@
 or into an `RpcError` that says what to answer (its ``id`` is the request's
 id when the frame got far enough to have one, else ``None`` as JSON-RPC
 requires for parse errors).  Params stay raw dicts: validating them is the
-dispatcher's business, per method.
+dispatcher's business, per method, but for their depth: a frame nested
+deeper than `acp_bridge.json_depth.MAX_DEPTH` levels is refused here, the
+one place every frame passes (a request gets ``-32602`` naming the field; an
+answer to one of our requests becomes an error answer; a notification's
+handler sees empty params), so that nothing read is too deep to be logged.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from typing import Any, Final
 
 import orjson
 
-from .errors import RequestId, RpcError
+from ..json_depth import MAX_DEPTH, field_name, too_deep
+from .errors import INVALID_REQUEST, RequestId, RpcError
 from .framing import FrameTooLarge
 
 
@@ -47,6 +52,36 @@ def _valid_id(value: Any) -> bool:
 
 
 def parse_frame(frame: bytes | FrameTooLarge) -> Message | RpcError:
+    msg = _parse(frame)
+    # Fewer brackets than the limit cannot nest deeper (two fast counts).
+    if isinstance(msg, RpcError) or isinstance(frame, FrameTooLarge):
+        return msg
+    if frame.count(b"{") + frame.count(b"[") < MAX_DEPTH:
+        return msg
+    return _bounded(msg)
+
+
+def _bounded(msg: Message) -> Message | RpcError:
+    """``msg``, or what stands for it when its frame nests deeper than
+    `MAX_DEPTH` (the frame is level 1, its params level 2)."""
+    detail = f"nests deeper than {MAX_DEPTH} levels (counted from the frame)"
+    if isinstance(msg, Response):
+        path = too_deep(msg.result if msg.error is None else msg.error, MAX_DEPTH - 2)
+        if path is None:
+            return msg
+        refused = {"code": INVALID_REQUEST, "message": f"the answer {detail}: refused"}
+        return Response(msg.id, error=refused)
+    path = too_deep(msg.params, MAX_DEPTH - 2)
+    if path is None:
+        return msg
+    if isinstance(msg, Notification):
+        return Notification(msg.method, {})  # as for params that are not an object
+    error = RpcError.invalid_params(field_name(path), detail)
+    error.id = msg.id
+    return error
+
+
+def _parse(frame: bytes | FrameTooLarge) -> Message | RpcError:
     if isinstance(frame, FrameTooLarge):
         return RpcError.invalid_request(
             f"frame of {frame.size} bytes exceeds the {frame.limit}-byte limit"

@@ -279,6 +279,10 @@ class SessionLog:
         if self._parts:
             self._flush_delta()
         record = new_record(self.seq, type, turn, step, fields)
+        # Encoded before anything is committed: a record that cannot be
+        # written (a value nested too deep, say) raises here and takes no
+        # sequence number, so the log has no gap.
+        data = encode_record(record)
         self.seq += 1
         if type in MODEL_TYPES:
             # The embedded timed stream is for readers of the file only.  The
@@ -287,7 +291,6 @@ class SessionLog:
             # Stop's interrupted message is appended while the editor waits
             # for the answer, and taking it in is most of that append's cost.
             self.history.records.append(for_history(record))
-        data = encode_record(record)
         if self._size is not None:
             self._size += len(data)
         self.outbox.write_log(self.file, data)

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import orjson
 
+from acp_bridge.json_depth import MAX_DEPTH, too_deep
 from acp_bridge.providers.base import (
     BlockEnd,
     Finish,
@@ -117,6 +118,13 @@ class _Block:
             if not isinstance(value, dict):
                 raise AssemblyError(
                     f"tool call {self.id!r} ({self.name}): arguments are not a JSON object"
+                )
+            if too_deep(value, MAX_DEPTH) is not None:
+                # The same bound as for the editor's frames: deeper, the log
+                # could not record it.
+                raise AssemblyError(
+                    f"tool call {self.id!r} ({self.name}): arguments nest deeper than "
+                    f"{MAX_DEPTH} levels"
                 )
             if _LONG_NUMBER.search(args) and _has_huge_int(json.loads(args)):
                 # orjson would read it as a float, silently changing the value,

@@ -286,9 +286,9 @@ def frames(draw: st.DrawFn) -> bytes:
                 ]
             )
         ).replace("@", meta)
-        rid = render(draw(pool_ids)).decode()
+        deep_id = render(draw(pool_ids)).decode()
         return (
-            '{"jsonrpc":"2.0","id":' + rid + ',"method":"session/prompt","params":'
+            '{"jsonrpc":"2.0","id":' + deep_id + ',"method":"session/prompt","params":'
             '{"sessionId":"' + SESSION + '","prompt":[' + block + "]}}"
         ).encode() + end
     # A few MB: a prompt with a long text, or a long line of junk.

@@ -1,6 +1,7 @@
 """A small MCP server for the tests, built with the official ``mcp`` package.
 
     python tests/mcp_server.py [--record FILE] [--tools N] [--http PORT] [--name NAME]
+                               [--deep-schema N]
     python tests/mcp_server.py --mute      # reads its stdin, never answers anything
     python tests/mcp_server.py --stubborn  # a server that ignores EOF and SIGTERM, with a child
 
@@ -9,7 +10,8 @@ Tools: ``echo`` (read-only), ``note`` (destructive: it changes things),
 reporting progress first), ``crash`` (the process dies), ``grow`` (adds a
 tool and sends ``notifications/tools/list_changed``), ``env`` (one
 variable of its environment), ``shout`` (lines on its stderr); with
-``--tools N`` also ``t0`` .. ``tN-1``.
+``--tools N`` also ``t0`` .. ``tN-1``; with ``--deep-schema N`` also
+``deep``, whose input schema nests N levels.
 
 ``--record FILE`` appends one JSON line per event the tests look for:
 ``{"event": "started", "tool": ...}`` and ``{"event": "cancelled", ...}``
@@ -70,6 +72,7 @@ def main() -> None:
     parser.add_argument("--name", default="test-server")
     parser.add_argument("--mute", action="store_true")
     parser.add_argument("--stubborn", action="store_true")
+    parser.add_argument("--deep-schema", type=int, default=0)
     opts = parser.parse_args()
     if opts.stubborn:
         _be_stubborn(opts.record)
@@ -108,6 +111,22 @@ def _add_grow(server: "MCPServer") -> None:
         grown.append(True)
         await ctx.session.send_tool_list_changed()
         return "grown"
+
+
+def _add_deep(server: "MCPServer", levels: int) -> None:
+    """The tool ``deep``, listed with an input schema nested ``levels`` deep."""
+    from mcp_types import Tool
+
+    inner: dict[str, Any] = {"type": "integer"}
+    for _ in range(levels - 3):
+        inner = {"type": "array", "items": inner}
+    schema = {"type": "object", "properties": {"x": inner}}
+    listed = server.list_tools
+
+    async def list_tools() -> Any:
+        return [*(await listed()), Tool(name="deep", description="Deep.", input_schema=schema)]
+
+    server.list_tools = list_tools  # type: ignore[method-assign]
 
 
 def serve(opts: argparse.Namespace) -> None:
@@ -175,6 +194,8 @@ def serve(opts: argparse.Namespace) -> None:
 
         server.add_tool(numbered, name=f"t{i}", description=f"Numbered tool {i}.")
 
+    if opts.deep_schema:
+        _add_deep(server, opts.deep_schema)
     _record(record, event="up", at=time.time())
     if opts.http is not None:
         server.run("streamable-http", host="127.0.0.1", port=opts.http)

@@ -476,6 +476,32 @@ async def test_two_hundred_tools(tmp_path: Path, acp_schema: AcpSchema) -> None:
     check(played, acp_schema)
 
 
+@pytest.mark.parametrize("levels", [60, 200])
+async def test_a_tool_whose_schema_nests_too_deep_is_left_out(tmp_path: Path, levels: int) -> None:
+    """A tool whose input schema nests past the depth bound is not offered (said
+    on stderr), the server's other tools are: the session's prompts still run."""
+    script = {
+        "when_exhausted": "repeat_last",
+        "responses": [{"events": [{"report": ["tool_names"]}]}],
+    }
+
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        return [await client.prompt(sid, "Hi"), await client.prompt(sid, "Again")]
+
+    server = stdio_server("deep", "--deep-schema", str(levels))
+    stderr_path = tmp_path / "stderr.txt"
+    played = await play(tmp_path, script, [server], turns, stderr=stderr_path)
+    for result in played.results:
+        assert result.stop_reason == "end_turn", result
+    tools = report(played.results[0])["tool_names"]
+    assert "read_file" in tools
+    assert ("mcp__deep__deep" in tools) is (levels == 60)
+    assert "mcp__deep__echo" in tools
+    if levels == 200:
+        stderr = stderr_path.read_text()
+        assert "tool 'deep' left out: its input schema nests deeper than 128 levels" in stderr
+
+
 @pytest.mark.slow
 async def test_tools_list_changed(tmp_path: Path, acp_schema: AcpSchema) -> None:
     """notifications/tools/list_changed: the new tool is offered from the next request on."""

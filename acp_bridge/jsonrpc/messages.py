@@ -51,10 +51,12 @@ def _valid_id(value: Any) -> bool:
     return (type(value) is int) or isinstance(value, str)
 
 
-def parse_frame(frame: bytes | FrameTooLarge) -> Message | RpcError:
+def parse_frame(frame: bytes | FrameTooLarge, *, bounded: bool = True) -> Message | RpcError:
+    """``bounded=False`` for a reader that bounds the depth of what it keeps
+    itself (an MCP server's tools, admitted one by one)."""
     msg = _parse(frame)
     # Fewer brackets than the limit cannot nest deeper (two fast counts).
-    if isinstance(msg, RpcError) or isinstance(frame, FrameTooLarge):
+    if isinstance(msg, RpcError) or isinstance(frame, FrameTooLarge) or not bounded:
         return msg
     if frame.count(b"{") + frame.count(b"[") < MAX_DEPTH:
         return msg

@@ -33,6 +33,7 @@ from typing import Any, Final
 import anyio
 import anyio.to_thread
 
+from ..json_depth import MAX_DEPTH, too_deep
 from .handshake import MAX_PAGES
 from .specs import ServerSpec
 
@@ -206,7 +207,7 @@ class ServerLink:
                     # waiting for the mcp package, which loads only now, once the
                     # server has started (they would compete for the CPU).
                     initialized = await shake.initialize(self._client_info())
-                    self.tools = [_remote(tool) for tool in await shake.list_tools()]
+                    self.tools = _admit(spec.name, await shake.list_tools())
                     self._set("ready")
                     await ensure_client()
                     read, write = pipes.hand_over()
@@ -311,13 +312,34 @@ class ServerLink:
         for _ in range(MAX_PAGES):
             params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
             page = await session.list_tools(params=params)
-            for tool in page.tools:
-                data = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
-                tools.append(_remote(data))
+            dumped = [
+                t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in page.tools
+            ]
+            tools += _admit(self.spec.name, dumped)
             cursor = page.next_cursor
             if not cursor:
                 break
         return tools
+
+
+def _admit(server: str, listed: list[dict[str, Any]]) -> list[RemoteTool]:
+    """The tools of a ``tools/list`` answer the bridge can offer: one whose
+    input schema nests deeper than `MAX_DEPTH` levels is left out, said on
+    stderr (the schema goes into every model request and the log, which
+    could not encode it)."""
+    tools: list[RemoteTool] = []
+    for data in listed:
+        tool = _remote(data)
+        if too_deep(tool.input_schema, MAX_DEPTH) is not None:
+            log.warning(
+                "MCP server %s: tool %r left out: its input schema nests deeper than %d levels",
+                server,
+                tool.name[:100],
+                MAX_DEPTH,
+            )
+            continue
+        tools.append(tool)
+    return tools
 
 
 def _remote(data: dict[str, Any]) -> RemoteTool:

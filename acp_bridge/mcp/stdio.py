@@ -180,7 +180,9 @@ class Pipes:
         """One line from the server, to the side that has the connection now."""
         parse = self._parse
         if parse is None:
-            message = parse_frame(line)
+            # The handshake's answers: the tools listed are bounded one by
+            # one where they are admitted (`acp_bridge.mcp.link`).
+            message = parse_frame(line, bounded=False)
             if isinstance(message, RpcError):
                 log.warning("MCP server %s sent a line that is not JSON-RPC", name)
                 return

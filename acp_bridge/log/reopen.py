@@ -99,9 +99,28 @@ def read_to_reopen(path: str, *, for_replay: bool = False) -> Read:
     """The blocking part of `reopen`: read the log at ``path`` and cut a torn
     last line (the caller holds its `SessionLock`)."""
     loaded, items = _read(path, for_replay)
+    _check_compactions(loaded, path)
     if loaded.torn:
         os.truncate(path, loaded.valid_size)
     return loaded, items
+
+
+def _check_compactions(loaded: LoadedLog, path: str) -> None:
+    """Refuse (`LogCorrupt`) a log whose compaction records ``acp-bridge
+    history`` would refuse, by the same models: the history derived from a
+    bad one (a negative ``kept_from``, a summary that is not text) would not
+    be the one the log describes.  Only these records: they are few, and the
+    reading above checked the rest's framing."""
+    kinds = loaded.kinds
+    records = loaded.records
+    if kinds is not None:
+        compactions = [r for r, kind in zip(records, kinds, strict=True) if kind == "compaction"]
+    else:
+        compactions = [r for r in records if r.get("type") == "compaction"]
+    if compactions:
+        from .reader import validate_records
+
+        validate_records(compactions, path)
 
 
 def reopen(path: str, outbox: RecordWriter, read: Read | None = None) -> Reopened:

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from acp_bridge.redact import Redactor
 from acp_bridge.tools import TOOLS, Tool, ToolContext, ToolOutput, ToolRegistry
 from acp_bridge.tools import permissions as perm
 from acp_bridge.tools.base import ClientCapabilities
 from acp_bridge.tools.localfs import check_paths
 from acp_bridge.tools.paths import in_system_dir, resolve, truncate
-from acp_bridge.tools.secret_env import Redactor, env_policy, is_secret, parse_pass_env
+from acp_bridge.tools.secret_env import env_policy, is_secret, parse_pass_env
 from acp_bridge.tools.state import from_records
 
 
@@ -175,7 +176,7 @@ def test_env_policy_hides_secret_variables_and_lets_named_ones_through() -> None
         "MY_KEY_VAR",
     }
     # The provider's key is redacted; a value let through and a short one are not.
-    assert policy.redactor.values == ("not-a-secret-name",)
+    assert policy.values == ("not-a-secret-name",)
 
 
 @pytest.mark.parametrize(
@@ -224,7 +225,7 @@ def test_not_secret_variables(name: str, value: str) -> None:
 def test_a_url_with_userinfo_redacts_the_whole_value_and_its_password() -> None:
     url = "postgres://app:hunter2hunter2@db:5432/app"
     policy = env_policy({"DATABASE_URL": url})
-    redact = policy.redactor.text
+    redact = Redactor(policy.values).text
     assert "DATABASE_URL" in policy.hidden
     assert redact(f"url={url}") == "url=[redacted]"
     assert redact("pw: hunter2hunter2") == "pw: [redacted]"

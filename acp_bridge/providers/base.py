@@ -19,6 +19,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from ..redact import scrub
+
 # Why the model stopped, in provider-neutral terms.  The loop maps these onto
 # ACP stop reasons (see acp_bridge.loop.stop).
 FinishReason = Literal["end_turn", "tool_use", "max_tokens", "refusal"]
@@ -98,6 +100,9 @@ class ProviderError(Exception):
         status: int | None = None,
         request_id: str | None = None,
     ) -> None:
+        # Its text reaches the editor, the event log, stderr and recordings:
+        # without the process's secrets, nor anything shaped like a key.
+        message = scrub(message)
         super().__init__(message)
         self.message = message
         self.kind = kind

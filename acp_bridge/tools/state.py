@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..log.writer import SessionLog
+from ..redact import SECRETS, Redactor
 from ..update_builders import current_mode_update
 from .base import ClientCapabilities, EditorRequest
 from .modes import DEFAULT_MODE, MODES, config_option
 from .registry import TOOLS, ToolRegistry
-from .secret_env import Redactor
 
 
 @dataclass
@@ -33,10 +33,10 @@ class ToolState:
     registry: ToolRegistry = field(default_factory=lambda: TOOLS)
     mode: str = DEFAULT_MODE
     rules: dict[str, str] = field(default_factory=dict)
-    # Variables set empty for commands, and what is redacted from every tool
-    # result (`acp_bridge.tools.secret_env`).
+    # Variables set empty for commands (`acp_bridge.tools.secret_env`), and
+    # what is redacted from every tool result: the process's secrets.
     hidden_env: tuple[str, ...] = ()
-    redactor: Redactor = field(default_factory=Redactor)
+    redactor: Redactor = SECRETS
     tool_timeout: float = 300.0
     cancel_deadline: float = 5.0
     # Keeps an "always" answer for the session's project too (`acp_bridge.tools.rules_store`).

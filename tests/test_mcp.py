@@ -545,7 +545,7 @@ async def test_read_only_mode_and_always_rules(tmp_path: Path, acp_schema: AcpSc
     assert later["call_4"]["text"] == "echo: ro"
     assert later["call_5"]["is_error"] is True
     assert "read-only mode" in later["call_5"]["text"]
-    assert [r["tool"] for r in played.of_type("permission/rule")] == ["mcp__srv__note"]
+    assert [r["tool"] for r in played.of_type("permission/rule")] == ["mcp:srv/note"]
     check(played, acp_schema)
 
 

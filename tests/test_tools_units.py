@@ -155,10 +155,14 @@ def test_state_from_the_log() -> None:
     records = [
         {"type": "session/start"},
         {"type": "session/mode", "mode": "read_only"},
-        {"type": "permission/rule", "tool": "write_file", "decision": "allow_always"},
+        {"type": "permission/rule", "tool": "write_file", "decision": "allow_always", "cwd": "/a"},
+        {"type": "permission/rule", "tool": "run_command", "decision": "allow_always", "cwd": "/b"},
+        {"type": "permission/rule", "tool": "search", "decision": "allow_always"},
         {"type": "session/mode", "mode": "accept_edits"},
     ]
-    assert from_records(records) == ("accept_edits", {"write_file": "allow_always"})
+    # A rule counts only in the cwd it was given in; one without a cwd not at all.
+    assert from_records(records, "/a") == ("accept_edits", {"write_file": "allow_always"})
+    assert from_records(records, "/b") == ("accept_edits", {"run_command": "allow_always"})
 
 
 def test_env_policy_hides_secret_variables_and_lets_named_ones_through() -> None:
@@ -274,7 +278,13 @@ def test_a_loaded_session_gets_its_mode_and_remembered_choices_back() -> None:
     )
     records = [
         {"type": "session/mode", "mode": "read_only"},
-        {"type": "permission/rule", "tool": "run_command", "decision": "reject_always"},
+        {
+            "type": "permission/rule",
+            "tool": "run_command",
+            "decision": "reject_always",
+            "cwd": "/w",
+        },
+        {"type": "permission/rule", "tool": "write_file", "decision": "allow_always", "cwd": "/v"},
     ]
     state = tool_state(cast(Any, agent), cast(Any, session), ["/x"], records)
     assert (state.mode, state.rules, state.roots) == (

@@ -58,7 +58,7 @@ def tool_state(
 ) -> ToolState:
     """The tool state of a new session, or of one whose log ``records`` are
     loaded (its last mode and its remembered permission choices)."""
-    mode, rules = from_records(records)
+    mode, rules = from_records(records, session.cwd)
     provider_config = getattr(session.provider, "config", None)
     key_env = getattr(provider_config, "key_env", None)
     env = _shared(

@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from .redact import SECRETS
 from .update_builders import notice_update, text_chunk
 
 if TYPE_CHECKING:
@@ -71,6 +72,9 @@ def notify(
 ) -> None:
     """Tell the user of ``session``: a ``notice`` when its client opted in, else
     (with ``fallback``) a thought chunk holding ``description`` (or ``title``)."""
+    # What a notice says may quote a provider's or a server's text.
+    title = SECRETS.text(title)
+    description = None if description is None else SECRETS.text(description)
     if opted_in(session):
         update = notice_update(severity, title.strip() or "Notice", description)
     elif fallback:

@@ -20,7 +20,7 @@ from typing import Final
 from .credentials import Store, forget, load_stored, save, setup_file
 from .paths import default_config_file
 from .providers.config import DEFAULT_BASE_URLS, DEFAULT_MODELS, ConfigError
-from .providers.secrets import scrub
+from .redact import SECRETS
 
 __all__ = ["run_logout", "run_setup"]
 
@@ -62,7 +62,7 @@ class Cancelled(Exception):
 
 
 def say(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(SECRETS.text(text) + "\n")
     sys.stdout.flush()
 
 
@@ -224,7 +224,8 @@ def test_request(provider: str, base_url: str | None, model: str, key: str | Non
     try:
         anyio.run(run)
     except ProviderError as exc:
-        return scrub(exc.message, [key] if key else [])
+        # Scrubbed of the key: the provider registered it (`acp_bridge.redact`).
+        return exc.message
     except TimeoutError:
         return f"no answer within {time.monotonic() - started:.0f} s"
     return None

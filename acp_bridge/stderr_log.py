@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from .redact import SECRETS
+
 __all__ = ["MUST_DELIVER", "RepeatFilter", "StderrHandler", "install"]
 
 BUFFER_BYTES: Final = 256 * 1024
@@ -76,7 +78,8 @@ class StderrHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            line = (self.format(record) + "\n").encode("utf-8", "replace")
+            # Without the process's secrets (`acp_bridge.redact`), traceback included.
+            line = (SECRETS.text(self.format(record)) + "\n").encode("utf-8", "replace")
         except Exception:
             self.handleError(record)
             return

@@ -334,6 +334,35 @@ async def test_a_failed_test_request_stores_nothing(sandbox: Sandbox) -> None:
     assert KEY not in term.text
 
 
+async def test_setup_does_not_show_a_key_the_service_echoes(sandbox: Sandbox) -> None:
+    """A key of no known shape, echoed whole and by its last part in a 401, is
+    redacted from what ``setup`` prints."""
+    key = "s4hostileSETUPKEY0123456789+tailPART0099"
+    message = f"Incorrect API key provided: {key} ({key.rsplit('+', 1)[-1]})"
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
+    with WireServer([Reply(status=401, body=body)]) as server:
+
+        def drive() -> PtySession:
+            term = PtySession(bridge_command("setup"), sandbox.env)
+            for prompt, answer in (
+                (r"Provider \(1-4\): ", "3"),
+                (r"Base URL: ", server.url),
+                (r"API key \(not shown as you type\): ", key),
+                (r"Model: ", "m"),
+            ):
+                term.expect(prompt)
+                term.type(answer)
+            term.expect(r"Incorrect API key provided: \[redacted\]")
+            term.expect(r"Store it anyway\? \(y/N\) \[n\]: ")
+            term.type("")
+            return term
+
+        term = await anyio.to_thread.run_sync(drive)
+        assert await anyio.to_thread.run_sync(term.wait) == 1
+    assert "s4hostile" not in term.text
+    assert "tailPART0099" not in term.text
+
+
 async def test_a_local_server_needs_no_key_and_gets_none(sandbox: Sandbox) -> None:
     sandbox.env["OPENAI_API_KEY"] = ENV_KEY  # not for the local server
     replies = [Reply(openai_text(["ok"])), Reply(openai_text(["local"]))]

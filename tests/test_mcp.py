@@ -571,7 +571,79 @@ async def test_read_only_mode_and_always_rules(tmp_path: Path, acp_schema: AcpSc
     assert later["call_4"]["text"] == "echo: ro"
     assert later["call_5"]["is_error"] is True
     assert "read-only mode" in later["call_5"]["text"]
-    assert [r["tool"] for r in played.of_type("permission/rule")] == ["mcp__srv__note"]
+    assert [r["tool"] for r in played.of_type("permission/rule")] == ["mcp:srv/note"]
+    check(played, acp_schema)
+
+
+async def test_an_always_rule_follows_the_servers_real_name(
+    tmp_path: Path, acp_schema: AcpSchema
+) -> None:
+    """Servers ``a_b`` and ``a.b`` give their tools the same model name; an
+    "always allow" for ``a_b``'s ``note`` does not let ``a.b``'s run."""
+    script = {
+        "responses": [
+            {"events": [tool_call("call_1", "mcp__a_b__note", text="a")]},
+            {"events": [{"text": "done"}]},
+        ]
+    }
+
+    async def always(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        editor.permission_answers = ["allow_always"]
+        return [await client.prompt(sid, "Write")]
+
+    first = await play(tmp_path, script, [stdio_server("a_b")], always)
+    assert [r["tool"] for r in first.of_type("permission/rule")] == ["mcp:a_b/note"]
+    rules = json.loads((tmp_path / "state" / "permissions.json").read_text())
+    assert list(rules["projects"].values()) == [{"mcp:a_b/note": "allow_always"}]
+
+    async def once(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        editor.permission_answers = ["reject_once"]
+        return [await client.prompt(sid, "Write")]
+
+    other = await play(tmp_path, script, [stdio_server("a.b")], once)
+    # The same model name, another server: asked, not run on a_b's rule.
+    assert [a["toolCall"]["toolCallId"] for a in other.asked()] == ["call_1"]
+    check(other, acp_schema)
+
+
+async def test_what_a_server_is_given_in_env_is_redacted(
+    tmp_path: Path, acp_schema: AcpSchema
+) -> None:
+    """A token given to a server in ``env`` and echoed back by its tool reaches
+    neither the editor, the model, the log nor stderr."""
+    token = "ghp_s4hostileTOKEN0123456789abcdef+tail/PART99"
+    plain = "no-secret-name-but-given-0123"
+    script = {
+        "responses": [
+            {
+                "events": [
+                    tool_call("call_1", "mcp__srv__env", var="GITHUB_TOKEN"),
+                    tool_call("call_2", "mcp__srv__env", var="PLAIN"),
+                ]
+            },
+            REPORT,
+        ]
+    }
+    server = stdio_server("srv")
+    server["env"] = [
+        {"name": "GITHUB_TOKEN", "value": token},
+        {"name": "PLAIN", "value": plain},
+    ]
+
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        editor.permission_answers = ["allow_once", "allow_once"]
+        return [await client.prompt(sid, "Show them")]
+
+    stderr = tmp_path / "stderr.txt"
+    played = await play(tmp_path, script, [server], turns, stderr=stderr)
+    texts = {r["tool_call_id"]: r["text"] for r in report(played.results[0])["tool_results"]}
+    assert texts == {"call_1": "[redacted]", "call_2": "[redacted]"}
+    wire = json.dumps([m for d, m in played.run.client.transcript if d == "recv"])
+    logs = json.dumps(played.run.logs())
+    for secret in (token, plain, "s4hostileTOKEN0123456789abcdef", "tail/PART99"[5:]):
+        assert secret not in wire
+        assert secret not in logs
+        assert secret not in stderr.read_text()
     check(played, acp_schema)
 
 

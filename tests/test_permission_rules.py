@@ -124,6 +124,72 @@ async def test_always_applies_to_new_sessions_of_the_project_only(
     assert wire == snapshot.use_extension(SessionSnapshot)
 
 
+async def test_a_sessions_rule_stays_in_the_project_it_was_given_in(tmp_path: Path) -> None:
+    """A session's "always" rule, restored from its log by a fork, a resume or
+    a load, applies only when the session is opened in the cwd the rule was
+    given in, not in another project."""
+    one, other = tmp_path / "project", tmp_path / "elsewhere"
+    one.mkdir()
+    other.mkdir()
+    state = tmp_path / "state"
+    write_note = [
+        {"events": [tool_call("call_1", "write_file", path="note.txt", content="hi")]},
+        {"events": [{"text": "Written."}]},
+    ]
+    path = write_script(tmp_path, {"responses": write_note * 8, "when_exhausted": "error"})
+    first: dict[str, str] = {}
+
+    async def give(client: AcpClient) -> None:
+        asked = Asked(client, "allow_always")
+        await client.initialize(NO_FS)
+        first["sid"] = await client.new_session(str(one))
+        await client.prompt(first["sid"], "Write a note")
+        assert len(asked.asked) == 1
+
+    await run_bridge(path, state, give)
+    # Only the session's own record of the rule is left (not the project's file).
+    (state / rules_store.FILE_NAME).unlink()
+    sid = first["sid"]
+    seen: dict[str, int] = {}
+
+    async def asked_after(client: AcpClient, asked: Asked, sid: str, name: str) -> None:
+        before = len(asked.asked)
+        assert (await client.prompt(sid, "Write a note")).stop_reason == "end_turn"
+        seen[name] = len(asked.asked) - before
+
+    async def reopen(client: AcpClient) -> None:
+        asked = Asked(client, *["reject_once"] * 4)
+        await client.initialize(NO_FS)
+        fork = {"sessionId": sid, "mcpServers": []}
+        here = await client.request("session/fork", {**fork, "cwd": str(one)})
+        await asked_after(client, asked, here["result"]["sessionId"], "fork here")
+        there = await client.request("session/fork", {**fork, "cwd": str(other)})
+        await asked_after(client, asked, there["result"]["sessionId"], "fork elsewhere")
+        resumed = await client.request("session/resume", {**fork, "cwd": str(other)})
+        assert "result" in resumed
+        await asked_after(client, asked, sid, "resume elsewhere")
+
+    await run_bridge(path, state, reopen)
+
+    async def load(client: AcpClient) -> None:
+        asked = Asked(client, "reject_once")
+        await client.initialize(NO_FS)
+        loaded = await client.request(
+            "session/load", {"sessionId": sid, "cwd": str(other), "mcpServers": []}
+        )
+        assert "result" in loaded
+        await asked_after(client, asked, sid, "load elsewhere")
+
+    await run_bridge(path, state, load)
+    assert seen == {
+        "fork here": 0,  # the rule came along, in its own project
+        "fork elsewhere": 1,
+        "resume elsewhere": 1,
+        "load elsewhere": 1,
+    }
+    assert not (other / "note.txt").exists()
+
+
 def test_the_permissions_command(tmp_path: Path) -> None:
     state = tmp_path / "state"
     one, two = tmp_path / "one", tmp_path / "two"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_records
 from acp_bridge.loop.turn import unavailable_tool_text
 from acp_bridge.providers.notes import INTERRUPTED_NOTE
+from acp_bridge.redact import MIN_PART
 
 pytestmark = pytest.mark.anyio
 
@@ -63,6 +65,7 @@ class Session:
     server: WireServer
     state: Path
     stderr: str = ""
+    key: str = KEY
 
     def logs(self) -> list[list[dict[str, Any]]]:
         return [read_records(p) for p in sorted((self.state / "sessions").glob("*.jsonl"))]
@@ -91,10 +94,11 @@ async def run(
     *,
     extra: tuple[str, ...] = (),
     key_env: str | None = None,
+    key: str = KEY,
 ) -> Session:
     state = tmp_path / "state"
     env = dict(os.environ)
-    env[key_env or ("ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY")] = KEY
+    env[key_env or ("ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY")] = key
     stderr_path = tmp_path / "stderr.txt"
     # The default system prompt names this machine (its OS release, shell, date), and a
     # response without usage gets an estimate that counts it: a fixed prompt keeps the
@@ -118,7 +122,7 @@ async def run(
             *extra,
         )
         async with running_bridge(command, env=env, stderr=stderr_path) as client:
-            session = Session(client, server, state)
+            session = Session(client, server, state, key=key)
             with anyio.fail_after(30):
                 await client.initialize()
                 sid = await client.new_session(CWD)
@@ -142,12 +146,16 @@ def chat(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _assert_no_key(session: Session) -> None:
-    assert KEY not in session.stderr
-    for path in (session.state / "sessions").glob("*"):
-        assert KEY not in path.read_text()
-    assert KEY not in json.dumps(session.snapshot())
-    for request in session.server.requests:
-        assert KEY not in json.dumps(request.body)
+    # The key, and each part of it a vendor could echo on its own.
+    key = session.key
+    for secret in {key, *(p for p in re.split(r"[+/=\s]+", key) if len(p) >= MIN_PART)}:
+        assert secret not in session.stderr
+        for path in (session.state / "sessions").glob("*"):
+            assert secret not in path.read_text()
+        assert secret not in json.dumps(session.snapshot())
+        assert secret not in json.dumps(session.client.transcript)
+        for request in session.server.requests:
+            assert secret not in json.dumps(request.body)
 
 
 async def prompt(client: AcpClient, sid: str, text: str, **kw: Any) -> PromptResult:
@@ -445,6 +453,60 @@ async def test_anthropic_401_names_the_key_variable(
     assert len(s.server.requests) == 1  # not retried
     assert s.errors()[0]["error"]["request_id"] == "req_auth"
     assert s.snapshot() == snapshot
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "s4hostileRAWKEY0123456789abcdefXYZ",  # no vendor shape: only its value tells
+        "s4hostile+RAW/KEY=0123456789abcdef+tailPART99",  # + / = inside
+    ],
+)
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_key_echoed_in_an_error_body_is_redacted_everywhere(
+    tmp_path: Path, provider: str, key: str
+) -> None:
+    # The whole key, then only its last part (a vendor that splits at a "+").
+    echoed = f"invalid key {key!r}; tail {key.rsplit('+', 1)[-1]}"
+    body = json.dumps({"error": {"type": "authentication_error", "message": echoed}}).encode()
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+
+    record = tmp_path / "recorded.json"
+    s = await run(
+        tmp_path,
+        provider,
+        [Reply(status=401, body=body)],
+        play,
+        key=key,
+        extra=("--record", str(record)),
+    )
+    error = results[0].response["error"]
+    assert "was rejected" in error["message"]
+    assert "[redacted]" in error["message"]  # the text is there, without the key
+    assert "[redacted]" in s.errors()[0]["error"]["message"]
+    recorded = record.read_text()
+    assert "[redacted]" in recorded
+    assert key not in recorded
+    assert key.rsplit("+", 1)[-1] not in recorded
+    # _assert_no_key (in `run`) checked the wire, the log and stderr.
+
+
+async def test_a_key_with_a_trailing_cr_is_not_shown_in_the_header_error(
+    tmp_path: Path,
+) -> None:
+    key = "s4hostileCRKEY0123456789abcdefXYZ\r"
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+
+    s = await run(tmp_path, "anthropic", [], play, key=key)
+    error = results[0].response["error"]
+    assert key.strip() not in json.dumps(error)
+    assert key.strip() not in s.stderr
 
 
 async def test_stop_mid_stream_disconnects_and_follow_up_shows_marker(

@@ -20,12 +20,13 @@ from acp_bridge.providers.openai import OpenAIParser
 from acp_bridge.providers.recording import Recorder
 from acp_bridge.providers.retry import RetryPolicy
 from acp_bridge.providers.script_format import HangEvent, StallEvent, load_script
-from acp_bridge.providers.secrets import REDACTED, scrub
+from acp_bridge.redact import REDACTED, SECRETS, scrub
 
 
 def test_scrub_removes_the_key_and_key_shaped_text() -> None:
     text = "bad key sk-ant-abcdef0123456789 and MYKEYVALUE and Bearer abc.def-123456"
-    out = scrub(text, ["MYKEYVALUE"])
+    SECRETS.add(["MYKEYVALUE"])
+    out = scrub(text)
     assert "sk-ant" not in out
     assert "MYKEYVALUE" not in out
     assert "abc.def" not in out

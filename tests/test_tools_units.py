@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from acp_bridge.redact import Redactor
 from acp_bridge.tools import TOOLS, Tool, ToolContext, ToolOutput, ToolRegistry
 from acp_bridge.tools import permissions as perm
 from acp_bridge.tools.base import ClientCapabilities
 from acp_bridge.tools.localfs import check_paths
 from acp_bridge.tools.paths import in_system_dir, resolve, truncate
-from acp_bridge.tools.secret_env import Redactor, env_policy, is_secret, parse_pass_env
+from acp_bridge.tools.secret_env import env_policy, is_secret, parse_pass_env
 from acp_bridge.tools.state import from_records
 
 
@@ -154,10 +155,14 @@ def test_state_from_the_log() -> None:
     records = [
         {"type": "session/start"},
         {"type": "session/mode", "mode": "read_only"},
-        {"type": "permission/rule", "tool": "write_file", "decision": "allow_always"},
+        {"type": "permission/rule", "tool": "write_file", "decision": "allow_always", "cwd": "/a"},
+        {"type": "permission/rule", "tool": "run_command", "decision": "allow_always", "cwd": "/b"},
+        {"type": "permission/rule", "tool": "search", "decision": "allow_always"},
         {"type": "session/mode", "mode": "accept_edits"},
     ]
-    assert from_records(records) == ("accept_edits", {"write_file": "allow_always"})
+    # A rule counts only in the cwd it was given in; one without a cwd not at all.
+    assert from_records(records, "/a") == ("accept_edits", {"write_file": "allow_always"})
+    assert from_records(records, "/b") == ("accept_edits", {"run_command": "allow_always"})
 
 
 def test_env_policy_hides_secret_variables_and_lets_named_ones_through() -> None:
@@ -175,7 +180,7 @@ def test_env_policy_hides_secret_variables_and_lets_named_ones_through() -> None
         "MY_KEY_VAR",
     }
     # The provider's key is redacted; a value let through and a short one are not.
-    assert policy.redactor.values == ("not-a-secret-name",)
+    assert policy.values == ("not-a-secret-name",)
 
 
 @pytest.mark.parametrize(
@@ -224,7 +229,7 @@ def test_not_secret_variables(name: str, value: str) -> None:
 def test_a_url_with_userinfo_redacts_the_whole_value_and_its_password() -> None:
     url = "postgres://app:hunter2hunter2@db:5432/app"
     policy = env_policy({"DATABASE_URL": url})
-    redact = policy.redactor.text
+    redact = Redactor(policy.values).text
     assert "DATABASE_URL" in policy.hidden
     assert redact(f"url={url}") == "url=[redacted]"
     assert redact("pw: hunter2hunter2") == "pw: [redacted]"
@@ -273,7 +278,13 @@ def test_a_loaded_session_gets_its_mode_and_remembered_choices_back() -> None:
     )
     records = [
         {"type": "session/mode", "mode": "read_only"},
-        {"type": "permission/rule", "tool": "run_command", "decision": "reject_always"},
+        {
+            "type": "permission/rule",
+            "tool": "run_command",
+            "decision": "reject_always",
+            "cwd": "/w",
+        },
+        {"type": "permission/rule", "tool": "write_file", "decision": "allow_always", "cwd": "/v"},
     ]
     state = tool_state(cast(Any, agent), cast(Any, session), ["/x"], records)
     assert (state.mode, state.rules, state.roots) == (

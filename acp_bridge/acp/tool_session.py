@@ -16,6 +16,7 @@ from ..jsonrpc.connection import Connection
 from ..jsonrpc.errors import RpcError
 from ..loop.session import Session
 from ..loop.turn import TurnConfig
+from ..redact import SECRETS
 from ..tools.base import ClientCapabilities
 from ..tools.modes import MODE_OPTION, MODES
 from ..tools.registry import TOOLS, ToolRegistry
@@ -57,7 +58,7 @@ def tool_state(
 ) -> ToolState:
     """The tool state of a new session, or of one whose log ``records`` are
     loaded (its last mode and its remembered permission choices)."""
-    mode, rules = from_records(records)
+    mode, rules = from_records(records, session.cwd)
     provider_config = getattr(session.provider, "config", None)
     key_env = getattr(provider_config, "key_env", None)
     env = _shared(
@@ -66,8 +67,9 @@ def tool_state(
             key_env=key_env if isinstance(key_env, str) else None,
             passed=agent.config.pass_env,
         ),
-        lambda env: (env.hidden, env.redactor.values),
+        lambda env: (env.hidden, env.values),
     )
+    SECRETS.add(env.values, min_length=1)
     capabilities = _shared(
         ClientCapabilities.from_initialize(agent.client_capabilities), dataclasses.astuple
     )
@@ -81,7 +83,6 @@ def tool_state(
         log=session.log,
         emit=_Emit(session),
         hidden_env=env.hidden,
-        redactor=env.redactor,
         tool_timeout=agent.config.tool_timeout,
         cancel_deadline=agent.config.cancel_deadline,
         mode=mode,

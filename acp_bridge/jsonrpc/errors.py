@@ -12,6 +12,8 @@ import errno
 import resource
 from typing import Any, Final
 
+from ..redact import SECRETS
+
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
@@ -34,9 +36,10 @@ class RpcError(Exception):
         self.id = id
 
     def to_wire(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        """The error object sent, without the process's secrets (`acp_bridge.redact`)."""
+        error: dict[str, Any] = {"code": self.code, "message": SECRETS.text(self.message)}
         if self.data is not None:
-            error["data"] = self.data
+            error["data"] = SECRETS.json(self.data)
         return error
 
     def __repr__(self) -> str:

@@ -218,6 +218,7 @@ class PermissionRule(Record):
 
     tool: NonEmpty
     decision: NonEmpty
+    cwd: StrictStr | None = None
 
 
 class CommandAnswer(Record):

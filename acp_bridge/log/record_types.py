@@ -313,6 +313,9 @@ class PermissionRule(RecordBase):
     type: Literal["permission/rule"]
     tool: NonEmpty
     decision: Literal["allow_always", "reject_always"]
+    cwd: str | None = _optional(
+        description="The session's cwd when the choice was given: it counts only there."
+    )
 
 
 class TurnStart(RecordBase):

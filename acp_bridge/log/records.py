@@ -28,7 +28,7 @@ Session level (turn 0, step 0)
                      ``accept_edits``, ``read_only``; via ``set_mode`` or
                      ``config_option``); may come at any point after
                      ``session/start``
-  ``permission/rule`` ``{tool, decision}``: a remembered permission choice
+  ``permission/rule`` ``{tool, decision, cwd}``: a remembered permission choice
                      (``allow_always`` / ``reject_always``) for a tool name;
                      may come at any point after ``session/start``
   ``mcp/server``     ``{name, status, transport?, origin?, tools?, error?}``:

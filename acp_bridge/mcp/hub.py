@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio.to_thread
 
 from ..jsonrpc.errors import RpcError
+from ..redact import SECRETS
 from .config_file import configured_entries
 
 if TYPE_CHECKING:
@@ -89,10 +90,16 @@ class McpHub:
         specs, notes = merge(editor, configured)
         for note in notes:
             log.warning("%s", note)
+        # What the servers are given in env and headers is secret: a server
+        # that echoes it (a result, an error) shows "[redacted]".
+        for spec in specs:
+            whole, split = spec.secrets()
+            SECRETS.add(whole, parts=False)
+            SECRETS.add(split)
         slog = session.log
 
         def record(**fields: Any) -> None:
-            slog.append("mcp/server", 0, 0, **fields)
+            slog.append("mcp/server", 0, 0, **SECRETS.json(fields))
 
         reporter = Reporter(session, self.spawn)
         servers = SessionServers(specs, session.cwd, record=record, report=reporter)

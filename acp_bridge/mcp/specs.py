@@ -55,6 +55,19 @@ class ServerSpec:
         """How the server is reached, without secrets (no env, no headers)."""
         return self.command if self.transport == "stdio" else self.url
 
+    def secrets(self) -> tuple[list[str], list[str]]:
+        """The values of its ``env`` and ``headers``, all secrets: (those
+        redacted whole, those redacted by their parts too).  A header's value
+        (``Bearer <token>``) and a variable named like a secret
+        (`acp_bridge.tools.secret_env.is_secret`) count by parts; any other
+        variable's value (a path, say) only whole, so that its pieces (a
+        folder's name) stay readable."""
+        from ..tools.secret_env import is_secret
+
+        whole = [value for name, value in self.env if not is_secret(name, value)]
+        split = [value for name, value in self.env if is_secret(name, value)]
+        return whole, split + [value for _, value in self.headers]
+
 
 def _pairs(value: Any, field: str, *, lenient: bool) -> tuple[tuple[str, str], ...]:
     if value is None and lenient:

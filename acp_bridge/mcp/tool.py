@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any, ClassVar, Protocol
+from urllib.parse import quote
 
 import anyio
 from pydantic import BaseModel, ConfigDict
@@ -70,6 +71,13 @@ class McpTool(Tool[McpArgs]):
 
     def title(self, args: McpArgs) -> str:
         return f"{self.remote} ({self.server})"
+
+    @property
+    def rule_key(self) -> str:
+        """``mcp:<server>/<tool>`` with the real names, each percent-encoded
+        (``/`` and ``:`` included): the model's name is sanitized, so servers
+        ``a_b`` and ``a.b`` would share one, and a rule must not."""
+        return f"mcp:{quote(self.server, safe='')}/{quote(self.remote, safe='')}"
 
     def spec(self) -> ToolSpec:
         schema = self.schema if self.schema.get("type") == "object" else {"type": "object"}

@@ -24,6 +24,8 @@ from typing import Any, Final, Literal, Protocol
 # where it arrives, not by the provider at the next request.
 IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
+from ..redact import scrub
+
 # Why the model stopped, in provider-neutral terms.  The loop maps these onto
 # ACP stop reasons (see acp_bridge.loop.stop).
 FinishReason = Literal["end_turn", "tool_use", "max_tokens", "refusal"]
@@ -103,6 +105,9 @@ class ProviderError(Exception):
         status: int | None = None,
         request_id: str | None = None,
     ) -> None:
+        # Its text reaches the editor, the event log, stderr and recordings:
+        # without the process's secrets, nor anything shaped like a key.
+        message = scrub(message)
         super().__init__(message)
         self.message = message
         self.kind = kind

@@ -15,8 +15,8 @@ from typing import Any, Final
 
 import orjson
 
+from ..redact import SECRETS
 from .base import ProviderError
-from .secrets import scrub
 
 __all__ = ["http_error", "stream_error"]
 
@@ -38,7 +38,8 @@ def _error_body(raw: bytes) -> tuple[str | None, str, str | None]:
     try:
         body: Any = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return None, raw.decode("utf-8", "replace").strip()[:300], None
+        # Redacted before it is cut: a key across the cut would leave its start.
+        return None, SECRETS.cut(raw.decode("utf-8", "replace").strip(), 300), None
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
         kind = error.get("type") or error.get("code")
@@ -46,7 +47,7 @@ def _error_body(raw: bytes) -> tuple[str | None, str, str | None]:
         return (str(kind) if kind else None), str(message), body.get("request_id")
     if isinstance(error, str):
         return None, error, None
-    return None, str(body)[:300], None
+    return None, SECRETS.cut(str(body), 300), None
 
 
 def http_error(
@@ -60,7 +61,6 @@ def http_error(
     request_id_header: str,
 ) -> ProviderError:
     etype, message, body_id = _error_body(raw)
-    message = scrub(message)
     request_id = headers.get(request_id_header) or body_id
     detail = f" (HTTP {status}{': ' + message if message else ''})"
     lowered = f"{etype or ''} {message}".lower()
@@ -101,7 +101,7 @@ def http_error(
 def stream_error(vendor: str, error: Mapping[str, Any]) -> ProviderError:
     """An error event inside a 200 stream: classified by its type, not the status."""
     etype = str(error.get("type") or error.get("code") or "error")
-    message = scrub(str(error.get("message") or ""))
+    message = str(error.get("message") or "")
     lowered = f"{etype} {message}".lower()
     if etype == "overloaded_error":
         return ProviderError(

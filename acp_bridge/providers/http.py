@@ -34,6 +34,7 @@ from httpx_sse import EventSource, ServerSentEvent, SSEError
 
 from ..context.config import ContextConfig
 from ..context.windows import ModelInfo, resolve_window
+from ..redact import MIN_KEY_LENGTH, SECRETS
 from .base import (
     ModelRequest,
     ProviderError,
@@ -46,7 +47,6 @@ from .base import (
 from .config import ProviderConfig
 from .recording import RecordedResponse, Recorder
 from .retry import RetryPolicy
-from .secrets import scrub
 
 __all__ = ["HttpProvider", "Wire", "WireParser"]
 
@@ -101,6 +101,9 @@ class HttpProvider:
         self.model = self.config.models[0]
         self._client: httpx.AsyncClient | None = None
         self.context = self.config.context or ContextConfig()
+        if self.key:
+            # Whole, and its parts (a vendor may echo the key cut at a + or /).
+            SECRETS.add([self.key], min_length=MIN_KEY_LENGTH)
 
     async def model_info(self) -> ModelInfo:
         """The current model's window (see `acp_bridge.context.windows`), output limit, price."""
@@ -228,7 +231,7 @@ class HttpStream:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:  # bad JSON or shapes
             return await self._failed(
                 ProviderError(
-                    f"{self._wire.name} sent a malformed event stream: {scrub(str(exc))}",
+                    f"{self._wire.name} sent a malformed event stream: {exc}",
                     kind="malformed",
                 )
             )
@@ -237,8 +240,7 @@ class HttpStream:
     def _cut(self, exc: Exception) -> ProviderError:
         if isinstance(exc, SSEError):
             return ProviderError(
-                f"{self._wire.name} answered with something other than an event stream: "
-                f"{scrub(str(exc))}",
+                f"{self._wire.name} answered with something other than an event stream: {exc}",
                 kind="malformed",
             )
         return ProviderError(
@@ -300,7 +302,7 @@ class HttpStream:
             return await self._failed(
                 ProviderError(
                     f"cannot reach {self._wire.name} at {self._provider.config.base_url}: "
-                    f"{scrub(str(exc)) or type(exc).__name__}",
+                    f"{str(exc) or type(exc).__name__}",
                     kind="connection",
                     retryable=True,
                 )

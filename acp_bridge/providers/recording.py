@@ -9,7 +9,8 @@ never reached the editor.  Reasoning signatures are not kept (the script
 format has no place for them, and they are never shown).  The file is
 rewritten after each response (each response encoded once, on a line of
 its own), so it is complete whenever the bridge stops.
-No request content and no key is written: only what the model sent.
+No request content and no key is written: only what the model sent, with
+the process's secrets redacted (`acp_bridge.redact`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import tempfile
 import threading
 from typing import Any
 
+from ..redact import SECRETS
 from .base import (
     BlockEnd,
     Finish,
@@ -51,7 +53,8 @@ class Recorder:
 
     def _add(self, response: dict[str, Any]) -> None:
         with self._lock:
-            self._encoded.append(json.dumps(response, ensure_ascii=False))
+            # What the model sent may quote a secret (a tool result it was given).
+            self._encoded.append(json.dumps(SECRETS.json(response), ensure_ascii=False))
             head = json.dumps(
                 {
                     "description": f"recorded from --provider {self.provider}",

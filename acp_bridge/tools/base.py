@@ -261,6 +261,11 @@ class Tool(ABC, Generic[A]):
     def title(self, args: A) -> str:
         return self.name
 
+    @property
+    def rule_key(self) -> str:
+        """What a remembered "always" answer for this tool is kept under: its name."""
+        return self.name
+
     def paths(self, args: A, ctx: ToolContext) -> list[str]:
         """Absolute paths the call touches; each is checked against the session's directories."""
         return []

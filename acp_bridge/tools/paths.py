@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from typing import Final
 
+from ..redact import SECRETS
+
 # Never read or written by a tool, even when the user allows it.
 SYSTEM_DIRS: Final = ("/proc", "/sys", "/dev")
 
@@ -35,9 +37,13 @@ def within(path: str, root: str) -> bool:
 
 
 def truncate(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, saying so when it was cut."""
+    """``text`` without the process's secrets, cut to ``limit`` characters,
+    saying so when it was cut.  Redacted before the cut, and a secret's start
+    at the cut is redacted too (`acp_bridge.redact.Redactor.cut`)."""
+    text = SECRETS.text(text)
     if len(text) <= limit:
         return text
     return (
-        text[:limit] + f"\n[output truncated: showing the first {limit} of {len(text)} characters]"
+        SECRETS.cut(text, limit)
+        + f"\n[output truncated: showing the first {limit} of {len(text)} characters]"
     )

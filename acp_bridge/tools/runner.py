@@ -193,7 +193,7 @@ class ToolRunner:
             kind=tool.kind,
             read_only=tool.read_only,
             outside=bool(outside),
-            remembered=state.rules.get(name),
+            remembered=state.rules.get(tool.rule_key),
         )
         if decision == perm.REFUSE_MODE:
             self._finish(call, "refused", ToolOutput(perm.read_only_text(name), is_error=True))
@@ -203,7 +203,9 @@ class ToolRunner:
             self._finish(call, "refused", ToolOutput(text, is_error=True))
             return
         if decision == perm.ASK:
-            why = await self._ask(call, shown, [_spelled(p, real) for p, real in outside])
+            why = await self._ask(
+                call, shown, [_spelled(p, real) for p, real in outside], tool.rule_key
+            )
             if why is STOPPED:
                 return
             if why is not None:
@@ -226,11 +228,10 @@ class ToolRunner:
         self._finish(call, "dispatched", output)
 
     async def _ask(
-        self, call: dict[str, Any], shown: dict[str, Any], outside: list[str]
+        self, call: dict[str, Any], shown: dict[str, Any], outside: list[str], rule_key: str
     ) -> str | None:
         """Ask the user; None when allowed, else why it was declined."""
         state, turn = self.state, self.turn
-        name = call["name"]
         tool_call = {k: v for k, v in shown.items() if k != "sessionUpdate"}
         if outside:
             text = perm.outside_text(outside)
@@ -264,7 +265,7 @@ class ToolRunner:
         if option is None:
             return "they dismissed the permission request" + where
         if option in (perm.ALLOW_ALWAYS, perm.REJECT_ALWAYS) and not outside and not turn.ended:
-            state.remember(name, option)
+            state.remember(rule_key, option)
         if option in (perm.ALLOW_ONCE, perm.ALLOW_ALWAYS):
             return None
         always = option == perm.REJECT_ALWAYS

@@ -11,10 +11,11 @@ Two defences use this:
 - ``run_command`` sets every secret variable empty in the command's
   environment (`EnvPolicy.hidden`); ACP's ``terminal/create`` can only set
   variables, not remove them;
-- every tool result passes through `Redactor` before it is logged, shown to
-  the editor or given to the model: the values of the secret variables (at
-  least `MIN_SECRET_LENGTH` characters, so that ``1`` or ``true`` survive)
-  and the provider's key are replaced by ``[redacted]``.
+- every tool result passes through the process's redactor
+  (`acp_bridge.redact.SECRETS`) before it is logged, shown to the editor or
+  given to the model: the values of the secret variables (at least
+  `MIN_SECRET_LENGTH` characters, so that ``1`` or ``true`` survive), their
+  parts, and the provider's key are replaced by ``[redacted]``.
 
 A variable named with ``--pass-env NAME`` (repeatable) or in
 ``ACP_BRIDGE_PASS_ENV`` (names separated by commas or spaces) is let
@@ -26,10 +27,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
-from ..providers.secrets import REDACTED
+from ..redact import MIN_KEY_LENGTH
 
 __all__ = [
     "ALWAYS_HIDDEN",
@@ -37,7 +38,6 @@ __all__ = [
     "MIN_SECRET_LENGTH",
     "SECRET_NAME_PATTERNS",
     "EnvPolicy",
-    "Redactor",
     "env_policy",
     "is_secret",
     "parse_pass_env",
@@ -46,8 +46,6 @@ __all__ = [
 ENV_PASS_ENV: Final = "ACP_BRIDGE_PASS_ENV"
 ALWAYS_HIDDEN: Final = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 MIN_SECRET_LENGTH: Final = 8
-# The provider's key is redacted from a shorter length (a key is never trivial).
-MIN_KEY_LENGTH: Final = 4
 
 # What a secret variable's name looks like, as documented (matched without case).
 SECRET_NAME_PATTERNS: Final = (
@@ -92,39 +90,12 @@ def parse_pass_env(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
-class Redactor:
-    """Replaces known secret values in text and in JSON-like values."""
-
-    def __init__(self, values: Iterable[str] = ()) -> None:
-        # Longest first, so that a value containing another is replaced whole.
-        self.values: tuple[str, ...] = tuple(sorted(set(values), key=lambda v: (-len(v), v)))
-        self._pattern = (
-            re.compile("|".join(re.escape(v) for v in self.values)) if self.values else None
-        )
-
-    def text(self, text: str) -> str:
-        if self._pattern is None or not any(v in text for v in self.values):
-            return text
-        return self._pattern.sub(REDACTED, text)
-
-    def json(self, value: Any) -> Any:
-        """``value`` with every string in it redacted (dict keys included)."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {
-                self.text(k) if isinstance(k, str) else k: self.json(v) for k, v in value.items()
-            }
-        if isinstance(value, list | tuple):
-            return [self.json(v) for v in value]
-        return value
-
-
 @dataclass(frozen=True)
 class EnvPolicy:
     # Variables set empty in a command's environment.
     hidden: tuple[str, ...] = ()
-    redactor: Redactor = field(default_factory=Redactor)
+    # The secret values, registered with the process's redactor (`acp_bridge.redact`).
+    values: tuple[str, ...] = ()
 
 
 def env_policy(
@@ -150,4 +121,4 @@ def env_policy(
     key = environ.get(key_env, "") if key_env else ""
     if len(key) >= MIN_KEY_LENGTH:
         values.add(key)
-    return EnvPolicy(hidden=tuple(sorted(hidden)), redactor=Redactor(values))
+    return EnvPolicy(hidden=tuple(sorted(hidden)), values=tuple(sorted(values)))

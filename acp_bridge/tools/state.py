@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..log.writer import SessionLog
+from ..redact import SECRETS, Redactor
 from ..update_builders import current_mode_update
 from .base import ClientCapabilities, EditorRequest
 from .modes import DEFAULT_MODE, MODES, config_option
 from .registry import TOOLS, ToolRegistry
-from .secret_env import Redactor
 
 
 @dataclass
@@ -33,10 +33,10 @@ class ToolState:
     registry: ToolRegistry = field(default_factory=lambda: TOOLS)
     mode: str = DEFAULT_MODE
     rules: dict[str, str] = field(default_factory=dict)
-    # Variables set empty for commands, and what is redacted from every tool
-    # result (`acp_bridge.tools.secret_env`).
+    # Variables set empty for commands (`acp_bridge.tools.secret_env`), and
+    # what is redacted from every tool result: the process's secrets.
     hidden_env: tuple[str, ...] = ()
-    redactor: Redactor = field(default_factory=Redactor)
+    redactor: Redactor = SECRETS
     tool_timeout: float = 300.0
     cancel_deadline: float = 5.0
     # Keeps an "always" answer for the session's project too (`acp_bridge.tools.rules_store`).
@@ -55,7 +55,9 @@ class ToolState:
 
     def remember(self, tool: str, decision: str) -> None:
         self.rules[tool] = decision
-        self.log.append("permission/rule", 0, 0, tool=tool, decision=decision)
+        # Kept with the project it was given in: a load, resume or fork in
+        # another cwd does not take it along (`from_records`).
+        self.log.append("permission/rule", 0, 0, tool=tool, decision=decision, cwd=self.cwd)
         if self.on_remember is not None:
             self.on_remember(tool, decision)
 
@@ -67,13 +69,16 @@ class ToolState:
 STATE_TYPES: Final = frozenset({"session/mode", "permission/rule"})
 
 
-def from_records(records: Iterable[Mapping[str, Any]]) -> tuple[str, dict[str, str]]:
+def from_records(records: Iterable[Mapping[str, Any]], cwd: str) -> tuple[str, dict[str, str]]:
     """The mode and remembered choices a session's log ends with (only
-    records of `STATE_TYPES` count)."""
+    records of `STATE_TYPES` count), for a session opened in ``cwd``: a choice
+    counts only in the project (cwd) it was given in.  One recorded without
+    its cwd (an older log) is left out; the project's own rules, kept in
+    ``permissions.json``, still apply (`acp_bridge.tools.rules_store`)."""
     mode, rules = DEFAULT_MODE, {}
     for record in records:
         if record.get("type") == "session/mode" and record.get("mode") in MODES:
             mode = record["mode"]
-        elif record.get("type") == "permission/rule":
+        elif record.get("type") == "permission/rule" and record.get("cwd") == cwd:
             rules[str(record.get("tool"))] = str(record.get("decision"))
     return mode, rules

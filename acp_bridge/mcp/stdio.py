@@ -14,7 +14,14 @@ then carries JSON-RPC over its pipes: first for the bridge's own handshake
   (`kill_all`);
 * its stderr goes to the bridge's stderr log, line by line under the
   server's name, bounded (`STDERR_BUDGET` bytes per server, then one line
-  saying the rest is dropped; the pipe is still drained).
+  saying the rest is dropped; the pipe is still drained);
+* what waits to be written to its stdin is bounded (`QUEUE_LIMIT` bytes): a
+  server that does not read (and keeps sending requests the bridge answers,
+  pings) is disconnected, its link failing with the reason (`Pipes.broken`);
+* its stdout is cut into lines in time linear in their size (`Lines`); a
+  line that is not a valid JSON-RPC message but answers a request (it has its
+  id) answers it with an error at once, so the call does not wait for its
+  timeout.
 """
 
 from __future__ import annotations
@@ -28,16 +35,17 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import orjson
 from anyio.abc import Process
 
-from ..jsonrpc.errors import RpcError
-from ..jsonrpc.messages import parse_frame
+from ..jsonrpc.errors import INTERNAL_ERROR, RpcError
+from ..jsonrpc.messages import Response, parse_frame
 from .specs import ServerSpec
 
 if TYPE_CHECKING:
-    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from anyio.streams.memory import MemoryObjectReceiveStream
 
-__all__ = ["BASE_ENV", "Pipes", "connect", "environment", "kill_all", "spawn", "stop"]
+__all__ = ["BASE_ENV", "Lines", "Pipes", "connect", "environment", "kill_all", "spawn", "stop"]
 
 log = logging.getLogger("acp_bridge.mcp")
 # What the servers write on their stderr (shown at the default level).
@@ -47,6 +55,9 @@ BASE_ENV: Final = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "
 STDERR_BUDGET: Final = 64 * 1024
 LINE_LIMIT: Final = 2000
 MAX_MESSAGE: Final = 64 * 1024 * 1024
+# Bytes that may wait to be written to a server's stdin (besides the one frame
+# being written): more means it does not read.
+QUEUE_LIMIT: Final = 16 * 1024 * 1024
 # Grace periods of the stop sequence (seconds): after EOF, after SIGTERM.
 EOF_GRACE: Final = 1.0
 TERM_GRACE: Final = 1.0
@@ -91,7 +102,8 @@ async def stop(process: Process) -> None:
     """EOF, then SIGTERM, then SIGKILL (to the process group); shielded, bounded."""
     with anyio.CancelScope(shield=True):
         if process.stdin is not None:
-            with contextlib.suppress(Exception):
+            # Bounded: closing waits for buffered data a server that does not read never takes.
+            with contextlib.suppress(Exception), anyio.move_on_after(EOF_GRACE):
                 await process.stdin.aclose()
         if not await _exited(process, EOF_GRACE):
             _signal(process, signal.SIGTERM)
@@ -141,6 +153,79 @@ async def drain_stderr(process: Process, name: str) -> None:
                     break
 
 
+class Lines:
+    """Bytes cut into lines (without their ``\\n``), each byte looked at once.
+
+    Joining every chunk to what came before and splitting the whole again
+    costs time quadratic in a line's size (a 50 MB tool result took half a
+    minute); here only the new chunk is searched, and a line's parts are
+    joined once, when its end comes."""
+
+    def __init__(self, limit: int = MAX_MESSAGE) -> None:
+        self.limit = limit
+        self._parts: list[bytes] = []
+        self._size = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` ends; ValueError when a line grows over ``limit``."""
+        lines: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            if self._parts:
+                self._parts.append(chunk[start:end])
+                lines.append(b"".join(self._parts))
+                self._parts.clear()
+                self._size = 0
+            else:
+                lines.append(chunk[start:end])
+            start = end + 1
+        if start < len(chunk):
+            self._parts.append(chunk[start:] if start else chunk)
+            self._size += len(chunk) - start
+            if self._size > self.limit:
+                raise ValueError(f"a message over {self.limit} bytes")
+        return lines
+
+
+def answered_id(line: bytes) -> str | int | None:
+    """The id of a line shaped as an answer (an object with an id and no method)."""
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or "method" in data:
+        return None
+    rid = data.get("id")
+    return rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
+
+
+def _invalid_answer(detail: str) -> str:
+    detail = " ".join(detail.split())
+    detail = detail if len(detail) <= 300 else detail[:297] + "..."
+    return f"the server's answer is not valid JSON-RPC: {detail}"
+
+
+class _Writes:
+    """The ``mcp`` client's write stream: each message encoded at once and
+    queued as bytes by `Pipes.send` (so the queue's bound counts them)."""
+
+    def __init__(self, pipes: Pipes) -> None:
+        self._pipes = pipes
+
+    async def send(self, item: Any, /) -> None:
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        self._pipes.send(data.encode() + b"\n")
+
+    async def aclose(self) -> None:
+        pass
+
+    async def __aenter__(self) -> _Writes:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+
 class Pipes:
     """The child's stdin and stdout as JSON-RPC messages, in two phases.
 
@@ -150,20 +235,46 @@ class Pipes:
     loaded) switches to the streams of ``SessionMessage`` an ``mcp``
     ``ClientSession`` reads and writes; lines from then on go to it.  The
     switch happens between two lines, so each line goes to exactly one side.
+
+    Frames wait for the writer as bytes; over `QUEUE_LIMIT` of them the
+    server is not reading: `broken` says so and ``on_broken`` is called.
     """
 
-    def __init__(self, on_message: Callable[[Any], None]) -> None:
+    def __init__(
+        self, on_message: Callable[[Any], None], on_broken: Callable[[], None] = lambda: None
+    ) -> None:
         self.on_message = on_message
-        # Frames (bytes) and, after the hand-over, the client's SessionMessages.
-        self._out_in, self.out = anyio.create_memory_object_stream[Any](math.inf)
+        self.on_broken = on_broken
+        self.broken: str | None = None
+        # Bytes in ``out``, not yet taken by the writer.
+        self.queued = 0
+        self._out_in, self.out = anyio.create_memory_object_stream[bytes](math.inf)
         self._read_in, self._read_out = anyio.create_memory_object_stream[Any](0)
         self._parse: Callable[[bytes], Any] | None = None
+        self._answer_error: Callable[[str | int, str], Any] | None = None
 
     def send(self, frame: bytes) -> None:
+        if self.broken is not None:
+            return
+        if self.queued + len(frame) > QUEUE_LIMIT:
+            self.broken = (
+                f"it does not read what the bridge sends ({QUEUE_LIMIT // (1024 * 1024)} MiB "
+                "waiting to be written): it was disconnected"
+            )
+            self.on_broken()
+            return
+        # A copy of its exact size: orjson's bytes keep a buffer of at least
+        # 4 KiB, which would make a waiting ping answer cost a hundred times its size.
+        frame = bytes(memoryview(frame))
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._out_in.send_nowait(frame)
+            self.queued += len(frame)
 
-    def hand_over(self) -> tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]:
+    def taken(self, frame: bytes) -> None:
+        """The writer took ``frame`` from the queue."""
+        self.queued -= len(frame)
+
+    def hand_over(self) -> tuple[MemoryObjectReceiveStream[Any], Any]:
         """The (read, write) streams of a ``ClientSession``; needs the ``mcp`` package."""
         import mcp_types
         from mcp.shared.message import SessionMessage
@@ -173,16 +284,29 @@ class Pipes:
         def parse(line: bytes) -> Any:
             return SessionMessage(adapter.validate_json(line))
 
+        def answer_error(rid: str | int, message: str) -> Any:
+            error = mcp_types.ErrorData(code=INTERNAL_ERROR, message=message)
+            return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=rid, error=error))
+
         self._parse = parse
-        return self._read_out, self._out_in.clone()
+        self._answer_error = answer_error
+        return self._read_out, _Writes(self)
 
     async def deliver(self, line: bytes, name: str) -> None:
-        """One line from the server, to the side that has the connection now."""
+        """One line from the server, to the side that has the connection now.
+
+        A line that is not valid but has the id of an answer answers that
+        request with an error (a call does not wait for its timeout)."""
         parse = self._parse
         if parse is None:
             message = parse_frame(line)
             if isinstance(message, RpcError):
                 log.warning("MCP server %s sent a line that is not JSON-RPC", name)
+                rid = answered_id(line)
+                if rid is not None:
+                    detail = str((message.data or {}).get("detail", message.message))
+                    error = {"code": INTERNAL_ERROR, "message": _invalid_answer(detail)}
+                    self.on_message(Response(rid, error=error))
                 return
             self.on_message(message)
             return
@@ -191,7 +315,9 @@ class Pipes:
             item = parse(line)
         except ValueError as exc:
             log.warning("MCP server %s sent a line that is not JSON-RPC", name)
-            item = exc
+            rid = answered_id(line)
+            assert self._answer_error is not None
+            item = exc if rid is None else self._answer_error(rid, _invalid_answer(str(exc)))
         await self._read_in.send(item)
 
     def ended(self) -> None:
@@ -210,26 +336,27 @@ async def connect(
     """The child's pipes as `Pipes`.
 
     ``on_eof`` is called when the child closes its stdout (it exited or
-    crashed).  Leaving the context stops the child (`stop`)."""
-    pipes = Pipes(on_message)
+    crashed), or when it does not read its stdin (`Pipes.broken` says so).
+    Leaving the context stops the child (`stop`)."""
+    pipes = Pipes(on_message, on_eof)
     assert process.stdout is not None
     assert process.stdin is not None
     stdout, stdin = process.stdout, process.stdin
 
     async def reader() -> None:
-        buffer = b""
+        lines = Lines()
         try:
             while True:
                 try:
                     chunk = await stdout.receive()
                 except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
                     return
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                if len(buffer) > MAX_MESSAGE:
-                    log.warning("MCP server %s: a message over %d bytes", name, MAX_MESSAGE)
+                try:
+                    complete = lines.feed(chunk)
+                except ValueError as exc:
+                    log.warning("MCP server %s: %s", name, exc)
                     return
-                for line in lines:
+                for line in complete:
                     if line.strip():
                         await pipes.deliver(line, name)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -241,13 +368,9 @@ async def connect(
     async def writer() -> None:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             async with pipes.out:
-                async for item in pipes.out:
-                    if isinstance(item, bytes):
-                        data = item
-                    else:  # a SessionMessage of the mcp client
-                        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                        data = data.encode() + b"\n"
-                    await stdin.send(data)
+                async for frame in pipes.out:
+                    pipes.taken(frame)
+                    await stdin.send(frame)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(reader)

@@ -3,6 +3,7 @@
     python tests/mcp_server.py [--record FILE] [--tools N] [--http PORT] [--name NAME]
     python tests/mcp_server.py --mute      # reads its stdin, never answers anything
     python tests/mcp_server.py --stubborn  # a server that ignores EOF and SIGTERM, with a child
+    python tests/mcp_server.py --setsid-child  # starts a child that leaves its session and group
     python tests/mcp_server.py --raw MODE  # written by hand, without the mcp package:
         pings        sends ping requests for ever and never reads its stdin
         bad-answer   answers every tools/call with a line that is not valid JSON-RPC
@@ -99,6 +100,14 @@ def _be_stubborn(record: str | None) -> None:
     _record(record, event="started-stubborn", child=child.pid)
 
 
+def _start_setsid_child(record: str | None) -> None:
+    """A child in a session (and process group) of its own, as a daemon's."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    _record(record, event="started-setsid", child=child.pid)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--record")
@@ -108,7 +117,10 @@ def main() -> None:
     parser.add_argument("--mute", action="store_true")
     parser.add_argument("--stubborn", action="store_true")
     parser.add_argument("--raw", choices=["pings", "bad-answer"])
+    parser.add_argument("--setsid-child", action="store_true")
     opts = parser.parse_args()
+    if opts.setsid_child:
+        _start_setsid_child(opts.record)
     if opts.raw:
         raw(opts.raw, opts.record)
         return

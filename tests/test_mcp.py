@@ -747,6 +747,45 @@ async def test_no_server_process_outlives_the_bridge(tmp_path: Path, how: str) -
         await wait_until(functools.partial(_dead, pid))
 
 
+@pytest.mark.parametrize("how", ["session/close", "session/delete", "stdin closed", "SIGTERM"])
+async def test_a_child_that_left_the_servers_group_is_ended(tmp_path: Path, how: str) -> None:
+    """A server's child that called setsid (its own session and process group,
+    out of reach of a signal to the server's group) is ended on every path
+    that ends the server; the session's other server is unaffected until then."""
+    record = tmp_path / "server.jsonl"
+    servers = [stdio_server("daemon", "--setsid-child", record=record)]
+    script = {"responses": [{"events": [{"text": "ok"}]}]}
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    child: list[int] = []
+
+    async def go(client: AcpClient) -> None:
+        await client.initialize(FULL_CAPABILITIES)
+        opened = await client.request("session/new", {"cwd": str(workspace), "mcpServers": servers})
+        sid = opened["result"]["sessionId"]
+        (started, *_) = events(record)
+        child.append(started["child"])
+        assert _alive(child[0])
+        if how.startswith("session/"):
+            assert "result" in await client.request(how, {"sessionId": sid})
+            with anyio.fail_after(20):
+                await wait_until(functools.partial(_dead, child[0]))
+        elif how == "SIGTERM":
+            process: Any = client.process
+            process.send_signal(signal.SIGTERM)
+
+    run = await run_bridge(
+        write_script(tmp_path, script),
+        tmp_path / "state",
+        go,
+        extra=("--mcp-start-timeout", "20"),
+        close_stdin=how != "SIGTERM",
+    )
+    assert run.returncode == 0
+    with anyio.fail_after(20):
+        await wait_until(functools.partial(_dead, child[0]))
+
+
 @pytest.mark.slow
 async def test_http_server(tmp_path: Path, acp_schema: AcpSchema) -> None:
     """A streamable HTTP server on loopback: its tools are offered and called."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import Any
 
 import orjson
@@ -345,3 +347,49 @@ def test_an_invalid_answer_in_the_handshake_answers_its_request() -> None:
     assert response.id == "acp-bridge-1"
     assert "not valid JSON-RPC" in response.error["message"]
     pipes.close()
+
+
+def test_the_family_of_a_server_is_found_by_its_mark_and_its_parent_links() -> None:
+    """A child that left the group and outlived its parent is found by the mark
+    in its environment; one that cleared its environment, through its parent
+    while that stands; an unrelated process is not found."""
+    import signal
+    import subprocess
+    import sys
+
+    from acp_bridge.mcp import family
+
+    mark = family.new_mark()
+    env = {"PATH": os.environ.get("PATH", ""), family.MARK: mark}
+    code = (
+        "import subprocess, sys;"
+        "a = subprocess.Popen(['sleep', '600'], start_new_session=True);"
+        "b = subprocess.Popen(['sleep', '600'], start_new_session=True, env={});"
+        "print(a.pid, b.pid, flush=True); sys.stdin.read()"
+    )
+    pids: list[int] = []
+    with (
+        subprocess.Popen(
+            [sys.executable, "-c", code], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        ) as leader,
+        subprocess.Popen(["sleep", "600"], start_new_session=True) as stranger,
+    ):
+        try:
+            assert leader.stdout is not None
+            assert leader.stdin is not None
+            pids.extend(map(int, leader.stdout.readline().split()))
+            marked, cleared = pids
+            found = {pid for pid, _ in family.find(leader.pid, mark)}
+            assert {leader.pid, marked, cleared} <= found
+            assert stranger.pid not in found
+            leader.stdin.close()
+            leader.wait(30)
+            # The parent is gone: the marked child is still found, the cleared one is not.
+            members = family.find(leader.pid, mark)
+            assert {pid for pid, _ in members} == {marked}
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            stranger.kill()
+            leader.kill()

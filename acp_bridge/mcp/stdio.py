@@ -10,7 +10,9 @@ then carries JSON-RPC over its pipes: first for the bridge's own handshake
   nothing else of the bridge's environment, so none of its keys;
 * the child runs in its own process group; it is stopped by closing its
   stdin (EOF), then SIGTERM to its group, then SIGKILL, each after a grace
-  period, and every child still alive when the bridge exits is killed
+  period, then the same to what is left of its family (what it started that
+  left the group, found through ``/proc``: `acp_bridge.mcp.family`); every
+  child still alive when the bridge exits is killed with its family
   (`kill_all`);
 * its stderr goes to the bridge's stderr log, line by line under the
   server's name, bounded (`STDERR_BUDGET` bytes per server, then one line
@@ -35,11 +37,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import anyio.to_thread
 import orjson
 from anyio.abc import Process
 
 from ..jsonrpc.errors import INTERNAL_ERROR, RpcError
 from ..jsonrpc.messages import Response, parse_frame
+from . import family
 from .specs import ServerSpec
 
 if TYPE_CHECKING:
@@ -62,8 +66,8 @@ QUEUE_LIMIT: Final = 16 * 1024 * 1024
 EOF_GRACE: Final = 1.0
 TERM_GRACE: Final = 1.0
 
-# Process groups of the children still running.
-_live: set[int] = set()
+# The servers still running: their pid (and process group) and family mark.
+_live: dict[int, str] = {}
 
 
 def environment(spec: ServerSpec, base: Any = None) -> dict[str, str]:
@@ -75,13 +79,14 @@ def environment(spec: ServerSpec, base: Any = None) -> dict[str, str]:
 
 async def spawn(spec: ServerSpec, cwd: str) -> Process:
     """Start the server's process (OSError when it cannot be started)."""
+    mark = family.new_mark()
     process = await anyio.open_process(
         [spec.command, *spec.args],
-        env=environment(spec),
+        env={**environment(spec), family.MARK: mark},
         cwd=cwd,
         start_new_session=True,
     )
-    _live.add(process.pid)
+    _live[process.pid] = mark
     return process
 
 
@@ -98,9 +103,20 @@ async def _exited(process: Process, within: float) -> bool:
     return process.returncode is not None
 
 
+async def _family(process: Process) -> set[family.Member]:
+    mark = _live.get(process.pid)
+    if mark is None:
+        return set()
+    return await anyio.to_thread.run_sync(family.find, process.pid, mark)
+
+
 async def stop(process: Process) -> None:
-    """EOF, then SIGTERM, then SIGKILL (to the process group); shielded, bounded."""
+    """EOF, then SIGTERM, then SIGKILL to the process group, each after a grace
+    period; then the same to what is left of the server's family (processes
+    that left its group: `acp_bridge.mcp.family`).  Shielded, bounded."""
     with anyio.CancelScope(shield=True):
+        # Found while the server stands: its descendants by their parent links.
+        members = await _family(process)
         if process.stdin is not None:
             # Bounded: closing waits for buffered data a server that does not read never takes.
             with contextlib.suppress(Exception), anyio.move_on_after(EOF_GRACE):
@@ -112,17 +128,26 @@ async def stop(process: Process) -> None:
                 await _exited(process, 1.0)
         # Whatever the leader did, nothing of its group stays behind.
         _signal(process, signal.SIGKILL)
-        _live.discard(process.pid)
+        rest = {m for m in members | await _family(process) if family.alive(m)}
+        if rest:
+            family.signal_all(rest, signal.SIGTERM)
+            with anyio.move_on_after(TERM_GRACE):
+                while any(family.alive(m) for m in rest):  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            family.signal_all(rest, signal.SIGKILL)
+        _live.pop(process.pid, None)
         with contextlib.suppress(Exception):
             await process.aclose()
 
 
 def kill_all() -> None:
-    """SIGKILL every child process group still running (at exit)."""
-    for pgid in list(_live):
+    """SIGKILL every server still running and its family (at exit)."""
+    for pid, mark in list(_live.items()):
+        members = family.find(pid, mark)
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-        _live.discard(pgid)
+            os.killpg(pid, signal.SIGKILL)
+        family.signal_all(members, signal.SIGKILL)
+        _live.pop(pid, None)
 
 
 async def drain_stderr(process: Process, name: str) -> None:

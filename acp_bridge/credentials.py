@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from .paths import FILE_MODE, config_dir, make_private_dirs
+from .paths import FILE_MODE, config_dir, make_private_dirs, read_small_file
 from .providers.choose import Stored
 from .providers.config import ConfigError
 
@@ -170,8 +170,7 @@ def load_stored(*, keyring: bool = True) -> Stored | None:
     (``keyring=False``: `KeyringSkipped` rather than ask the keyring for its key)."""
     path = setup_file()
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(read_small_file(path))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -214,8 +213,7 @@ def _text(value: object) -> str | None:
 def _key_in_keyring(path: str) -> bool:
     """Whether the setup stored at ``path`` keeps its key in the keyring."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(read_small_file(path))
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and data.get("key") == "keyring"

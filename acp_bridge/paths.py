@@ -12,14 +12,24 @@ A folder that already exists is left as it is (never made looser).
 The config directory (the config file and what ``acp-bridge setup`` stores)
 is ``ACP_BRIDGE_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/acp-bridge``, else
 ``~/.config/acp-bridge``.
+
+The small files the bridge reads at start-up and per session (the config
+file, ``setup.json``, ``permissions.json``) are read by `read_small_file`: a
+FIFO or a device in their place (or a link to one) must neither freeze nor
+balloon the bridge.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 
 ENV_STATE_DIR = "ACP_BRIDGE_STATE_DIR"
 ENV_CONFIG_DIR = "ACP_BRIDGE_CONFIG_DIR"
+
+# The largest config, setup or permissions file read (bytes).
+SMALL_FILE_LIMIT = 4 * 1024 * 1024
 
 # Modes of what the bridge creates (see `make_private_dirs`).
 DIR_MODE = 0o700
@@ -91,5 +101,35 @@ def create_private_file(path: str) -> None:
         return
     try:
         os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+
+
+def read_small_file(path: str, limit: int = SMALL_FILE_LIMIT) -> bytes:
+    """The bytes of the regular file ``path`` (a link to one is followed, as
+    for a config file kept with the user's dotfiles).
+
+    Opened without blocking (a FIFO's open would wait for a writer), then
+    checked: anything but a regular file (a FIFO, ``/dev/zero``, a directory)
+    is refused, and so is a file over ``limit`` bytes.  Raises
+    FileNotFoundError when there is none, else OSError whose ``strerror`` says
+    why, for the caller's message."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, a device or a socket"
+            raise OSError(errno.EINVAL, f"it is {kind}, not a regular file", path)
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, min(1024 * 1024, limit + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                mib, rest = divmod(limit, 1024 * 1024)
+                most = f"{mib} MiB" if mib and not rest else f"{limit} bytes"
+                raise OSError(errno.EFBIG, f"it is larger than {most}", path)
+        return b"".join(chunks)
     finally:
         os.close(fd)

@@ -4,6 +4,10 @@
                                [--deep-schema N]
     python tests/mcp_server.py --mute      # reads its stdin, never answers anything
     python tests/mcp_server.py --stubborn  # a server that ignores EOF and SIGTERM, with a child
+    python tests/mcp_server.py --setsid-child  # starts a child that leaves its session and group
+    python tests/mcp_server.py --raw MODE  # written by hand, without the mcp package:
+        pings        sends ping requests for ever and never reads its stdin
+        bad-answer   answers every tools/call with a line that is not valid JSON-RPC
 
 Tools: ``echo`` (read-only), ``note`` (destructive: it changes things),
 ``picture`` (an image and a resource link), ``wait`` (runs until cancelled,
@@ -45,6 +49,40 @@ def mute() -> None:
         pass
 
 
+def _send(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def raw(mode: str, record: str | None) -> None:
+    """A server written by hand, to misbehave where the mcp package would not."""
+    _record(record, event="started-raw", mode=mode)
+    if mode == "pings":
+        ping = (json.dumps({"jsonrpc": "2.0", "id": 0, "method": "ping"}) + "\n").encode()
+        block = ping * 1000
+        try:
+            while True:
+                sys.stdout.buffer.write(block)
+                sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            return
+    tool = {"name": "echo", "description": "Say it back.", "inputSchema": {"type": "object"}}
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, rid = message.get("method"), message.get("id")
+        if method == "initialize":
+            info = {"name": "raw", "version": "1"}
+            result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}}
+            _send({"jsonrpc": "2.0", "id": rid, "result": {**result, "serverInfo": info}})
+        elif method == "tools/list":
+            _send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [tool]}})
+        elif method == "tools/call":
+            _record(record, event="started", tool="echo")
+            _send({"jsonrpc": "2.0", "id": rid, "result": "not an object"})
+        elif rid is not None:
+            _send({"jsonrpc": "2.0", "id": rid, "result": {}})
+
+
 def shout(lines: int) -> str:
     """Write numbered lines to stderr."""
     for i in range(lines):
@@ -64,6 +102,14 @@ def _be_stubborn(record: str | None) -> None:
     _record(record, event="started-stubborn", child=child.pid)
 
 
+def _start_setsid_child(record: str | None) -> None:
+    """A child in a session (and process group) of its own, as a daemon's."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    _record(record, event="started-setsid", child=child.pid)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--record")
@@ -73,7 +119,14 @@ def main() -> None:
     parser.add_argument("--mute", action="store_true")
     parser.add_argument("--stubborn", action="store_true")
     parser.add_argument("--deep-schema", type=int, default=0)
+    parser.add_argument("--raw", choices=["pings", "bad-answer"])
+    parser.add_argument("--setsid-child", action="store_true")
     opts = parser.parse_args()
+    if opts.setsid_child:
+        _start_setsid_child(opts.record)
+    if opts.raw:
+        raw(opts.raw, opts.record)
+        return
     if opts.stubborn:
         _be_stubborn(opts.record)
     if opts.mute:

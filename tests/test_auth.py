@@ -418,3 +418,46 @@ def test_logout_on_the_command_line(sandbox: Sandbox) -> None:
     assert result.returncode == 0, result.stderr
     assert "Forgot" in result.stdout
     assert not sandbox.setup_file.exists()
+
+
+SPOILED = ["fifo", "link to /dev/zero", "too large"]
+
+
+def _spoil(sandbox: Sandbox, kind: str) -> None:
+    sandbox.setup_file.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(sandbox.setup_file)
+    elif kind == "link to /dev/zero":
+        sandbox.setup_file.symlink_to("/dev/zero")
+    else:
+        sandbox.setup_file.write_bytes(b" " * (5 * 1024 * 1024))
+
+
+@pytest.mark.parametrize("kind", SPOILED)
+async def test_a_setup_file_that_is_not_a_small_regular_file(sandbox: Sandbox, kind: str) -> None:
+    """setup.json made a FIFO (whose open would wait for a writer), a link to
+    /dev/zero (endless) or a huge file: the bridge says so and keeps serving."""
+    _spoil(sandbox, kind)
+    why = "larger than 4 MiB" if kind == "too large" else "not a regular file"
+    async with running_bridge(sandbox.bridge(), env=sandbox.env) as client:
+        await client.initialize()
+        answer = await client.request("session/new", {"cwd": str(sandbox.root), "mcpServers": []})
+        message = error_of(answer)["message"]
+        assert f"cannot read {sandbox.setup_file} (it is " in message
+        assert why in message
+        assert "result" in await client.request("session/list", {})
+        assert await client.finish() == 2  # a configuration that cannot work
+
+
+@pytest.mark.parametrize("kind", SPOILED)
+def test_logout_removes_a_setup_file_that_is_not_a_small_regular_file(
+    sandbox: Sandbox, kind: str
+) -> None:
+    import subprocess
+
+    _spoil(sandbox, kind)
+    result = subprocess.run(
+        bridge_command("logout"), env=sandbox.env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert not os.path.lexists(sandbox.setup_file)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from acp_bridge.cli import build_parser
-from acp_bridge.paths import ENV_STATE_DIR, resolve_state_dir
+from acp_bridge.paths import ENV_STATE_DIR, read_small_file, resolve_state_dir
 
 BRIDGE = [sys.executable, "-m", "acp_bridge"]
 
@@ -155,3 +155,25 @@ def test_library_names_resolve_and_do_not_slow_the_command_line() -> None:
         check=True,
     )
     assert probe.stdout.strip() == "False"
+
+
+def test_small_files_are_read_only_when_regular_and_small(tmp_path: Path) -> None:
+    """The reader of the config, setup and permissions files: a link to a
+    regular file is followed (dotfiles); a FIFO (not waited on), a device, a
+    directory or a file over the limit is refused saying why."""
+    real = tmp_path / "real.toml"
+    real.write_bytes(b"x = 1\n")
+    link = tmp_path / "link.toml"
+    link.symlink_to(real)
+    assert read_small_file(str(link)) == b"x = 1\n"
+    assert read_small_file(str(real), limit=6) == b"x = 1\n"
+    with pytest.raises(OSError, match="larger than 5 bytes"):
+        read_small_file(str(real), limit=5)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for special in (fifo, Path("/dev/zero"), tmp_path):
+        with pytest.raises(OSError, match="not a regular file") as caught:
+            read_small_file(str(special))
+        assert caught.value.filename == str(special)
+    with pytest.raises(FileNotFoundError):
+        read_small_file(str(tmp_path / "missing"))

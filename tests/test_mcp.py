@@ -446,6 +446,79 @@ async def test_a_server_failure_is_a_notice_for_a_client_that_opted_in(tmp_path:
     check(played, load_pinned_sdk_schema())  # the override beside a checkout may predate notices
 
 
+# -- hostile servers -----------------------------------------------------------------------
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+@pytest.mark.slow
+async def test_a_server_that_does_not_read_is_disconnected(tmp_path: Path) -> None:
+    """A server that floods ping requests and never reads its stdin: the
+    answers waiting for it are bounded, it is disconnected and the user is told
+    (a notice); the bridge stays small and the session goes on with the other
+    server's tools."""
+    record = tmp_path / "server.jsonl"
+    servers = [stdio_server("flood", "--raw", "pings"), stdio_server("box", record=record)]
+    script = {
+        "responses": [
+            {"events": [tool_call("call_1", "mcp__box__echo", text="hi")]},
+            {"events": [{"report": ["tool_results", "tool_names"]}]},
+        ]
+    }
+    capabilities = {**FULL_CAPABILITIES, "session": {"notices": {}}}
+    rss: list[int] = []
+
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        def told() -> bool:
+            return any(u.get("sessionUpdate") == "notice" for u in client.updates)
+
+        with anyio.fail_after(60):
+            await wait_until(told)
+        process: Any = client.process
+        rss.append(_rss_kib(process.pid))
+        return [await client.prompt(sid, "Echo")]
+
+    played = await play(tmp_path, script, servers, turns, capabilities=capabilities)
+    (notice,) = played.updates("notice")
+    assert notice["severity"] == "error"
+    assert "MCP server 'flood' is not available: it does not read" in notice["description"]
+    said = report(played.results[0])
+    assert [r["text"] for r in said["tool_results"]] == ["echo: hi"]
+    assert not [t for t in said["tool_names"] if t.startswith("mcp__flood__")]
+    statuses = [(r["name"], r["status"]) for r in played.of_type("mcp/server")]
+    assert ("flood", "failed") in statuses
+    # 16 MiB may wait; the bridge with its mcp package is far under this when bounded.
+    assert rss[0] < 400 * 1024, f"the bridge grew to {rss[0]} KiB"
+    assert played.run.returncode == 0
+
+
+async def test_an_invalid_answer_fails_its_call_at_once(tmp_path: Path) -> None:
+    """A tools/call answer that is not valid JSON-RPC (its result is not an
+    object) answers that call with an error at once, not after --tool-timeout."""
+    record = tmp_path / "server.jsonl"
+    servers = [stdio_server("raw", "--raw", "bad-answer", record=record)]
+    script = {
+        "responses": [
+            {"events": [tool_call("call_1", "mcp__raw__echo", text="hi")]},
+            {"events": [{"report": ["tool_results"]}]},
+        ]
+    }
+
+    async def turns(client: AcpClient, sid: str, editor: WorkspaceEditor) -> list[PromptResult]:
+        editor.permission_answers = ["allow_once"]
+        return [await client.prompt(sid, "Echo")]
+
+    # A call left waiting would fail the run (it is bounded well under the timeout).
+    played = await play(tmp_path, script, servers, turns, extra=("--tool-timeout", "3600"))
+    (result,) = report(played.results[0])["tool_results"]
+    assert "not valid JSON-RPC" in result["text"]
+    assert [e["event"] for e in events(record)] == ["started-raw", "started"]
+    assert played.run.returncode == 0
+
+
 # -- tools ---------------------------------------------------------------------------------
 
 
@@ -770,6 +843,45 @@ async def test_no_server_process_outlives_the_bridge(tmp_path: Path, how: str) -
     assert up["event"] == "up"  # it was serving
     for pid in (started["pid"], started["child"]):
         await wait_until(functools.partial(_dead, pid))
+
+
+@pytest.mark.parametrize("how", ["session/close", "session/delete", "stdin closed", "SIGTERM"])
+async def test_a_child_that_left_the_servers_group_is_ended(tmp_path: Path, how: str) -> None:
+    """A server's child that called setsid (its own session and process group,
+    out of reach of a signal to the server's group) is ended on every path
+    that ends the server; the session's other server is unaffected until then."""
+    record = tmp_path / "server.jsonl"
+    servers = [stdio_server("daemon", "--setsid-child", record=record)]
+    script = {"responses": [{"events": [{"text": "ok"}]}]}
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    child: list[int] = []
+
+    async def go(client: AcpClient) -> None:
+        await client.initialize(FULL_CAPABILITIES)
+        opened = await client.request("session/new", {"cwd": str(workspace), "mcpServers": servers})
+        sid = opened["result"]["sessionId"]
+        (started, *_) = events(record)
+        child.append(started["child"])
+        assert _alive(child[0])
+        if how.startswith("session/"):
+            assert "result" in await client.request(how, {"sessionId": sid})
+            with anyio.fail_after(20):
+                await wait_until(functools.partial(_dead, child[0]))
+        elif how == "SIGTERM":
+            process: Any = client.process
+            process.send_signal(signal.SIGTERM)
+
+    run = await run_bridge(
+        write_script(tmp_path, script),
+        tmp_path / "state",
+        go,
+        extra=("--mcp-start-timeout", "20"),
+        close_stdin=how != "SIGTERM",
+    )
+    assert run.returncode == 0
+    with anyio.fail_after(20):
+        await wait_until(functools.partial(_dead, child[0]))
 
 
 @pytest.mark.slow

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import Any
 
 import orjson
@@ -12,7 +14,7 @@ from acp_bridge.mcp.content import kind_of, map_result, read_only_of
 from acp_bridge.mcp.handshake import HANDSHAKE_VERSIONS, LATEST_VERSION, Handshake, HandshakeFailed
 from acp_bridge.mcp.naming import MAX_NAME, assign_names, sanitize
 from acp_bridge.mcp.specs import ServerSpec, SpecError, merge, parse_server
-from acp_bridge.mcp.stdio import environment
+from acp_bridge.mcp.stdio import QUEUE_LIMIT, Lines, Pipes, answered_id, environment
 
 # -- names ----------------------------------------------------------------------------
 
@@ -276,3 +278,118 @@ def test_the_handshake_versions_are_the_mcp_packages() -> None:
 
     assert HANDSHAKE_VERSIONS == version.HANDSHAKE_PROTOCOL_VERSIONS
     assert LATEST_VERSION == version.LATEST_HANDSHAKE_VERSION
+
+
+# -- the stdio pipes ---------------------------------------------------------------------
+
+
+def test_lines_are_cut_across_chunks() -> None:
+    lines = Lines(limit=100)
+    assert lines.feed(b"") == []
+    assert lines.feed(b'{"a"') == []
+    assert lines.feed(b":1}\n{}\n\n{") == [b'{"a":1}', b"{}", b""]
+    assert lines.feed(b"}") == []
+    assert lines.feed(b"\n") == [b"{}"]
+    assert lines.feed(b"x" * 100) == []
+    with pytest.raises(ValueError, match="over 100 bytes"):
+        lines.feed(b"x")
+
+
+def test_a_long_line_is_joined_once_at_its_end() -> None:
+    """Linear time: the chunks of a line are kept as they came (never joined to
+    what came before and searched again) until the chunk with its end."""
+    lines = Lines()
+    chunk = b"a" * 65536
+    for _ in range(200):
+        assert lines.feed(chunk) == []
+    assert len(lines._parts) == 200
+    (line,) = lines.feed(b'"\nrest')
+    assert len(line) == 200 * 65536 + 1
+    assert lines._parts == [b"rest"]
+
+
+def test_the_id_of_an_answer_line() -> None:
+    assert answered_id(b'{"jsonrpc":"2.0","id":7,"result":"x"}') == 7
+    assert answered_id(b'{"id":"a","error":3}') == "a"
+    assert answered_id(b'{"id":7,"method":"ping"}') is None  # a request
+    assert answered_id(b'{"id":true,"result":{}}') is None
+    assert answered_id(b"[1]") is None
+    assert answered_id(b"not json") is None
+
+
+def test_what_waits_for_a_server_is_bounded() -> None:
+    broken: list[bool] = []
+    pipes = Pipes(lambda message: None, lambda: broken.append(True))
+    frame = b"x" * (1024 * 1024)
+    for _ in range(QUEUE_LIMIT // len(frame)):
+        pipes.send(frame)
+    assert pipes.queued == QUEUE_LIMIT
+    assert not broken
+    assert pipes.broken is None
+    pipes.send(b"{}\n")
+    assert broken == [True]
+    assert pipes.broken is not None
+    assert "does not read" in pipes.broken
+    pipes.send(b"{}\n")  # nothing more is queued, nor told again
+    assert pipes.queued == QUEUE_LIMIT
+    assert broken == [True]
+    pipes.close()
+
+
+def test_an_invalid_answer_in_the_handshake_answers_its_request() -> None:
+    got: list[Any] = []
+    pipes = Pipes(got.append)
+    import anyio
+
+    anyio.run(pipes.deliver, b'{"jsonrpc":"1.0","id":"acp-bridge-1","result":{}}', "s")
+    anyio.run(pipes.deliver, b'{"jsonrpc":"1.0","result":{}}', "s")  # no id: dropped
+    (response,) = got
+    assert response.id == "acp-bridge-1"
+    assert "not valid JSON-RPC" in response.error["message"]
+    pipes.close()
+
+
+def test_the_family_of_a_server_is_found_by_its_mark_and_its_parent_links() -> None:
+    """A child that left the group and outlived its parent is found by the mark
+    in its environment; one that cleared its environment, through its parent
+    while that stands; an unrelated process is not found."""
+    import signal
+    import subprocess
+    import sys
+
+    from acp_bridge.mcp import family
+
+    mark = family.new_mark()
+    env = {"PATH": os.environ.get("PATH", ""), family.MARK: mark}
+    code = (
+        "import subprocess, sys;"
+        "a = subprocess.Popen(['sleep', '600'], start_new_session=True);"
+        "b = subprocess.Popen(['sleep', '600'], start_new_session=True, env={});"
+        "print(a.pid, b.pid, flush=True); sys.stdin.read()"
+    )
+    pids: list[int] = []
+    with (
+        subprocess.Popen(
+            [sys.executable, "-c", code], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        ) as leader,
+        subprocess.Popen(["sleep", "600"], start_new_session=True) as stranger,
+    ):
+        try:
+            assert leader.stdout is not None
+            assert leader.stdin is not None
+            pids.extend(map(int, leader.stdout.readline().split()))
+            marked, cleared = pids
+            found = {pid for pid, _ in family.find(leader.pid, mark)}
+            assert {leader.pid, marked, cleared} <= found
+            assert stranger.pid not in found
+            leader.stdin.close()
+            leader.wait(30)
+            # The parent is gone: the marked child is still found, the cleared one is not.
+            members = family.find(leader.pid, mark)
+            assert {pid for pid, _ in members} == {marked}
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            stranger.kill()
+            leader.kill()

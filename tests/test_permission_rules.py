@@ -6,6 +6,7 @@ not in another project nor to a path outside the session's directories;
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -221,3 +222,51 @@ def test_an_unreadable_file_counts_as_empty(tmp_path: Path) -> None:
     assert rules_store.rules_for(str(tmp_path), str(tmp_path)) == {}
     rules_store.remember(str(tmp_path), str(tmp_path), "run_command", "allow_always")
     assert rules_store.rules_for(str(tmp_path), str(tmp_path)) == {"run_command": "allow_always"}
+
+
+def _spoil(rules_file: Path, kind: str) -> None:
+    rules_file.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(rules_file)
+    else:
+        rules_file.symlink_to("/dev/zero")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero"])
+def test_the_permissions_command_with_a_special_file(tmp_path: Path, kind: str) -> None:
+    """A FIFO (whose open would wait for a writer) or an endless device in
+    place of permissions.json counts as no rules, saying why."""
+    state = tmp_path / "state"
+    _spoil(state / rules_store.FILE_NAME, kind)
+    result = run_cli(state)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "No remembered permissions.\n"
+    assert "not a regular file" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero"])
+async def test_a_session_with_a_special_permissions_file(tmp_path: Path, kind: str) -> None:
+    """The bridge neither freezes nor balloons: the session asks as if there
+    were no rules, and an "always" answer replaces the special file."""
+    project = tmp_path / "project"
+    project.mkdir()
+    state = tmp_path / "state"
+    rules_file = state / rules_store.FILE_NAME
+    _spoil(rules_file, kind)
+
+    async def play(client: AcpClient) -> None:
+        asked = Asked(client, "allow_always")
+        await client.initialize(NO_FS)
+        sid = await client.new_session(str(project))
+        assert (await client.prompt(sid, "Write a note")).stop_reason == "end_turn"
+        assert len(asked.asked) == 1
+        await wait_until(rules_file.is_file)
+
+    path = write_script(tmp_path, script(tmp_path / "out.txt"))
+    run = await run_bridge(path, state, play, stderr=tmp_path / "stderr.txt")
+    assert (project / "note.txt").read_text() == "hi"
+    assert not rules_file.is_symlink()
+    assert json.loads(rules_file.read_text())["projects"] == {
+        str(project.resolve()): {"write_file": "allow_always"}
+    }
+    assert "not a regular file" in run.stderr

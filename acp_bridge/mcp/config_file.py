@@ -16,12 +16,13 @@ __all__ = ["configured_entries"]
 def configured_entries(path: str) -> object:
     """The file's ``mcp_servers`` value (``[]`` when the file does not exist or
     lists none); raises OSError or ``tomllib.TOMLDecodeError`` when it cannot
-    be read."""
+    be read (a special file, one over `acp_bridge.paths.SMALL_FILE_LIMIT`)."""
     if not os.path.isfile(path):
         return []  # no config file: nothing to parse (tomllib compiles regexes at import)
     import tomllib
 
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
+    from ..paths import read_small_file
+
+    data = tomllib.loads(read_small_file(path).decode())
     entries: object = data.get("mcp_servers", [])
     return entries

@@ -252,6 +252,8 @@ class ServerLink:
             tg.start_soon(wait, self._gone)
         if self._stop.is_set():
             self._set("closed")
+        elif self._pipes is not None and self._pipes.broken is not None:
+            self._set("failed", self._pipes.broken)
         else:
             exit_status = self._exit_status
             status = None if exit_status is None else exit_status()

@@ -10,11 +10,20 @@ then carries JSON-RPC over its pipes: first for the bridge's own handshake
   nothing else of the bridge's environment, so none of its keys;
 * the child runs in its own process group; it is stopped by closing its
   stdin (EOF), then SIGTERM to its group, then SIGKILL, each after a grace
-  period, and every child still alive when the bridge exits is killed
+  period, then the same to what is left of its family (what it started that
+  left the group, found through ``/proc``: `acp_bridge.mcp.family`); every
+  child still alive when the bridge exits is killed with its family
   (`kill_all`);
 * its stderr goes to the bridge's stderr log, line by line under the
   server's name, bounded (`STDERR_BUDGET` bytes per server, then one line
-  saying the rest is dropped; the pipe is still drained).
+  saying the rest is dropped; the pipe is still drained);
+* what waits to be written to its stdin is bounded (`QUEUE_LIMIT` bytes): a
+  server that does not read (and keeps sending requests the bridge answers,
+  pings) is disconnected, its link failing with the reason (`Pipes.broken`);
+* its stdout is cut into lines in time linear in their size (`Lines`); a
+  line that is not a valid JSON-RPC message but answers a request (it has its
+  id) answers it with an error at once, so the call does not wait for its
+  timeout.
 """
 
 from __future__ import annotations
@@ -28,16 +37,19 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import anyio.to_thread
+import orjson
 from anyio.abc import Process
 
-from ..jsonrpc.errors import RpcError
-from ..jsonrpc.messages import parse_frame
+from ..jsonrpc.errors import INTERNAL_ERROR, RpcError
+from ..jsonrpc.messages import Response, parse_frame
+from . import family
 from .specs import ServerSpec
 
 if TYPE_CHECKING:
-    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from anyio.streams.memory import MemoryObjectReceiveStream
 
-__all__ = ["BASE_ENV", "Pipes", "connect", "environment", "kill_all", "spawn", "stop"]
+__all__ = ["BASE_ENV", "Lines", "Pipes", "connect", "environment", "kill_all", "spawn", "stop"]
 
 log = logging.getLogger("acp_bridge.mcp")
 # What the servers write on their stderr (shown at the default level).
@@ -47,12 +59,15 @@ BASE_ENV: Final = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "
 STDERR_BUDGET: Final = 64 * 1024
 LINE_LIMIT: Final = 2000
 MAX_MESSAGE: Final = 64 * 1024 * 1024
+# Bytes that may wait to be written to a server's stdin (besides the one frame
+# being written): more means it does not read.
+QUEUE_LIMIT: Final = 16 * 1024 * 1024
 # Grace periods of the stop sequence (seconds): after EOF, after SIGTERM.
 EOF_GRACE: Final = 1.0
 TERM_GRACE: Final = 1.0
 
-# Process groups of the children still running.
-_live: set[int] = set()
+# The servers still running: their pid (and process group) and family mark.
+_live: dict[int, str] = {}
 
 
 def environment(spec: ServerSpec, base: Any = None) -> dict[str, str]:
@@ -64,13 +79,14 @@ def environment(spec: ServerSpec, base: Any = None) -> dict[str, str]:
 
 async def spawn(spec: ServerSpec, cwd: str) -> Process:
     """Start the server's process (OSError when it cannot be started)."""
+    mark = family.new_mark()
     process = await anyio.open_process(
         [spec.command, *spec.args],
-        env=environment(spec),
+        env={**environment(spec), family.MARK: mark},
         cwd=cwd,
         start_new_session=True,
     )
-    _live.add(process.pid)
+    _live[process.pid] = mark
     return process
 
 
@@ -87,11 +103,23 @@ async def _exited(process: Process, within: float) -> bool:
     return process.returncode is not None
 
 
+async def _family(process: Process) -> set[family.Member]:
+    mark = _live.get(process.pid)
+    if mark is None:
+        return set()
+    return await anyio.to_thread.run_sync(family.find, process.pid, mark)
+
+
 async def stop(process: Process) -> None:
-    """EOF, then SIGTERM, then SIGKILL (to the process group); shielded, bounded."""
+    """EOF, then SIGTERM, then SIGKILL to the process group, each after a grace
+    period; then the same to what is left of the server's family (processes
+    that left its group: `acp_bridge.mcp.family`).  Shielded, bounded."""
     with anyio.CancelScope(shield=True):
+        # Found while the server stands: its descendants by their parent links.
+        members = await _family(process)
         if process.stdin is not None:
-            with contextlib.suppress(Exception):
+            # Bounded: closing waits for buffered data a server that does not read never takes.
+            with contextlib.suppress(Exception), anyio.move_on_after(EOF_GRACE):
                 await process.stdin.aclose()
         if not await _exited(process, EOF_GRACE):
             _signal(process, signal.SIGTERM)
@@ -100,17 +128,26 @@ async def stop(process: Process) -> None:
                 await _exited(process, 1.0)
         # Whatever the leader did, nothing of its group stays behind.
         _signal(process, signal.SIGKILL)
-        _live.discard(process.pid)
+        rest = {m for m in members | await _family(process) if family.alive(m)}
+        if rest:
+            family.signal_all(rest, signal.SIGTERM)
+            with anyio.move_on_after(TERM_GRACE):
+                while any(family.alive(m) for m in rest):  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            family.signal_all(rest, signal.SIGKILL)
+        _live.pop(process.pid, None)
         with contextlib.suppress(Exception):
             await process.aclose()
 
 
 def kill_all() -> None:
-    """SIGKILL every child process group still running (at exit)."""
-    for pgid in list(_live):
+    """SIGKILL every server still running and its family (at exit)."""
+    for pid, mark in list(_live.items()):
+        members = family.find(pid, mark)
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-        _live.discard(pgid)
+            os.killpg(pid, signal.SIGKILL)
+        family.signal_all(members, signal.SIGKILL)
+        _live.pop(pid, None)
 
 
 async def drain_stderr(process: Process, name: str) -> None:
@@ -141,6 +178,79 @@ async def drain_stderr(process: Process, name: str) -> None:
                     break
 
 
+class Lines:
+    """Bytes cut into lines (without their ``\\n``), each byte looked at once.
+
+    Joining every chunk to what came before and splitting the whole again
+    costs time quadratic in a line's size (a 50 MB tool result took half a
+    minute); here only the new chunk is searched, and a line's parts are
+    joined once, when its end comes."""
+
+    def __init__(self, limit: int = MAX_MESSAGE) -> None:
+        self.limit = limit
+        self._parts: list[bytes] = []
+        self._size = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` ends; ValueError when a line grows over ``limit``."""
+        lines: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            if self._parts:
+                self._parts.append(chunk[start:end])
+                lines.append(b"".join(self._parts))
+                self._parts.clear()
+                self._size = 0
+            else:
+                lines.append(chunk[start:end])
+            start = end + 1
+        if start < len(chunk):
+            self._parts.append(chunk[start:] if start else chunk)
+            self._size += len(chunk) - start
+            if self._size > self.limit:
+                raise ValueError(f"a message over {self.limit} bytes")
+        return lines
+
+
+def answered_id(line: bytes) -> str | int | None:
+    """The id of a line shaped as an answer (an object with an id and no method)."""
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or "method" in data:
+        return None
+    rid = data.get("id")
+    return rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
+
+
+def _invalid_answer(detail: str) -> str:
+    detail = " ".join(detail.split())
+    detail = detail if len(detail) <= 300 else detail[:297] + "..."
+    return f"the server's answer is not valid JSON-RPC: {detail}"
+
+
+class _Writes:
+    """The ``mcp`` client's write stream: each message encoded at once and
+    queued as bytes by `Pipes.send` (so the queue's bound counts them)."""
+
+    def __init__(self, pipes: Pipes) -> None:
+        self._pipes = pipes
+
+    async def send(self, item: Any, /) -> None:
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        self._pipes.send(data.encode() + b"\n")
+
+    async def aclose(self) -> None:
+        pass
+
+    async def __aenter__(self) -> _Writes:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+
 class Pipes:
     """The child's stdin and stdout as JSON-RPC messages, in two phases.
 
@@ -150,20 +260,46 @@ class Pipes:
     loaded) switches to the streams of ``SessionMessage`` an ``mcp``
     ``ClientSession`` reads and writes; lines from then on go to it.  The
     switch happens between two lines, so each line goes to exactly one side.
+
+    Frames wait for the writer as bytes; over `QUEUE_LIMIT` of them the
+    server is not reading: `broken` says so and ``on_broken`` is called.
     """
 
-    def __init__(self, on_message: Callable[[Any], None]) -> None:
+    def __init__(
+        self, on_message: Callable[[Any], None], on_broken: Callable[[], None] = lambda: None
+    ) -> None:
         self.on_message = on_message
-        # Frames (bytes) and, after the hand-over, the client's SessionMessages.
-        self._out_in, self.out = anyio.create_memory_object_stream[Any](math.inf)
+        self.on_broken = on_broken
+        self.broken: str | None = None
+        # Bytes in ``out``, not yet taken by the writer.
+        self.queued = 0
+        self._out_in, self.out = anyio.create_memory_object_stream[bytes](math.inf)
         self._read_in, self._read_out = anyio.create_memory_object_stream[Any](0)
         self._parse: Callable[[bytes], Any] | None = None
+        self._answer_error: Callable[[str | int, str], Any] | None = None
 
     def send(self, frame: bytes) -> None:
+        if self.broken is not None:
+            return
+        if self.queued + len(frame) > QUEUE_LIMIT:
+            self.broken = (
+                f"it does not read what the bridge sends ({QUEUE_LIMIT // (1024 * 1024)} MiB "
+                "waiting to be written): it was disconnected"
+            )
+            self.on_broken()
+            return
+        # A copy of its exact size: orjson's bytes keep a buffer of at least
+        # 4 KiB, which would make a waiting ping answer cost a hundred times its size.
+        frame = bytes(memoryview(frame))
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._out_in.send_nowait(frame)
+            self.queued += len(frame)
 
-    def hand_over(self) -> tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]:
+    def taken(self, frame: bytes) -> None:
+        """The writer took ``frame`` from the queue."""
+        self.queued -= len(frame)
+
+    def hand_over(self) -> tuple[MemoryObjectReceiveStream[Any], Any]:
         """The (read, write) streams of a ``ClientSession``; needs the ``mcp`` package."""
         import mcp_types
         from mcp.shared.message import SessionMessage
@@ -173,11 +309,19 @@ class Pipes:
         def parse(line: bytes) -> Any:
             return SessionMessage(adapter.validate_json(line))
 
+        def answer_error(rid: str | int, message: str) -> Any:
+            error = mcp_types.ErrorData(code=INTERNAL_ERROR, message=message)
+            return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=rid, error=error))
+
         self._parse = parse
-        return self._read_out, self._out_in.clone()
+        self._answer_error = answer_error
+        return self._read_out, _Writes(self)
 
     async def deliver(self, line: bytes, name: str) -> None:
-        """One line from the server, to the side that has the connection now."""
+        """One line from the server, to the side that has the connection now.
+
+        A line that is not valid but has the id of an answer answers that
+        request with an error (a call does not wait for its timeout)."""
         parse = self._parse
         if parse is None:
             # The handshake's answers: the tools listed are bounded one by
@@ -185,6 +329,11 @@ class Pipes:
             message = parse_frame(line, bounded=False)
             if isinstance(message, RpcError):
                 log.warning("MCP server %s sent a line that is not JSON-RPC", name)
+                rid = answered_id(line)
+                if rid is not None:
+                    detail = str((message.data or {}).get("detail", message.message))
+                    error = {"code": INTERNAL_ERROR, "message": _invalid_answer(detail)}
+                    self.on_message(Response(rid, error=error))
                 return
             self.on_message(message)
             return
@@ -193,7 +342,9 @@ class Pipes:
             item = parse(line)
         except ValueError as exc:
             log.warning("MCP server %s sent a line that is not JSON-RPC", name)
-            item = exc
+            rid = answered_id(line)
+            assert self._answer_error is not None
+            item = exc if rid is None else self._answer_error(rid, _invalid_answer(str(exc)))
         await self._read_in.send(item)
 
     def ended(self) -> None:
@@ -212,26 +363,27 @@ async def connect(
     """The child's pipes as `Pipes`.
 
     ``on_eof`` is called when the child closes its stdout (it exited or
-    crashed).  Leaving the context stops the child (`stop`)."""
-    pipes = Pipes(on_message)
+    crashed), or when it does not read its stdin (`Pipes.broken` says so).
+    Leaving the context stops the child (`stop`)."""
+    pipes = Pipes(on_message, on_eof)
     assert process.stdout is not None
     assert process.stdin is not None
     stdout, stdin = process.stdout, process.stdin
 
     async def reader() -> None:
-        buffer = b""
+        lines = Lines()
         try:
             while True:
                 try:
                     chunk = await stdout.receive()
                 except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
                     return
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                if len(buffer) > MAX_MESSAGE:
-                    log.warning("MCP server %s: a message over %d bytes", name, MAX_MESSAGE)
+                try:
+                    complete = lines.feed(chunk)
+                except ValueError as exc:
+                    log.warning("MCP server %s: %s", name, exc)
                     return
-                for line in lines:
+                for line in complete:
                     if line.strip():
                         await pipes.deliver(line, name)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -243,13 +395,9 @@ async def connect(
     async def writer() -> None:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             async with pipes.out:
-                async for item in pipes.out:
-                    if isinstance(item, bytes):
-                        data = item
-                    else:  # a SessionMessage of the mcp client
-                        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                        data = data.encode() + b"\n"
-                    await stdin.send(data)
+                async for frame in pipes.out:
+                    pipes.taken(frame)
+                    await stdin.send(frame)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(reader)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from ..config_error import ConfigError
+from ..paths import read_small_file
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -117,11 +118,10 @@ def load_profile(path: str, name: str | None) -> dict[str, Any]:
     import tomllib
 
     try:
-        with open(os.path.expanduser(path), "rb") as f:
-            data = tomllib.load(f)
+        data = tomllib.loads(read_small_file(os.path.expanduser(path)).decode())
     except OSError as exc:
         raise ConfigError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"the config file {path} is not valid TOML: {exc}") from None
     profiles = data.get("profiles", {})
     if not isinstance(profiles, dict):

@@ -33,7 +33,7 @@ from typing import Any, Final
 
 import orjson
 
-from ..paths import make_private_dirs
+from ..paths import make_private_dirs, read_small_file
 
 __all__ = [
     "DECISIONS",
@@ -95,12 +95,12 @@ def load_all(state_dir: str) -> dict[str, Rules]:
     """Every project's rules (empty when there is no file, or it is unreadable)."""
     path = path_of(state_dir)
     try:
-        with open(path, "rb") as f:
-            data: Any = orjson.loads(f.read())
+        data: Any = orjson.loads(read_small_file(path))
     except FileNotFoundError:
         return {}
     except (OSError, orjson.JSONDecodeError) as exc:
-        log.warning("ignoring the remembered permissions in %s: %s", path, exc)
+        why = exc.strerror if isinstance(exc, OSError) else exc
+        log.warning("ignoring the remembered permissions in %s: %s", path, why)
         return {}
     projects = data.get("projects") if isinstance(data, dict) else None
     if not isinstance(projects, dict):

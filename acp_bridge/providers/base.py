@@ -19,12 +19,12 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
+from ..redact import scrub
+
 # The image types every provider takes (Anthropic's list; OpenAI's vision
 # models take the same four): a prompt's image of another type is refused
 # where it arrives, not by the provider at the next request.
 IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
-
-from ..redact import scrub
 
 # Why the model stopped, in provider-neutral terms.  The loop maps these onto
 # ACP stop reasons (see acp_bridge.loop.stop).

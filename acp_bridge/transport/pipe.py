@@ -91,11 +91,10 @@ class StdoutPipe:
         self._current = 0
         self._pace = ReaderPace()
 
-    def prepare(self, was: int = 0) -> None:
-        """Non-blocking where that is safe, and the pipe made small (``was``: the
-        size it had, if the start-up's front door made it small already)."""
+    def prepare(self) -> None:
+        """Non-blocking where that is safe, and the pipe made small."""
         set_nonblocking(self.fd)
-        self._wide = shrink_pipe(self.fd, self._size) or was
+        self._wide = shrink_pipe(self.fd, self._size)
         self._current = self._size if self._wide else 0
 
     @property

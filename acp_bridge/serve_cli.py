@@ -96,13 +96,7 @@ def _run(options: ServeOptions) -> int:
 
     from .server import serve
 
-    try:
-        return anyio.run(serve, options)
-    finally:
-        # No warm-up may still run while the interpreter finalizes (`acp_bridge.warm_up`).
-        from . import warm_up
-
-        warm_up.stop()
+    return anyio.run(serve, options)
 
 
 def _mcp_config_file(args: argparse.Namespace) -> str:
@@ -226,7 +220,6 @@ def _load_fake_provider(
     settings: dict[str, Any],
     args: argparse.Namespace,
 ) -> Callable[[], Provider]:
-    from . import warm_up
     from .config_error import ConfigError
     from .context.config import context_config
     from .providers.script_check import ScriptError, prepare_data, prepare_file
@@ -235,8 +228,8 @@ def _load_fake_provider(
 
     try:
         context = context_config(settings, context_window=getattr(args, "context_window", None))
-        # A script the quick check passes has its models built once the first
-        # session is answered (an invalid one is refused here, by the models).
+        # A script the quick check passes has its models built at the first
+        # model request (an invalid one is refused here, by the models).
         script = (
             prepare_file(script_path)
             if script_path
@@ -244,8 +237,6 @@ def _load_fake_provider(
         )
     except (ScriptError, ConfigError) as exc:
         raise StartupError(str(exc)) from exc
-    if not script.built:
-        warm_up.also(script.get)
     return lambda: ScriptedProvider(script, context)
 
 

@@ -12,7 +12,6 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from .. import warm_up
 from ..errors import LogNotCreated
 from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RequestId, RpcError
@@ -86,9 +85,7 @@ class LiveMethods:
         current_reply.get().result(answer)
         table.mcp.answered(session)
         announce(session)
-        # Written first: the warm-up's thread would share the interpreter with the writer.
         table.outbox.flush_now()
-        warm_up.start()  # what the first prompt needs, now that the editor has its session
         return answer
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -8,8 +8,8 @@ check it here, without pydantic, against the JSON Schema generated from those
 models (``schemas/script.schema.json``, kept in step by a test) plus the rules
 across events that a schema cannot say (`order_problem`, `repeat_problem`,
 which the models' validators call too).  A script that passes is a
-`PreparedScript` whose models are built later: in the warm-up once the first
-session is answered, or at the first model request.
+`PreparedScript` whose models are built later, at the first model request
+(in a worker thread: `acp_bridge.providers.scripted`).
 
 The check only ever says "valid" or "not sure": for anything it does not
 pass (an invalid script, or a construct it does not know) the models

@@ -179,6 +179,21 @@ def test_a_bad_option_is_the_error_of_session_new(tmp_path: Path, serve: list[st
     assert not state.exists() or not any(state.rglob("*.jsonl"))
 
 
+def test_a_state_dir_that_cannot_be_made_is_the_error_of_session_new(tmp_path: Path) -> None:
+    """Nothing checks the state directory at start-up: ``session/new`` says why
+    it cannot make the log there, and the agent keeps answering."""
+    (tmp_path / "file").write_text("")
+    state = tmp_path / "file" / "state"
+    run = _editor_session("--provider", "fake", "--state-dir", str(state), cwd=tmp_path)
+    assert run.returncode == 0
+    answers = {m["id"]: m for m in map(json.loads, run.stdout.splitlines())}
+    assert answers[1]["result"]["protocolVersion"] == 1
+    error = answers[2]["error"]
+    assert error["code"] == -32603
+    assert error["data"]["path"].startswith(str(state))
+    assert error["message"].startswith("Cannot create the session log: ")
+
+
 def test_a_bad_option_of_another_subcommand_exits_at_once(tmp_path: Path) -> None:
     """Only the agent keeps answering: ``show`` with a bad option is no editor's."""
     run = _editor_session("show", "--bogus", "sess_x", cwd=tmp_path)

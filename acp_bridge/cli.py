@@ -21,7 +21,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from . import __version__
 from .cli_values import (
@@ -42,9 +42,6 @@ from .cli_values import variable_names as _variable_names
 from .paths import ENV_STATE_DIR, resolve_state_dir
 from .serve_cli import PROVIDERS, serve_command
 from .stderr_log import install as install_stderr_logging
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("acp_bridge.cli")
 
@@ -250,14 +247,51 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
     )
 
 
+class BadOption(Exception):
+    """A command line argparse refuses; ``str()`` is what to tell the user."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(f"{parser.prog}: {message}")
+        self.parser = parser
+
+
 class _Parser(argparse.ArgumentParser):
-    """Errors say ``--option: what was wrong`` (argparse says ``argument --option: ...``)."""
+    """Errors say ``--option: what was wrong`` (argparse says ``argument --option: ...``)
+    and raise `BadOption`, which `main` reports."""
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("argument "):
             message = message[len("argument ") :]
-        self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: {message}\n")
+        raise BadOption(self, message)
+
+
+# The subcommands other than serve: a bad command line naming one is no agent's.
+_NOT_SERVE = frozenset(
+    ("setup", "logout", "demo", "history", "sessions", "show", "permissions", "check")
+)
+
+
+def _bad_command_line(argv: list[str], exc: BadOption) -> int:
+    """Report a bad command line; for the agent an editor started, keep serving.
+
+    The usage and the message go to stderr.  A person at a terminal, or any
+    other subcommand, gets exit status 2 at once.  An editor that started the
+    agent with a bad option gets ``initialize`` answered and every
+    ``session/new`` refused with the message (as for a bad script), then the
+    exit status 2 when it leaves: it shows the reason instead of a dead agent."""
+    exc.parser.print_usage(sys.stderr)
+    sys.stderr.write(f"{exc}\n")
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    if sys.stdin.isatty() or _NOT_SERVE.intersection(words):
+        return 2
+    try:  # the state directory and the log level, if those at least are good
+        common, _ = _common(True).parse_known_args(argv)
+    except BadOption:
+        common = argparse.Namespace(state_dir=None, log_level="warning")
+    install_stderr_logging(getattr(logging, common.log_level.upper()))
+    from .serve_cli import serve_refusing
+
+    return serve_refusing(resolve_state_dir(common.state_dir), f"bad command line: {exc}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -351,7 +385,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .check.cli import main as check_main
 
         return check_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except BadOption as exc:
+        return _bad_command_line(argv, exc)
     # stderr never blocks the event loop: a bounded buffer written by its own
     # thread, and repeated warnings rate-limited (see acp_bridge.stderr_log).
     install_stderr_logging(getattr(logging, args.log_level.upper()))

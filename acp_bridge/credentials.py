@@ -22,7 +22,6 @@ from .providers.config import ConfigError
 __all__ = [
     "KEYRING_SERVICE",
     "Keyring",
-    "KeyringSkipped",
     "Saved",
     "find_keyring",
     "forget",
@@ -161,13 +160,8 @@ def _write_private(path: str, text: str) -> None:
             os.unlink(tmp)
 
 
-class KeyringSkipped(Exception):
-    """The stored setup keeps its key in the system keyring, which was not to be asked."""
-
-
-def load_stored(*, keyring: bool = True) -> Stored | None:
-    """The stored setup, or None if there is none; `ConfigError` if it is unusable
-    (``keyring=False``: `KeyringSkipped` rather than ask the keyring for its key)."""
+def load_stored() -> Stored | None:
+    """The stored setup, or None if there is none; `ConfigError` if it is unusable."""
     path = setup_file()
     try:
         data = json.loads(read_small_file(path))
@@ -184,8 +178,6 @@ def load_stored(*, keyring: bool = True) -> Stored | None:
     if where == "file":
         key = data.get("api_key") if isinstance(data.get("api_key"), str) else None
     elif where == "keyring":
-        if not keyring:
-            raise KeyringSkipped(path)
         label = KEYRING_LABEL
         ring = find_keyring()
         try:

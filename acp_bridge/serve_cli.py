@@ -16,14 +16,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .context.config import ContextConfig
-    from .front_door import HandOff, QuickProvider
     from .providers.base import Provider
     from .providers.choose import Choice
     from .providers.config import ProviderConfig
-    from .providers.script_check import PreparedScript
+    from .server import ServeOptions
 
-__all__ = ["BUILTIN_SCRIPT", "PROVIDERS", "serve_command", "setup_command"]
+__all__ = ["BUILTIN_SCRIPT", "PROVIDERS", "serve_command", "serve_refusing", "setup_command"]
 
 log = logging.getLogger("acp_bridge.cli")
 
@@ -54,41 +52,14 @@ def serve_command(args: argparse.Namespace, state_dir: str) -> int:
             "acp-bridge: serving ACP on stdin/stdout; an editor starts it this way. "
             "To see it work, run: acp-bridge demo; to choose its model: acp-bridge setup\n"
         )
-    fake = args.provider == "fake" or (args.provider is None and args.script)
-    # The first answers before the event loop is imported (acp_bridge.front_door),
-    # from the provider's configuration (for a real provider: its choice, made
-    # once, which the server then builds its provider from).
-    front: HandOff | None = None
-    quick: _QuickFake | _QuickHttp | None = None
-    if not interactive:
-        from . import front_door
-
-        if front_door.enabled():
-            quick = _QuickFake(args) if fake else _QuickHttp(args)
-            front = front_door.run(
-                front_door.Door(
-                    state_dir=state_dir,
-                    logout=True,  # forget_credentials below
-                    setup_command=setup_command(),
-                    mcp_config_file=_mcp_config_file(args),
-                    provider=quick,
-                )
-            )
-
-    import anyio
-
     from .loop.turn import TurnConfig
-    from .server import ServeOptions, serve
+    from .server import ServeOptions
 
     load: Callable[[], Callable[[], Provider]]
-    if isinstance(quick, _QuickFake):
-        load = functools.partial(
-            _load_fake_provider, args.script, _flags(args), args, quick.prepared
-        )
-    elif fake:
+    if args.provider == "fake" or (args.provider is None and args.script):
         load = functools.partial(_load_fake_provider, args.script, _flags(args), args)
     else:
-        load = _http_loader(args, quick.chosen if quick is not None else None)
+        load = _http_loader(args)
     options = ServeOptions(
         state_dir=state_dir,
         load_provider=load,
@@ -103,15 +74,29 @@ def serve_command(args: argparse.Namespace, state_dir: str) -> int:
         setup_command=setup_command(),
         mcp_start_timeout=args.mcp_start_timeout,
         mcp_config_file=_mcp_config_file(args),
-        front=front,
     )
-    try:
-        return anyio.run(serve, options)
-    finally:
-        # No warm-up may still run while the interpreter finalizes (`acp_bridge.warm_up`).
-        from . import warm_up
+    return _run(options)
 
-        warm_up.stop()
+
+def serve_refusing(state_dir: str, reason: str) -> int:
+    """Serve with every ``session/new`` refused with ``reason``: the command line
+    was bad (`acp_bridge.cli`).  ``initialize`` is answered as usual, so the
+    editor shows the reason rather than an agent that died at once, and the exit
+    status is 2 when the editor leaves, as for a bad script."""
+    from .server import ServeOptions, StartupError
+
+    def refuse() -> Callable[[], Provider]:
+        raise StartupError(reason)
+
+    return _run(ServeOptions(state_dir=state_dir, load_provider=refuse))
+
+
+def _run(options: ServeOptions) -> int:
+    import anyio
+
+    from .server import serve
+
+    return anyio.run(serve, options)
 
 
 def _mcp_config_file(args: argparse.Namespace) -> str:
@@ -139,25 +124,18 @@ def _forget_credentials() -> list[str]:
     return forget()
 
 
-def _http_loader(
-    args: argparse.Namespace, chosen: tuple[Choice, ProviderConfig] | None = None
-) -> Callable[[], Callable[[], Provider]]:
-    """The provider's loader; ``chosen``: the choice the front door answered
-    from, used for the first load (the configuration is not read twice)."""
-    first = [chosen] if chosen is not None else []
+def _http_loader(args: argparse.Namespace) -> Callable[[], Callable[[], Provider]]:
+    """The provider's loader: its choice and configuration, read at each load."""
 
     def load() -> Callable[[], Provider]:
         from .providers.config import ConfigError
         from .server import StartupError
 
         try:
-            if first and first[0] is not None:
-                choice, config = first.pop()
-            else:
-                choice = _choose_provider(args)
-                if choice.provider == "fake":
-                    return _load_fake_provider(args.script, choice.settings, args)
-                config = _http_config(args, choice)
+            choice = _choose_provider(args)
+            if choice.provider == "fake":
+                return _load_fake_provider(args.script, choice.settings, args)
+            config = _http_config(args, choice)
             log.info(
                 "provider %s, model %s at %s (chosen by %s)",
                 config.provider,
@@ -201,11 +179,9 @@ def _http_factory(
         raise StartupError(reason) from exc
 
 
-def _choose_provider(args: argparse.Namespace, *, keyring: bool = True) -> Choice:
+def _choose_provider(args: argparse.Namespace) -> Choice:
     """The provider to serve, from the flags, the config file, setup and the
-    environment (see `acp_bridge.providers.choose`); raises AuthRequired
-    (``keyring=False``: `acp_bridge.credentials.KeyringSkipped` where the
-    stored key is in the system keyring)."""
+    environment (see `acp_bridge.providers.choose`); raises AuthRequired."""
     from .credentials import load_stored
     from .paths import default_config_file
     from .providers.choose import choose
@@ -222,7 +198,7 @@ def _choose_provider(args: argparse.Namespace, *, keyring: bool = True) -> Choic
         flags={key: getattr(args, key, None) for key in FLAG_KEYS},
         profile=profile,
         profile_source=f"the profile {name!r} of {config_file}",
-        stored=functools.partial(load_stored, keyring=keyring),
+        stored=load_stored,
         env=os.environ,
         config_file=config_file,
     )
@@ -239,92 +215,21 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-class _QuickFake:
-    """The front door's provider check for the scripted provider: the context
-    settings and the script's quick check (`acp_bridge.providers.script_check`),
-    kept for the server when they pass (``prepared``)."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.prepared: tuple[PreparedScript, ContextConfig] | None = None
-
-    def __call__(self) -> QuickProvider | None:
-        from .config_error import ConfigError
-        from .context.config import context_config
-        from .front_door import QuickProvider
-        from .providers.script_check import passed_data, passed_file
-
-        args = self.args
-        try:
-            context = context_config(_flags(args), context_window=args.context_window)
-        except ConfigError:
-            return None
-        script = (
-            passed_file(args.script)
-            if args.script
-            else passed_data(BUILTIN_SCRIPT, source="<built-in>")
-        )
-        if script is None:
-            return None
-        self.prepared = (script, context)
-        # What `ScriptedProvider` says of itself (it has no model to choose).
-        return QuickProvider(name="fake", model_options=None)
-
-
-class _QuickHttp:
-    """The front door's provider for a real one: its choice and configuration,
-    made here once and kept for the server (``chosen``); None (the server
-    decides, and says why) for whatever would not start: no key, a bad config
-    file, an unknown provider, or a key the system keyring would have to give
-    (asking it costs more than the front door saves)."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.chosen: tuple[Choice, ProviderConfig] | None = None
-
-    def __call__(self) -> QuickProvider | None:
-        from .acp.config_options import model_options
-        from .config_error import ConfigError
-        from .credentials import KeyringSkipped
-        from .front_door import QuickProvider
-        from .providers.choose import AuthRequired
-
-        try:
-            choice = _choose_provider(self.args, keyring=False)
-            config = _http_config(self.args, choice)
-        except (AuthRequired, ConfigError, KeyringSkipped):
-            return None
-        self.chosen = (choice, config)
-        # What `HttpProvider` says of itself: its wire's name, every model, the first chosen.
-        return QuickProvider(
-            name=config.provider,
-            model_options=model_options(config.models, config.models[0]),
-            config=config,
-        )
-
-
 def _load_fake_provider(
     script_path: str | None,
     settings: dict[str, Any],
     args: argparse.Namespace,
-    prepared: tuple[PreparedScript, ContextConfig] | None = None,
 ) -> Callable[[], Provider]:
-    from . import warm_up
     from .config_error import ConfigError
     from .context.config import context_config
     from .providers.script_check import ScriptError, prepare_data, prepare_file
     from .providers.scripted import ScriptedProvider
     from .server import StartupError
 
-    if prepared is not None:  # checked by the front door
-        script, context = prepared
-        if not script.built:
-            warm_up.also(script.get)
-        return lambda: ScriptedProvider(script, context)
     try:
         context = context_config(settings, context_window=getattr(args, "context_window", None))
-        # A script the quick check passes has its models built once the first
-        # session is answered (an invalid one is refused here, by the models).
+        # A script the quick check passes has its models built at the first
+        # model request (an invalid one is refused here, by the models).
         script = (
             prepare_file(script_path)
             if script_path
@@ -332,8 +237,6 @@ def _load_fake_provider(
         )
     except (ScriptError, ConfigError) as exc:
         raise StartupError(str(exc)) from exc
-    if not script.built:
-        warm_up.also(script.get)
     return lambda: ScriptedProvider(script, context)
 
 

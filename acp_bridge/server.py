@@ -29,7 +29,6 @@ from .transport.outbox import Outbox
 from .transport.stdio import InputPoll, read_fd
 
 if TYPE_CHECKING:
-    from .front_door import HandOff
     from .providers.choose import AuthRequired
 
 __all__ = ["AuthRequired", "ServeOptions", "StartupError", "serve"]
@@ -94,9 +93,6 @@ class ServeOptions:
     # and the config file that may list more servers.
     mcp_start_timeout: float = 10.0
     mcp_config_file: str | None = None
-    # Where the start-up's front door stopped (`acp_bridge.front_door`): the
-    # server starts from there (None: it answers from the first byte).
-    front: HandOff | None = None
 
 
 def _refuse_sessions(reason: str) -> Callable[[], Provider]:
@@ -114,8 +110,7 @@ async def serve(options: ServeOptions) -> int:
     # Everything loaded so far lives as long as the process: keep it out of
     # the collector's full passes, which otherwise stall a stream now and then.
     gc.freeze()
-    front = options.front
-    outbox = Outbox(options.stdout_fd, pipe_was=front.stdout_pipe_was if front else 0)
+    outbox = Outbox(options.stdout_fd)
     conn = Connection(outbox)
     ended = anyio.Event()
     why: list[str] = []
@@ -159,7 +154,6 @@ async def serve(options: ServeOptions) -> int:
     async def watch_signals() -> None:
         # SIGHUP: the terminal or the parent went away, a disconnect like the others.
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-            _resend_signal(front)
             async for signum in signals:
                 end(signal.Signals(signum).name)
                 return
@@ -183,13 +177,12 @@ async def serve(options: ServeOptions) -> int:
         agent.mcp.start_timeout = options.mcp_start_timeout
         agent.mcp.config_file = options.mcp_config_file
         conn.requests["initialize"] = _then(conn.requests["initialize"], outbox, may_load)
-        _take_over(front, agent, may_load)
         tg.start_soon(outbox.run)
         tg.start_soon(load_provider, agent)
         tg.start_soon(watch_stdout)
         if options.handle_signals:
             tg.start_soon(watch_signals)
-        tg.start_soon(_read_stdin, options, front, agent, on_stdin, outbox, poll_input)
+        tg.start_soon(read_fd, options.stdin_fd, on_stdin, outbox, poll_input)
         await ended.wait()
         log.info("shutting down: %s", why[0])
         # A disconnect is not a user stop: running turns are recorded as
@@ -218,44 +211,6 @@ async def serve(options: ServeOptions) -> int:
             os._exit(status)
         tg.cancel_scope.cancel()
     return status
-
-
-def _take_over(front: HandOff | None, agent: Agent, may_load: anyio.Event) -> None:
-    """What the front door answered of ``initialize``, as if the server had."""
-    if front is not None and front.initialized:
-        agent.table.client_capabilities = front.client_capabilities
-        agent.table.client_info = front.client_info
-        may_load.set()
-
-
-def _resend_signal(front: HandOff | None) -> None:
-    """A signal the front door received before the server watched them: sent
-    again, to the server's own watch (it ends the server as it would have)."""
-    if front is not None and front.signals:
-        os.kill(os.getpid(), front.signals[0])
-
-
-async def _read_stdin(
-    options: ServeOptions,
-    front: HandOff | None,
-    agent: Agent,
-    on_stdin: Callable[[bytes], None],
-    outbox: Outbox,
-    poll_input: InputPoll,
-) -> None:
-    if front is not None:
-        # The sessions the front door opened are in the table before anything
-        # read after them is handled (a prompt for one, say); then the bytes
-        # it read and left, then stdin.
-        for opened in front.sessions:
-            try:
-                await agent.live.adopt(opened)
-            except Exception:  # answered already: its prompts get "no session"
-                opened.release()
-                log.exception("cannot take in the session %s", opened.session_id)
-        if front.unread:
-            on_stdin(front.unread)
-    await read_fd(options.stdin_fd, on_stdin, outbox, poll_input)
 
 
 def _then(initialize: RequestHandler, outbox: Outbox, done: anyio.Event) -> RequestHandler:
@@ -311,8 +266,7 @@ def _load_in_worker(
     """In a worker thread while ``initialize`` is answered: the provider, and
     what ``session/new`` needs of the tools and the context, so that the first
     ``session/new`` finds them ready.  What only a turn needs (the tools'
-    pydantic models, the runner) loads once a session is answered
-    (`acp_bridge.warm_up`)."""
+    pydantic models, the runner, the script's models) loads at the first turn."""
     import_module("acp_bridge.acp.tool_session")
     import_module("acp_bridge.context.session")  # the system prompt, made at session/new
     return load_provider()

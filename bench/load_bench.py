@@ -171,10 +171,9 @@ async def time_load(state: Path, session_id: str, cwd: str) -> tuple[float, int,
     async with await spawn(state) as process:
         client = Client(process)
         await client.started(cwd)
-        # What the agent loads in the background once a session is answered
-        # (`acp_bridge.warm_up`) is its start-up, not the load: timed while
-        # it ran, the load shared the CPU and the interpreter lock with it
-        # (about 200 of 650 ms of agent CPU for 100,000 records).
+        # Whatever the agent still does after the session is answered is its
+        # start-up, not the load: timed while it ran, the load would share the
+        # CPU and the interpreter lock with it.
         await _until_idle(process.pid, tree_cpu_s)
         cpu = tree_cpu_s(process.pid)
         start = time.perf_counter()

@@ -6,11 +6,10 @@ writing ``session/prompt`` to the read that holds its response; the figure at a 
 the median of the ``turn_window`` round trips around it.  Agents run in interleaved blocks
 of ``turn_block`` turns, so a slow phase of the machine is spread over all of them.
 
-Before the first timed turn each agent is left until it is idle (`wait_idle`): acp-bridge
-loads what a turn needs in a background thread once ``session/new`` is answered
-(``acp_bridge.warm_up``), and turns timed while that thread ran measured the import (a
-turn waited behind a thread that held the interpreter for milliseconds at a time), not
-the turn.  A user's first prompt comes seconds after the session opens.
+Before the first timed turn each agent is left until it is idle (`wait_idle`), so that
+nothing it still does after ``session/new`` is timed as a turn.  acp-bridge's first turn
+loads what a turn needs (pydantic's models: tens of milliseconds); the figure at turn 10 is
+a median around it, which one slow turn does not move.
 
 The agent's CPU time (from /proc, its children included) is also taken per block, as a
 cost per turn: the first block's and the last block's are medians of hundreds of turns,

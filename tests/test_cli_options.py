@@ -88,7 +88,7 @@ def test_a_bad_number_is_refused_in_the_users_terms(
     run = _run(*args, cwd=tmp_path)
     assert run.returncode == 2
     assert run.stdout == ""
-    assert run.stderr.splitlines()[-1] == message
+    assert message in run.stderr.splitlines()
     assert "_non_negative" not in run.stderr
     assert "invalid" not in run.stderr
 
@@ -124,7 +124,7 @@ def test_a_bad_pass_env_name_is_refused(tmp_path: Path, value: str, message: str
     run = _run("--pass-env", value, cwd=tmp_path)
     assert run.returncode == 2
     assert run.stdout == ""
-    assert run.stderr.splitlines()[-1] == message
+    assert message in run.stderr.splitlines()
 
 
 @pytest.mark.parametrize("url", ["not a url", "api.openai.com/v1", "ftp://example.com", "http://"])
@@ -133,10 +133,73 @@ def test_a_bad_base_url_is_refused_at_start(tmp_path: Path, url: str) -> None:
     run = _run("--provider", "openai", "--base-url", url, cwd=tmp_path)
     assert run.returncode == 2
     assert run.stdout == ""
-    assert run.stderr.splitlines()[-1] == (
+    assert run.stderr.splitlines().count(
         "acp-bridge: --base-url: expected an http:// or https:// URL with a host "
         f"(like https://api.openai.com/v1), got {url!r}"
     )
+
+
+def _editor_session(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``initialize`` and ``session/new`` sent as an editor sends them, then stdin's end."""
+    frames = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/new",
+            "params": {"cwd": str(cwd), "mcpServers": []},
+        },
+    ]
+    return subprocess.run(
+        [sys.executable, "-m", "acp_bridge", *args],
+        input="".join(json.dumps(f) + "\n" for f in frames),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("serve", [[], ["serve"]])
+def test_a_bad_option_is_the_error_of_session_new(tmp_path: Path, serve: list[str]) -> None:
+    """An editor that starts the agent with a bad option gets ``initialize``
+    answered and ``session/new`` refused with the option's message (as for a bad
+    script); stderr says it, no session is made, and the exit status is 2."""
+    state = tmp_path / "state"
+    run = _editor_session(*serve, "--state-dir", str(state), "--max-steps", "0", cwd=tmp_path)
+    assert run.returncode == 2
+    answers = {m["id"]: m for m in map(json.loads, run.stdout.splitlines())}
+    assert set(answers) == {1, 2}
+    assert answers[1]["result"]["protocolVersion"] == 1
+    error = answers[2]["error"]
+    assert error["data"]["kind"] == "startup"
+    prog = "acp-bridge serve" if serve else "acp-bridge"
+    message = f"{prog}: --max-steps: expected a whole number from 1 to 10000, got '0'"
+    assert message in error["message"]
+    assert message in run.stderr.splitlines()
+    assert not state.exists() or not any(state.rglob("*.jsonl"))
+
+
+def test_a_state_dir_that_cannot_be_made_is_the_error_of_session_new(tmp_path: Path) -> None:
+    """Nothing checks the state directory at start-up: ``session/new`` says why
+    it cannot make the log there, and the agent keeps answering."""
+    (tmp_path / "file").write_text("")
+    state = tmp_path / "file" / "state"
+    run = _editor_session("--provider", "fake", "--state-dir", str(state), cwd=tmp_path)
+    assert run.returncode == 0
+    answers = {m["id"]: m for m in map(json.loads, run.stdout.splitlines())}
+    assert answers[1]["result"]["protocolVersion"] == 1
+    error = answers[2]["error"]
+    assert error["code"] == -32603
+    assert error["data"]["path"].startswith(str(state))
+    assert error["message"].startswith("Cannot create the session log: ")
+
+
+def test_a_bad_option_of_another_subcommand_exits_at_once(tmp_path: Path) -> None:
+    """Only the agent keeps answering: ``show`` with a bad option is no editor's."""
+    run = _editor_session("show", "--bogus", "sess_x", cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert "acp-bridge: unrecognized arguments: --bogus" in run.stderr.splitlines()
 
 
 def test_a_bad_base_url_in_a_profile_is_the_error_of_session_new(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from acp_bridge.json_depth import ENCODE_DEPTH, MAX_DEPTH, field_name, too_deep
 from acp_bridge.jsonrpc.messages import Request, parse_frame
 from acp_bridge.log.check import check_log
 from acp_bridge.log.reader import read_records
-from acp_bridge.log.record_line import encode_record, new_record
+from acp_bridge.log.writer import encode_record, new_record
 
 pytestmark = pytest.mark.anyio
 

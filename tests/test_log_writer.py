@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import anyio
+import orjson
 import pytest
 
 from acp_bridge.log.check import check_log
@@ -160,13 +161,13 @@ class _Queued:
         pass
 
 
-def test_each_line_is_the_line_record_line_makes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`SessionLog.add` and the front door's ``session/start`` make their lines
-    the same way: the same fields at the same time give the same bytes, and
-    the same record (the fields handed to `add` are not copied on the way)."""
-    from acp_bridge.log import record_line
+def test_each_line_is_the_record_head_then_its_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SessionLog.add` makes each record the common head (now as its time), then
+    the fields handed to it (not copied on the way), one JSON line each."""
+    from acp_bridge.log import writer
+    from acp_bridge.log.records import FORMAT_VERSION
 
-    monkeypatch.setattr(record_line, "_now", lambda: 1700000000.25)
+    monkeypatch.setattr(writer, "_now", lambda: 1700000000.25)
     queued = _Queued()
     slog = SessionLog("session.jsonl", queued)  # type: ignore[arg-type]
     cases: list[tuple[str, int, int, dict[str, object]]] = [
@@ -177,7 +178,8 @@ def test_each_line_is_the_line_record_line_makes(monkeypatch: pytest.MonkeyPatch
     ]
     for seq, (kind, turn, step, fields) in enumerate(cases):
         record = slog.add(kind, turn, step, dict(fields))
-        expected = record_line.new_record(seq, kind, turn, step, fields)
+        head = {"v": FORMAT_VERSION, "seq": seq, "at": 1700000000.25, "type": kind}
+        expected = {**head, "turn": turn, "step": step, **fields}
         assert record == expected
         assert list(record) == list(expected)
-        assert queued.lines[seq] == record_line.encode_record(expected)
+        assert queued.lines[seq] == orjson.dumps(expected) + b"\n"

@@ -1,4 +1,4 @@
-"""What ``session/new`` needs loads without pydantic; the rest loads on first use or in the warm-up.
+"""What ``session/new`` needs loads without pydantic; the rest loads on first use.
 
 Each check runs in a fresh interpreter (this one has long imported everything).
 """
@@ -56,100 +56,6 @@ def test_a_session_s_tools_and_system_prompt_need_no_pydantic() -> None:
         "after ReadArgs a.txt 2",
         "schema ['path']",
     ]
-
-
-def test_the_warm_up_loads_what_a_turn_needs_once() -> None:
-    out = _run(
-        """
-        import sys
-        from acp_bridge import warm_up
-        print("before", [m for m in warm_up.MODULES if m in sys.modules])
-        warm_up.start()
-        first = warm_up._thread
-        warm_up.start()
-        assert warm_up.wait(100)
-        print("same thread", first is not None and warm_up._thread is first)
-        print("missing", [m for m in warm_up.MODULES if m not in sys.modules])
-        """
-    )
-    assert out.splitlines() == ["before []", "same thread True", "missing []"]
-
-
-def test_work_added_after_the_warm_up_ended_runs_in_the_next_one() -> None:
-    """A script prepared after the warm-up ran (a bridge forked after it) still
-    has its models built in the background once a session is answered."""
-    out = _run(
-        """
-        from acp_bridge import warm_up
-        warm_up.start()
-        assert warm_up.wait(100)
-        done = []
-        warm_up.also(lambda: done.append("built"))
-        print("before", done)
-        warm_up.start()
-        assert warm_up.wait(100)
-        print("after", done)
-        """
-    )
-    assert out.splitlines() == ["before []", "after ['built']"]
-
-
-def test_stop_ends_the_warm_up_after_its_piece_and_waits_for_it() -> None:
-    """The exit's `warm_up.stop`: the piece being loaded finishes, nothing after
-    it starts, and the thread has ended when it returns (a daemon thread still
-    loading while the interpreter finalizes aborted the process)."""
-    out = _run(
-        """
-        import sys, threading, time
-        from acp_bridge import warm_up
-        started, done = threading.Event(), []
-        def slow():
-            started.set()
-            time.sleep(0.3)
-            done.append("slow")
-        warm_up.also(slow)
-        warm_up.also(lambda: done.append("next"))
-        warm_up.start()
-        assert started.wait(100)
-        print("stopped", warm_up.stop(100), warm_up._thread.is_alive())
-        print("ran", done)
-        print("imported", [m for m in warm_up.MODULES if m in sys.modules])
-        # Stopped and ended: a later start warms up again (what is left of it).
-        warm_up.start()
-        assert warm_up.wait(100)
-        print("after", done)
-        """
-    )
-    assert out.splitlines() == [
-        "stopped True False",
-        "ran ['slow']",
-        "imported []",
-        "after ['slow', 'next']",
-    ]
-
-
-def test_the_server_stops_the_warm_up_as_it_exits(tmp_path: Path) -> None:
-    """The bridge stops the warm-up once its server has ended (here: stdin's end)."""
-    code = textwrap.dedent(
-        f"""
-        import sys
-        from acp_bridge import cli, warm_up
-        calls = []
-        warm_up.stop = lambda timeout=warm_up.STOP_WAIT: calls.append(timeout) or True
-        status = cli.main(["--provider", "fake", "--state-dir", {str(tmp_path)!r}])
-        print("status", status, "stopped", calls, file=sys.stderr)
-        """
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == ""  # stdout carries ACP only
-    assert "status 0 stopped [5.0]" in done.stderr
 
 
 def test_a_retry_after_date_is_read_though_its_parser_loads_late() -> None:

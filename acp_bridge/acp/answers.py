@@ -1,10 +1,8 @@
 """The answers of ``initialize`` and ``session/new``, built from plain values.
 
-One definition for both places that answer them: the server
-(`acp_bridge.acp.agent`, `acp_bridge.acp.live`) and the start-up's front door
-(`acp_bridge.front_door`), which answers the first two requests before the
-server is imported.  Pure functions of their arguments; nothing here imports
-the event loop, pydantic or the loop's classes.
+Used by `acp_bridge.acp.agent` (``initialize``), `acp_bridge.acp.live`
+(``session/new``) and the stored sessions' methods.  Pure functions of their
+arguments; nothing here imports the event loop, pydantic or the loop's classes.
 """
 
 from __future__ import annotations

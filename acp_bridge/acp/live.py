@@ -12,8 +12,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from .. import warm_up
-from ..errors import LogNotCreated, NoProvider
+from ..errors import LogNotCreated
 from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RequestId, RpcError
 from ..log.reader import session_path
@@ -28,9 +27,7 @@ from .prompt_turns import run_command, run_compact, run_prompt, run_regenerate
 from .table import SessionTable, require_directory
 
 if TYPE_CHECKING:
-    from ..front_door import OpenedSession
     from ..loop.session import Session
-    from ..providers.base import Provider
 
 __all__ = ["LiveMethods"]
 
@@ -88,41 +85,8 @@ class LiveMethods:
         current_reply.get().result(answer)
         table.mcp.answered(session)
         announce(session)
-        # Written first: the warm-up's thread would share the interpreter with the writer.
         table.outbox.flush_now()
-        warm_up.start()  # what the first prompt needs, now that the editor has its session
         return answer
-
-    async def adopt(self, opened: OpenedSession) -> None:
-        """Take in a session the start-up's front door made and answered
-        (`acp_bridge.front_door`): its log holds its ``session/start`` record.
-        What `new_session` does besides that is done now, in the same order:
-        the log opened and locked (as a reopen, without a replay), the session
-        with its provider, tools and context, its MCP servers (none), the
-        warm-up started (the commands were announced with the answer).  A
-        provider that cannot start is a stand-in whose model requests fail with
-        the reason (`acp_bridge.providers.unavailable`): the editor has the session."""
-        table = self.table
-        session_id = opened.session_id
-        try:
-            provider = await table.new_provider()
-        except NoProvider as exc:
-            provider = _stand_in(opened, exc.reason)
-        opened.release()  # the front door's lock, just before the table takes it
-        table.lock(session_id, opened.path)
-        slog = SessionLog(opened.path, table.outbox, next_seq=1)
-        session = table.make_session(session_id, opened.cwd, slog, provider, opened.extra_dirs)
-        await table.prepare_context(session)
-        await table.mcp.attach(session, opened.params)
-        table.sessions[session_id] = session
-        slog.sync()
-        await table.mcp.ready(session)
-        from ..commands.catalog import shown
-
-        table.mcp.answered(session)
-        shown(session)  # the front door sent the commands with its answer
-        table.outbox.flush_now()
-        warm_up.start()
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         from . import tool_session  # the tools load off the start-up path
@@ -188,17 +152,6 @@ class LiveMethods:
         session = self.table.find(params)
         if session is not None:
             session.prompts.cancel_request(request_id, self.table.spawn)
-
-
-def _stand_in(opened: OpenedSession, reason: str) -> Provider:
-    """The provider of a session answered before its provider failed to start:
-    named as the answer named it, each of its model requests failing with ``reason``."""
-    from ..providers.unavailable import Unavailable
-
-    quick = opened.provider
-    log.error("the session %s cannot reach its model: %s", opened.session_id, reason)
-    name = quick.name if quick is not None else "unavailable"
-    return Unavailable(name, reason, quick.config if quick is not None else None)
 
 
 async def _cancel_is_a_notification(params: dict[str, Any]) -> None:

@@ -19,7 +19,6 @@ __all__ = [
     "available_commands",
     "commands_update",
     "parse",
-    "shown",
 ]
 
 
@@ -81,12 +80,6 @@ def announce(session: Session, *, again: bool = True) -> None:
         return
     _remember(session, commands)
     session.outbox.send(session.frames.update(update))
-
-
-def shown(session: Session) -> None:
-    """The session's commands were sent for it already (by the start-up's front
-    door, `acp_bridge.front_door`, with the answer that opened it): as `announce`."""
-    _remember(session, available_commands(session))
 
 
 def _remember(session: Session, commands: list[dict[str, Any]]) -> None:

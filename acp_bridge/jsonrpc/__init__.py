@@ -1,8 +1,7 @@
 """JSON-RPC 2.0 over newline-delimited JSON: framing, messages, errors, a connection.
 
 The names below load their module on first use: the messages, the framing
-and the errors need no event loop, and the start-up's front door
-(`acp_bridge.front_door`) uses them before anyio is imported.
+and the errors need no event loop.
 """
 
 from __future__ import annotations

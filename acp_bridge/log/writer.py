@@ -32,8 +32,31 @@ import orjson
 
 from .model_records import MODEL_TYPES, for_history
 from .projection import HistoryProjection
-from .record_line import encode_record, new_record
-from .records import StreamOutcome
+from .records import FORMAT_VERSION, StreamOutcome
+
+_now = time.time
+_dumps = orjson.dumps
+# The line's newline is written by the encoder: no second copy of the line
+# to add it (a record is encoded once, on the append's path).
+_LINE: Final = orjson.OPT_APPEND_NEWLINE
+
+
+def new_record(seq: int, type: str, turn: int, step: int, fields: dict[str, Any]) -> dict[str, Any]:
+    """The record ``seq`` of a log: the common head (now as its time), then ``fields``."""
+    return {
+        "v": FORMAT_VERSION,
+        "seq": seq,
+        "at": _now(),
+        "type": type,
+        "turn": turn,
+        "step": step,
+        **fields,
+    }
+
+
+def encode_record(record: dict[str, Any]) -> bytes:
+    """The record's line in the file."""
+    return _dumps(record, option=_LINE)
 
 
 class LogTarget(Protocol):

@@ -19,13 +19,13 @@ tools and the ``mcp`` package load only when a session has servers.
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio.to_thread
 
 from ..jsonrpc.errors import RpcError
 from ..redact import SECRETS
-from .config_file import configured_entries
 
 if TYPE_CHECKING:
     from ..loop.session import Session
@@ -157,12 +157,27 @@ class McpHub:
             stdio.kill_all()
 
 
+def _configured_entries(path: str) -> object:
+    """The file's ``mcp_servers`` value (``[]`` when the file does not exist or
+    lists none); raises OSError or ``tomllib.TOMLDecodeError`` when it cannot
+    be read (a special file, one over `acp_bridge.paths.SMALL_FILE_LIMIT`)."""
+    if not os.path.isfile(path):
+        return []  # no config file: nothing to parse (tomllib compiles regexes at import)
+    import tomllib
+
+    from ..paths import read_small_file
+
+    data = tomllib.loads(read_small_file(path).decode())
+    entries: object = data.get("mcp_servers", [])
+    return entries
+
+
 def _load(path: str) -> list[ServerSpec]:
     """``[[mcp_servers]]`` of the config file; a bad entry is said on stderr and left out."""
     from .specs import SpecError, parse_server
 
     try:
-        entries = configured_entries(path)
+        entries = _configured_entries(path)
     except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         log.error("cannot read MCP servers from %s: %s", path, exc)
         return []

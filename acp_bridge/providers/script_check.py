@@ -8,8 +8,8 @@ check it here, without pydantic, against the JSON Schema generated from those
 models (``schemas/script.schema.json``, kept in step by a test) plus the rules
 across events that a schema cannot say (`order_problem`, `repeat_problem`,
 which the models' validators call too).  A script that passes is a
-`PreparedScript` whose models are built later: in the warm-up once the first
-session is answered, or at the first model request.
+`PreparedScript` whose models are built later, at the first model request
+(in a worker thread: `acp_bridge.providers.scripted`).
 
 The check only ever says "valid" or "not sure": for anything it does not
 pass (an invalid script, or a construct it does not know) the models
@@ -48,8 +48,6 @@ if TYPE_CHECKING:
 __all__ = [
     "PreparedScript",
     "ScriptError",
-    "passed_data",
-    "passed_file",
     "passes",
     "prepare_data",
     "prepare_file",
@@ -100,29 +98,6 @@ def prepare_file(path: str | os.PathLike[str]) -> PreparedScript:
 def prepare_data(data: object, source: str = "<script>") -> PreparedScript:
     """`prepare_file` for already decoded JSON."""
     return _prepare(source, script_to_text(data, source), data)
-
-
-def passed_file(path: str | os.PathLike[str]) -> PreparedScript | None:
-    """`prepare_file` if the quick check passes the script, else None (also for
-    a file that cannot be read): the models' verdict is left to `prepare_file`."""
-    try:
-        source, text, data = read_script(path)
-    except ScriptError:
-        return None
-    return _passed(source, text, data)
-
-
-def passed_data(data: object, source: str = "<script>") -> PreparedScript | None:
-    """`passed_file` for already decoded JSON."""
-    try:
-        text = script_to_text(data, source)
-    except ScriptError:
-        return None
-    return _passed(source, text, data)
-
-
-def _passed(source: str, text: str, data: object) -> PreparedScript | None:
-    return PreparedScript(text, data, source) if passes(text, data) else None
 
 
 def _prepare(source: str, text: str, data: object) -> PreparedScript:

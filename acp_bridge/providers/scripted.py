@@ -68,9 +68,9 @@ class ScriptedProvider:
 
     Every `stream` call consumes one response, in order; ``request_count``
     counts them.  Requests are not kept: each carries the whole history.
-    A `PreparedScript` has its models built at the first request (if the
-    warm-up has not built them yet); should they refuse it, every request
-    fails with their message.
+    A `PreparedScript` has its models built at its first request (once for
+    every session); should they refuse it, every request fails with their
+    message.
     """
 
     name: str = "fake"
@@ -121,7 +121,7 @@ class ScriptedProvider:
         self, prepared: PreparedScript, request: ModelRequest, cursor: int | None
     ) -> AsyncGenerator[_ScriptStream, None]:
         """A stream of a script whose models may not be built yet: they are built
-        in a worker thread (or, if the warm-up is building them, waited for there),
+        in a worker thread (or, if another stream is building them, waited for there),
         cancellable, and not on the event loop, which a pydantic build would hold."""
         await anyio.to_thread.run_sync(_build, prepared, abandon_on_cancel=True)
         async with _open(self._ops(request, cursor)) as stream:

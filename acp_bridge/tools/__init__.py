@@ -10,8 +10,8 @@ if TYPE_CHECKING:
     from .registry import TOOLS, ToolRegistry
 
 # Loaded on first use.  The built-in tools' argument models (pydantic, which
-# costs more than the rest of start-up) load later still, once a session is
-# answered (`acp_bridge.warm_up`).
+# costs more than the rest of start-up) load later still, at a turn's first
+# use of them.
 _WHERE = {
     "TOOLS": ".registry",
     "ToolRegistry": ".registry",

@@ -98,10 +98,8 @@ class Outbox:
         log_hold_limit: int = LOG_HOLD_LIMIT,
         input_pause: int = INPUT_PAUSE,
         pipe_size: int = STDOUT_PIPE_SIZE,
-        pipe_was: int = 0,
     ) -> None:
         self._pipe = StdoutPipe(stdout_fd, pipe_size)
-        self._pipe_was = pipe_was  # see StdoutPipe.prepare
         self._high_water = high_water
         self._input_pause = input_pause
         # The log files, what failing ones keep, and their fsyncs.
@@ -345,7 +343,7 @@ class Outbox:
 
     async def run(self) -> None:
         """The writer task.  Returns after `close` once the queue is empty."""
-        self._pipe.prepare(self._pipe_was)
+        self._pipe.prepare()
         async with anyio.create_task_group() as tg:
             self._logs.bind(tg)
             self._running = True

@@ -24,7 +24,6 @@ from typing import Final
 import anyio
 
 from .pace import IN_FLIGHT, IN_FLIGHT_MAX, PAGE, ReaderPace
-from .pipe_size import STDOUT_PIPE_SIZE, set_pipe_size, shrink_pipe
 
 __all__ = [
     "IN_FLIGHT",
@@ -37,6 +36,47 @@ __all__ = [
     "set_pipe_size",
     "shrink_pipe",
 ]
+
+# The size the stdout pipe is set to (Linux F_SETPIPE_SZ; rounded up to a
+# page).  What the pipe holds is read by the editor before the answer to a
+# Stop; a default 64 KiB pipe holds about 300 chunk frames, which a client
+# that reads at its own pace takes milliseconds to get through.  Two pages
+# cost no throughput to a client that reads as data comes (the benchmark's
+# client, which pauses after a small read, keeps the full rate as long as its
+# pause is sized to the pipe it reads).
+STDOUT_PIPE_SIZE: Final = 8 * 1024
+
+
+def shrink_pipe(fd: int, size: int) -> int:
+    """Bound what a stdout pipe holds (see STDOUT_PIPE_SIZE); 0 leaves it alone.
+
+    Only ever made smaller, and only where the system allows it (Linux);
+    elsewhere, or when the pipe holds more than that already, it stays as is.
+    Returns the size it had when it was made smaller, else 0.
+    """
+    get_size = getattr(fcntl, "F_GETPIPE_SZ", None)
+    if not size or get_size is None:
+        return 0
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return 0
+        before = int(fcntl.fcntl(fd, get_size))
+    except OSError:
+        return 0
+    return before if before > size and set_pipe_size(fd, size) else 0
+
+
+def set_pipe_size(fd: int, size: int) -> bool:
+    """Set a pipe's size; False where the system refuses (EBUSY: it holds more)."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is None:
+        return False
+    try:
+        fcntl.fcntl(fd, set_size, size)
+    except OSError:
+        return False
+    return True
+
 
 # While the editor reads, the writer (`acp_bridge.transport.outbox.Outbox.run`)
 # writes a new batch only once no more than the in-flight bound is left in
@@ -91,11 +131,10 @@ class StdoutPipe:
         self._current = 0
         self._pace = ReaderPace()
 
-    def prepare(self, was: int = 0) -> None:
-        """Non-blocking where that is safe, and the pipe made small (``was``: the
-        size it had, if the start-up's front door made it small already)."""
+    def prepare(self) -> None:
+        """Non-blocking where that is safe, and the pipe made small."""
         set_nonblocking(self.fd)
-        self._wide = shrink_pipe(self.fd, self._size) or was
+        self._wide = shrink_pipe(self.fd, self._size)
         self._current = self._size if self._wide else 0
 
     @property

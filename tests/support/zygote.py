@@ -258,17 +258,14 @@ def close() -> None:
 
 def _preload() -> None:
     """Import what a bridge imports, before any fork (no thread may run then)."""
-    import acp_bridge.acp.agent
-    import acp_bridge.cli
-    import acp_bridge.providers.anthropic
-    import acp_bridge.providers.openai
-    import acp_bridge.providers.scripted
-    import acp_bridge.server  # noqa: F401
-    from acp_bridge import warm_up
-    from acp_bridge.mcp import link
+    import pydantic.json_schema  # noqa: F401
 
-    warm_up.start()
-    warm_up.wait()
+    # What a first turn loads (pydantic's models and schemas): every child has it.
+    from acp_bridge.mcp import link
+    from acp_bridge.tools.registry import TOOLS
+
+    for tool in TOOLS:
+        tool.args_model.model_json_schema()
     link.import_client()
     if threading.active_count() != 1:
         raise RuntimeError(f"threads still run after the imports: {threading.enumerate()}")

@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("acp_bridge.cli")
 
 
-def _common(defaults: bool) -> _Parser:
+def common_options(defaults: bool) -> _Parser:
+    """--state-dir and --log-level, which every subcommand takes (check too)."""
     # Subparsers get SUPPRESS defaults so an option given before the
     # subcommand name is not overwritten by the subparser's default.
     d: Any = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
@@ -265,18 +266,18 @@ def build_parser() -> argparse.ArgumentParser:
         prog="acp-bridge",
         description="An Agent Client Protocol agent: an editor spawns it and talks JSON-RPC "
         "over stdio.  Stop keeps exactly what the user saw.",
-        parents=[_common(True)],
+        parents=[common_options(True)],
     )
     parser.add_argument("--version", action="version", version=f"acp-bridge {__version__}")
     _serve_options(parser, True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = sub.add_parser(
-        "serve", parents=[_common(False)], help="serve ACP on stdio (the default command)"
+        "serve", parents=[common_options(False)], help="serve ACP on stdio (the default command)"
     )
     _serve_options(serve, False)
     setup = sub.add_parser(
         "setup",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help="choose a model provider, enter its API key (not shown) or a local server's URL, "
         "test it with one tiny request and store it for the bare command",
     )
@@ -289,12 +290,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_parser(
         "logout",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help="forget the provider and key that `acp-bridge setup` stored",
     )
     demo = sub.add_parser(
         "demo",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help="play an editor session in the terminal: a streamed answer, a Stop, a follow-up",
     )
     demo.add_argument(
@@ -306,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     history = sub.add_parser(
         "history",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help="print the messages of the next model request of a stored session, as JSON",
     )
     history.add_argument(
@@ -314,20 +315,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_parser(
         "sessions",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help="list stored sessions: id, last update, turns, size, how the last turn ended, "
         "cwd, title",
     )
     show = sub.add_parser(
         "show",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help="print a stored session as a timeline: turns, steps, attempts, errors, "
         "interruptions, timings",
     )
     show.add_argument("session_id", metavar="SESSION_ID", help="the session's id (sess_...)")
     permissions = sub.add_parser(
         "permissions",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help='list the "always allow" / "always reject" answers kept per project',
     )
     permissions.add_argument("--forget", metavar="TOOL", help="forget the rules for TOOL")

@@ -74,6 +74,7 @@ class WireParser(Protocol):
 
 class Wire(Protocol):
     name: str
+    vendor: str  # how a message names the server ("the OpenAI-compatible server")
     key_env: str
     request_id_header: str
 
@@ -233,7 +234,7 @@ class HttpStream:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:  # bad JSON or shapes
             return await self._failed(
                 ProviderError(
-                    f"{self._wire.name} sent a malformed event stream: {scrub(str(exc))}",
+                    f"{self._wire.vendor} sent a malformed event stream: {scrub(str(exc))}",
                     kind="malformed",
                 )
             )
@@ -241,7 +242,7 @@ class HttpStream:
 
     def _cut(self, exc: Exception) -> ProviderError:
         return ProviderError(
-            f"the connection to {self._wire.name} broke mid-answer "
+            f"the connection to {self._wire.vendor} broke mid-answer "
             f"({type(exc).__name__}); the reply is incomplete",
             kind="cut",
             retryable=True,
@@ -290,7 +291,7 @@ class HttpStream:
         except httpx.TimeoutException as exc:
             return await self._failed(
                 ProviderError(
-                    f"{self._wire.name} did not answer in time ({type(exc).__name__})",
+                    f"{self._wire.vendor} did not answer in time ({type(exc).__name__})",
                     kind="timeout",
                     retryable=True,
                 )
@@ -298,7 +299,7 @@ class HttpStream:
         except httpx.TransportError as exc:
             return await self._failed(
                 ProviderError(
-                    f"cannot reach {self._wire.name} at {self._provider.config.base_url}: "
+                    f"cannot reach {self._wire.vendor} at {self._provider.config.base_url}: "
                     f"{scrub(str(exc)) or type(exc).__name__}",
                     kind="connection",
                     retryable=True,
@@ -338,7 +339,7 @@ class HttpStream:
         if data is None:
             return await self._failed(
                 ProviderError(
-                    f"{self._wire.name} answered with something other than an event stream "
+                    f"{self._wire.vendor} answered with something other than an event stream "
                     f"(content-type {content_type or 'none'!r})",
                     kind="malformed",
                 )

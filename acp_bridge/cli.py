@@ -346,12 +346,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+COMMON_OPTIONS: tuple[str, ...] = ("--state-dir", "--log-level")
+
+
+def check_argv(argv: Sequence[str]) -> list[str] | None:
+    """check's own command line when the command is check, else None: check parses
+    its options itself, so the common options given before its name move after it."""
+    leading: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in COMMON_OPTIONS and i + 1 < len(argv):
+            leading += argv[i : i + 2]
+            i += 2
+        elif argv[i].startswith(tuple(f"{o}=" for o in COMMON_OPTIONS)):
+            leading.append(argv[i])
+            i += 1
+        else:
+            break
+    if argv[i : i + 1] != ["check"]:
+        return None
+    return [*leading, *argv[i + 1 :]]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["check"]:
+    checking = check_argv(argv)
+    if checking is not None:
         from .check.cli import main as check_main
 
-        return check_main(argv[1:])
+        return check_main(checking)
     args = build_parser().parse_args(argv)
     # stderr never blocks the event loop: a bounded buffer written by its own
     # thread, and repeated warnings rate-limited (see acp_bridge.stderr_log).
@@ -385,7 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_logout()
     if command == "check":
-        # Only reached with options before the name (main hands "check ..." over first).
+        # Only reached with options other than the common ones before the name
+        # (main hands "check ..." over first).
         sys.stderr.write(
             "acp-bridge: give check's options after its name: acp-bridge check "
             "[options] [-- AGENT COMMAND...]\n"

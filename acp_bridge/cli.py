@@ -46,7 +46,8 @@ from .stderr_log import install as install_stderr_logging
 log = logging.getLogger("acp_bridge.cli")
 
 
-def _common(defaults: bool) -> _Parser:
+def common_options(defaults: bool) -> _Parser:
+    """--state-dir and --log-level, which every subcommand takes (check too)."""
     # Subparsers get SUPPRESS defaults so an option given before the
     # subcommand name is not overwritten by the subparser's default.
     d: Any = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
@@ -285,7 +286,7 @@ def _bad_command_line(argv: list[str], exc: BadOption) -> int:
     if sys.stdin.isatty() or _NOT_SERVE.intersection(words):
         return 2
     try:  # the state directory and the log level, if those at least are good
-        common, _ = _common(True).parse_known_args(argv)
+        common, _ = common_options(True).parse_known_args(argv)
     except BadOption:
         common = argparse.Namespace(state_dir=None, log_level="warning")
     install_stderr_logging(getattr(logging, common.log_level.upper()))
@@ -299,18 +300,18 @@ def build_parser() -> argparse.ArgumentParser:
         prog="acp-bridge",
         description="An Agent Client Protocol agent: an editor spawns it and talks JSON-RPC "
         "over stdio.  Stop keeps exactly what the user saw.",
-        parents=[_common(True)],
+        parents=[common_options(True)],
     )
     parser.add_argument("--version", action="version", version=f"acp-bridge {__version__}")
     _serve_options(parser, True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = sub.add_parser(
-        "serve", parents=[_common(False)], help="serve ACP on stdio (the default command)"
+        "serve", parents=[common_options(False)], help="serve ACP on stdio (the default command)"
     )
     _serve_options(serve, False)
     setup = sub.add_parser(
         "setup",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help="choose a model provider, enter its API key (not shown) or a local server's URL, "
         "test it with one tiny request and store it for the bare command",
     )
@@ -323,12 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_parser(
         "logout",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help="forget the provider and key that `acp-bridge setup` stored",
     )
     demo = sub.add_parser(
         "demo",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help="play an editor session in the terminal: a streamed answer, a Stop, a follow-up",
     )
     demo.add_argument(
@@ -340,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     history = sub.add_parser(
         "history",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help="print the messages of the next model request of a stored session, as JSON",
     )
     history.add_argument(
@@ -348,20 +349,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_parser(
         "sessions",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help="list stored sessions: id, last update, turns, size, how the last turn ended, "
         "cwd, title",
     )
     show = sub.add_parser(
         "show",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help="print a stored session as a timeline: turns, steps, attempts, errors, "
         "interruptions, timings",
     )
     show.add_argument("session_id", metavar="SESSION_ID", help="the session's id (sess_...)")
     permissions = sub.add_parser(
         "permissions",
-        parents=[_common(False)],
+        parents=[common_options(False)],
         help='list the "always allow" / "always reject" answers kept per project',
     )
     permissions.add_argument("--forget", metavar="TOOL", help="forget the rules for TOOL")
@@ -379,12 +380,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+COMMON_OPTIONS: tuple[str, ...] = ("--state-dir", "--log-level")
+
+
+def check_argv(argv: Sequence[str]) -> list[str] | None:
+    """check's own command line when the command is check, else None: check parses
+    its options itself, so the common options given before its name move after it."""
+    leading: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in COMMON_OPTIONS and i + 1 < len(argv):
+            leading += argv[i : i + 2]
+            i += 2
+        elif argv[i].startswith(tuple(f"{o}=" for o in COMMON_OPTIONS)):
+            leading.append(argv[i])
+            i += 1
+        else:
+            break
+    if argv[i : i + 1] != ["check"]:
+        return None
+    return [*leading, *argv[i + 1 :]]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["check"]:
+    checking = check_argv(argv)
+    if checking is not None:
         from .check.cli import main as check_main
 
-        return check_main(argv[1:])
+        return check_main(checking)
     try:
         args = build_parser().parse_args(argv)
     except BadOption as exc:
@@ -421,7 +445,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_logout()
     if command == "check":
-        # Only reached with options before the name (main hands "check ..." over first).
+        # Only reached with options other than the common ones before the name
+        # (main hands "check ..." over first).
         sys.stderr.write(
             "acp-bridge: give check's options after its name: acp-bridge check "
             "[options] [-- AGENT COMMAND...]\n"

@@ -191,7 +191,9 @@ def _request_error(record: Record) -> str:
     error = record.get("error") or {}
     retry = ""
     if record.get("retrying"):
-        retry = f", retry {record.get('retry_attempt')} in {record.get('retry_delay')}s"
+        delay = record.get("retry_delay")
+        wait = f"{delay:.2f}s" if isinstance(delay, int | float) else "?"
+        retry = f", retry {record.get('retry_attempt')} in {wait}"
     status = f" {error['status']}" if error.get("status") else ""
     return f"request error: {error.get('kind')}{status} {_quote(str(error.get('message')))}{retry}"
 

@@ -16,6 +16,7 @@ import sys
 import time
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import urlsplit
 
 from .credentials import Store, forget, load_stored, save, setup_file
 from .paths import default_config_file
@@ -55,6 +56,23 @@ LOCAL_SERVERS: Final = (
     ("llama.cpp", "http://127.0.0.1:8080/v1"),
 )
 TEST_PROMPT: Final = "Reply with the single word: ok"
+LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
+
+
+def server_name(provider: str, base_url: str | None) -> str:
+    """What setup calls the server: a local one by the usual port of its kind
+    (Ollama, not the ``openai`` provider that speaks to it), else its vendor."""
+    url = urlsplit(base_url or DEFAULT_BASE_URLS[provider])
+    if url.hostname in LOOPBACK:
+        for name, usual in LOCAL_SERVERS:
+            if url.port == urlsplit(usual).port:
+                return name
+        return "a local server"
+    if provider == "anthropic":
+        return "Anthropic"
+    if url.hostname == urlsplit(DEFAULT_BASE_URLS["openai"]).hostname:
+        return "OpenAI"
+    return "an OpenAI-compatible service"
 
 
 class Cancelled(Exception):
@@ -129,7 +147,8 @@ def _setup(store: Store) -> int:
     default_model = None if kind.asks_base_url else DEFAULT_MODELS[kind.provider]
     model = ask("Model", default_model)
     url = base_url or DEFAULT_BASE_URLS[kind.provider]
-    say(f"Testing with one tiny request to {model} at {url} ...")
+    name = server_name(kind.provider, url)
+    say(f"Testing with one tiny request to {model} on {name} at {url} ...")
     error = test_request(kind.provider, base_url, model, key)
     if error is None:
         say("  it answered.")
@@ -171,8 +190,9 @@ def _show_current() -> None:
     if stored is None:
         return
     where = DEFAULT_BASE_URLS[stored.provider] if stored.base_url is None else stored.base_url
+    name = server_name(stored.provider, where)
     say(
-        f"Stored now: {stored.provider} at {where}, model {stored.model or 'default'} "
+        f"Stored now: {name} at {where}, model {stored.model or 'default'} "
         f"(in {setup_file()}); this setup replaces it."
     )
 

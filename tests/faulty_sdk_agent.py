@@ -10,6 +10,8 @@ and of the test kit.
     python tests/faulty_sdk_agent.py --late-register # a cancel right behind the prompt is lost
     python tests/faulty_sdk_agent.py --sticky-cancel # a cancel while idle stops the next prompt
     python tests/faulty_sdk_agent.py --crash-on-cancel # exits (status 3) on session/cancel
+    python tests/faulty_sdk_agent.py --uuid-ids      # session ids are bare UUIDs, not sess_...
+    python tests/faulty_sdk_agent.py --one-line      # each prompt answers one line, end_turn
 
 With ``--ask-permission`` each prompt first announces a tool call and asks for
 permission: an allow streams as usual; a ``cancelled`` outcome (the client's answer
@@ -23,11 +25,19 @@ import asyncio
 import logging
 import os
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import acp
-from acp import PromptResponse, start_tool_call, text_block, update_agent_message, update_tool_call
+from acp import (
+    NewSessionResponse,
+    PromptResponse,
+    start_tool_call,
+    text_block,
+    update_agent_message,
+    update_tool_call,
+)
 from acp.schema import PermissionOption
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -36,7 +46,8 @@ from bench.ref_sdk_agent import CHUNK_TEXT, RefSdkAgent
 
 class FaultySdkAgent(RefSdkAgent):
     def __init__(self, args: argparse.Namespace) -> None:
-        super().__init__()
+        super().__init__(one_line=args.one_line)
+        self._uuid_ids: bool = args.uuid_ids
         self._end_turn: bool = args.end_turn
         self._leak: int = args.leak
         self._ask: bool = args.ask_permission
@@ -46,6 +57,19 @@ class FaultySdkAgent(RefSdkAgent):
         self._crash: bool = args.crash_on_cancel
         self._stopped_while_idle: set[str] = set()
         self._leaks: list[str] = []
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
+        if not self._uuid_ids:
+            return await super().new_session(cwd, additional_directories, mcp_servers, **kwargs)
+        session_id = str(uuid.uuid4())
+        self._sessions.add(session_id)
+        return NewSessionResponse(session_id=session_id)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         if self._crash and session_id in self._turns:
@@ -116,6 +140,8 @@ async def main() -> None:
     parser.add_argument("--late-register", action="store_true")
     parser.add_argument("--sticky-cancel", action="store_true")
     parser.add_argument("--crash-on-cancel", action="store_true")
+    parser.add_argument("--uuid-ids", action="store_true")
+    parser.add_argument("--one-line", action="store_true")
     await acp.run_agent(FaultySdkAgent(parser.parse_args()))
 
 

@@ -4,7 +4,9 @@
 headers and a body of server-sent events written as chunked transfer
 encoding, with optionally a cut (the socket closes mid-body) or a
 tail that keeps the stream open until the client goes away (recorded as a
-disconnect).  It keeps every request it received (path, headers, JSON body).
+disconnect); or a plain body instead of the events (an error, or one whole
+JSON answer as some servers give to a streaming request, `openai_completion`).
+It keeps every request it received (path, headers, JSON body).
 A ``GET .../models`` is answered with `WireServer.models` (404 while it is
 None) and kept apart, in ``gets``.  A scripted reply may be a function of the
 request's JSON body that returns the `Reply` (usage that follows the request's
@@ -28,7 +30,8 @@ class Reply:
     events: list[str] = field(default_factory=list)  # raw SSE events, without the blank line
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
-    body: bytes | None = None  # a non-SSE body (errors)
+    body: bytes | None = None  # a non-SSE body (errors, or a whole JSON answer)
+    content_type: str = "application/json"  # the non-SSE body's
     cut: bool = False  # close the socket after the events, mid-body
     stall: float = 0.0  # after the events, wait this long before ending
     hold: bool = False  # after the events, keep the stream open until the client leaves
@@ -104,7 +107,7 @@ class WireServer:
         h.send_response(reply.status)
         if reply.body is not None or reply.status != 200:
             body = reply.body or b""
-            h.send_header("content-type", "application/json")
+            h.send_header("content-type", reply.content_type)
             h.send_header("content-length", str(len(body)))
             for k, v in reply.headers.items():
                 h.send_header(k, v)
@@ -251,6 +254,24 @@ def openai_text(
         sse(None, "[DONE]"),
     ]
     return out
+
+
+def openai_completion(
+    message: dict[str, Any], finish: str | None = "stop", usage: dict[str, Any] | None = None
+) -> bytes:
+    """A whole non-streamed ``chat.completion``, as some servers answer a streaming request."""
+    return json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
+            ],
+            "usage": usage,
+        }
+    ).encode()
 
 
 # -- streams that end cleanly without their finish event -------------------------------

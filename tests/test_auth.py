@@ -25,6 +25,7 @@ from support.bridge import running_bridge
 
 from acp_bridge.client import AcpClient, bridge_command
 from acp_bridge.jsonrpc.errors import AUTH_REQUIRED
+from acp_bridge.setup_cli import server_name
 
 pytestmark = pytest.mark.anyio
 
@@ -216,6 +217,8 @@ def run_setup(sandbox: Sandbox, base_url: str, key: str, *extra: str) -> PtySess
     term.type(key)
     term.expect(r"Model: ")
     term.type("test-model")
+    # A server on loopback is named as one, not as the provider that speaks to it.
+    term.expect(r"Testing with one tiny request to test-model on a local server at ")
     term.expect(r"it answered\.")
     return term
 
@@ -461,3 +464,20 @@ def test_logout_removes_a_setup_file_that_is_not_a_small_regular_file(
     )
     assert result.returncode == 0, result.stderr
     assert not os.path.lexists(sandbox.setup_file)
+
+
+@pytest.mark.parametrize(
+    ("provider", "base_url", "name"),
+    [
+        ("openai", "http://127.0.0.1:11434/v1", "Ollama"),
+        ("openai", "http://localhost:1234/v1", "LM Studio"),
+        ("openai", "http://127.0.0.1:9/v1", "a local server"),
+        ("openai", None, "OpenAI"),
+        ("openai", "https://api.deepseek.com", "an OpenAI-compatible service"),
+        ("anthropic", None, "Anthropic"),
+    ],
+)
+def test_setup_names_the_server_not_the_provider(
+    provider: str, base_url: str | None, name: str
+) -> None:
+    assert server_name(provider, base_url) == name

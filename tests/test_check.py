@@ -259,9 +259,24 @@ def test_a_program_that_does_not_exist_is_an_option_error() -> None:
     assert "cannot run 'no-such-agent-program'" in done.stderr
 
 
+def test_common_options_before_the_check_name_are_checks() -> None:
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "acp_bridge", "--log-level", "info", "--state-dir=x"),
+            *("check", "--only", "initialize.version"),
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "initialize.version" in done.stdout
+
+
 def test_options_before_the_check_name_are_refused_not_served() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "acp_bridge", "--log-level", "info", "check"],
+        [sys.executable, "-m", "acp_bridge", "--provider", "fake", "check"],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

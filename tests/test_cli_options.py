@@ -231,3 +231,46 @@ def test_a_bad_base_url_in_a_profile_is_the_error_of_session_new(tmp_path: Path)
     assert error["data"]["kind"] == "startup"
     assert "base_url: expected an http:// or https:// URL with a host" in error["message"]
     assert "'localhost:8080'" in error["message"]
+
+
+# Every subcommand the README lists, with arguments that end it at once (or with a
+# plain "not found"), the common options after its name.
+SUBCOMMANDS = [
+    ["serve"],
+    ["setup"],
+    ["logout"],
+    ["demo", "--stop-after", "1"],
+    ["history", "sess_unknown"],
+    ["sessions"],
+    ["show", "sess_unknown"],
+    ["permissions"],
+    ["check", "--only", "initialize.version"],
+]
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS, ids=[c[0] for c in SUBCOMMANDS])
+def test_every_subcommand_takes_state_dir_and_log_level(
+    tmp_path: Path, command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACP_BRIDGE_CONFIG_DIR", str(tmp_path / "config"))
+    name, *rest = command
+    done = _run(
+        name, "--state-dir", str(tmp_path / "state"), "--log-level", "info", *rest, cwd=tmp_path
+    )
+    assert "unrecognized arguments" not in done.stderr
+    assert "--state-dir" not in done.stderr
+    assert "--log-level" not in done.stderr
+    if name == "setup":  # got as far as asking for a terminal
+        assert "asks questions" in done.stderr
+    else:
+        assert done.returncode != 2, done.stderr
+    if name == "check":
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "initialize.version" in done.stdout
+
+
+def test_check_refuses_a_bad_log_level(tmp_path: Path) -> None:
+    done = _run("check", "--log-level", "loud", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "--log-level" in done.stderr
+    assert "'loud'" in done.stderr

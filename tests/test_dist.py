@@ -257,6 +257,11 @@ def test_the_readme_starts_with_installing_it_by_name() -> None:
         assert needed in head, needed
     # The from-source commands come after the install lines.
     assert readme.index(f"pip install {NAME}") < readme.index("pip install -q -e '.[test]'")
+    # Until the first release the index has no such package: the install section says so
+    # and gives the install from a clone, the same three ways.
+    assert "Not on PyPI yet" in head
+    for from_clone in ("git clone ", "pip install .", "pipx install .", f"uvx --from . {NAME}"):
+        assert from_clone in head, from_clone
 
 
 @pytest.mark.slow

@@ -30,6 +30,8 @@ from acp_bridge.testing import (
     transcript_snapshot,
     wait_for_stop,
 )
+from acp_bridge.testing.normalize import ID_PATTERNS, normalize
+from acp_bridge.testing.transcript import session_id_pattern, session_ids
 
 pytestmark = pytest.mark.anyio
 
@@ -334,6 +336,35 @@ async def test_load_resume_fork_and_list_across_processes(
         assert await agent.finish() == 0
 
 
+async def test_snapshots_are_stable_for_an_agent_whose_session_ids_are_uuids(
+    acp_agent: AgentLauncher,
+) -> None:
+    command = [sys.executable, str(ROOT / "tests" / "faulty_sdk_agent.py"), "--uuid-ids"]
+    shots: list[Json] = []
+    ids: list[str] = []
+    for _ in range(2):
+        async with acp_agent.command([*command, "--one-line"]) as agent:
+            await agent.initialize()
+            first = await agent.new_session()
+            second = await agent.new_session()
+            assert (await first.prompt("Hi")).stop_reason == "end_turn"
+            assert (await second.prompt("Hi")).stop_reason == "end_turn"
+            assert await agent.finish() == 0
+        ids += [first.id, second.id]
+        shots.append(transcript_snapshot(agent))
+    assert len(set(ids)) == 4
+    assert all(len(i) == 36 and not i.startswith("sess_") for i in ids)  # UUIDs
+    assert shots[0] == shots[1]  # the same session, whatever ids the agent made
+    text = json.dumps(shots[0])
+    assert not any(i in text for i in ids)
+    new_answers = [
+        m["result"]
+        for d, m in shots[0]["wire"]
+        if d == "recv" and "sessionId" in m.get("result", {})
+    ]
+    assert new_answers == [{"sessionId": "<sess-1>"}, {"sessionId": "<sess-2>"}]
+
+
 # -- the plugin -----------------------------------------------------------------------------
 
 
@@ -449,3 +480,27 @@ async def test_settle_after_the_agent_exited_returns_and_leaves_no_request(
     assert agent.barrier_ids == settled
     assert len(agent.transcript) == sent
     assert "settle" not in json.dumps(transcript_snapshot(agent))
+
+
+def test_an_agents_session_ids_are_found_whole_and_numbered_with_acp_bridges() -> None:
+    wire = [
+        {"id": 1, "result": {"sessionId": "s1"}},
+        {"method": "session/update", "params": {"sessionId": "sess_" + "a" * 32}},
+        {"id": 2, "result": {"sessions": [{"sessionId": "s1"}, {"sessionId": "s10"}]}},
+    ]
+    assert session_ids(wire) == ["s1", "sess_" + "a" * 32, "s10"]
+    pattern = session_id_pattern(session_ids(wire))
+    assert pattern is not None
+    assert pattern.pattern.count("|") == 1  # acp-bridge's own id is left to its own pattern
+    shot = normalize(
+        ["s1", "s10 and s1", "sess_" + "a" * 32, "ss1", "s1x", "/state/s10.jsonl"],
+        ids=[*ID_PATTERNS[:1], (pattern, "sess"), *ID_PATTERNS[1:]],
+    )
+    assert shot == [
+        "<sess-1>",
+        "<sess-2> and <sess-1>",
+        "<sess-3>",
+        "ss1",
+        "s1x",
+        "/state/<sess-2>.jsonl",
+    ]

@@ -32,6 +32,7 @@ from provider_server import (
     anthropic_text,
     anthropic_text_block,
     openai_chunk,
+    openai_completion,
     openai_text,
     sse,
 )
@@ -722,6 +723,83 @@ async def test_openai_mid_stream_error_data_event(tmp_path: Path) -> None:
     error = results[0].response["error"]
     assert error["data"]["kind"] == "stream_error"
     assert "The server had an error" in error["message"]
+
+
+# A server that answers the streaming request with one whole JSON chat.completion.
+WHOLE_NOTE = "reading it as the whole stream"
+
+
+async def test_openai_whole_json_completion_is_read_as_the_stream(tmp_path: Path) -> None:
+    results: list[PromptResult] = []
+    usage = {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}
+    body = openai_completion({"content": "Hello world", "reasoning_content": "Hmm"}, usage=usage)
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+
+    s = await run(tmp_path, "openai", [Reply(body=body)], play)
+    assert results[0].text("agent_thought_chunk") == "Hmm"
+    assert results[0].text() == "Hello world"
+    assert results[0].response["result"]["stopReason"] == "end_turn"
+    assert len(s.server.requests) == 1
+    [message] = [r for r in s.logs()[0] if r["type"] == "assistant/message"]
+    assert message["usage"] == {"input_tokens": 9, "output_tokens": 5, "context_window": 128_000}
+    assert WHOLE_NOTE in s.stderr  # the debug line says what the server did
+
+
+async def test_openai_whole_json_completion_with_tool_calls(tmp_path: Path) -> None:
+    calls = [
+        {
+            "id": "call_a",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+        },
+        {"id": "call_b", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
+    ]
+    first = openai_completion({"content": "Checking.", "tool_calls": calls}, "tool_calls")
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Weather and time?"))
+
+    s = await run(
+        tmp_path,
+        "openai",
+        [Reply(body=first), Reply(body=openai_completion({"content": "Done."}))],
+        play,
+    )
+    assert results[0].text() == "Checking.Done."
+    started = [u for u in results[0].updates if u["sessionUpdate"] == "tool_call"]
+    assert len(started) == 2
+    follow = chat(s.server.requests[1].body)
+    assert follow[1]["content"] == "Checking."
+    assert [(c["id"], c["function"]) for c in follow[1]["tool_calls"]] == [
+        (c["id"], c["function"]) for c in calls
+    ]
+    assert [m.get("tool_call_id") for m in follow[2:]] == ["call_a", "call_b"]
+    assert unavailable_tool_text("get_weather") in follow[2]["content"]
+
+
+async def test_openai_answer_neither_stream_nor_completion_is_refused(tmp_path: Path) -> None:
+    results: list[PromptResult] = []
+    replies = [
+        Reply(body=b"<html>busy</html>", content_type="text/html"),
+        # JSON, but not a chat.completion.
+        Reply(body=b'{"status": "ok"}'),
+    ]
+
+    async def play(client: AcpClient, sid: str) -> None:
+        results.append(await prompt(client, sid, "Hi"))
+        results.append(await prompt(client, sid, "Again"))
+
+    s = await run(tmp_path, "openai", replies, play)
+    for result, content_type in zip(results, ["text/html", "application/json"], strict=True):
+        error = result.response["error"]
+        assert error["data"]["kind"] == "malformed"
+        assert "something other than an event stream" in error["message"]
+        assert content_type in error["message"]
+    assert len(s.server.requests) == 2  # not retried
+    assert WHOLE_NOTE not in s.stderr
 
 
 async def test_model_option_and_image(tmp_path: Path, snapshot: SnapshotAssertion) -> None:

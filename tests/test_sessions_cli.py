@@ -73,3 +73,20 @@ def test_history_with_a_wrong_id_lists_the_nearest(tmp_path: Path) -> None:
     good = run("history", SID, "--state-dir", directory)
     assert good.returncode == 0
     assert '"interrupted": true' in good.stdout
+
+
+def test_show_rounds_a_retry_wait(tmp_path: Path) -> None:
+    directory = state(tmp_path)
+    log = tmp_path / "sessions" / f"{SID}.jsonl"
+    # The fixture's overloaded request was retried after a computed (jittered) wait.
+    log.write_text(
+        log.read_text().replace(
+            '"request_id":null}}',
+            '"request_id":null},"retrying":true,"retry_attempt":1,'
+            '"retry_delay":0.44082993995546754}',
+        )
+    )
+    result = run("show", SID, "--state-dir", directory)
+    assert result.returncode == 0, result.stderr
+    assert 'request error: overloaded 529 "overloaded", retry 1 in 0.44s' in result.stdout
+    assert "0.4408" not in result.stdout

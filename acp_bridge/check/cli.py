@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..client import bridge_command
+from ..stderr_log import install as install_stderr_logging
 from .requirements import REQUIREMENTS
 from .runner import DEFAULT_STREAM_PROMPT, CheckOptions, run_check_sync
 
@@ -57,8 +59,14 @@ def _check_id(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..cli import common_options
+
     p = argparse.ArgumentParser(
         prog="acp-bridge check",
+        # --state-dir and --log-level, as every subcommand takes: the checker's
+        # agents keep their sessions in temporary folders of the run, never in
+        # the state directory, so a check leaves the stored sessions alone.
+        parents=[common_options(True)],
         usage=USAGE,
         description="Run an ACP v1 conformance suite against an agent over stdio and print "
         "a report: every check with its tier (mandatory, capability, advisory), the "
@@ -172,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options_argv, command = split_command(sys.argv[2:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(options_argv)
+    install_stderr_logging(getattr(logging, args.log_level.upper()))
     scripted = args.scripted or not command
     if command and shutil.which(command[0]) is None:
         parser.error(f"cannot run {command[0]!r}: no such program")

@@ -8,6 +8,9 @@ server-sent event into stream events, and turns an HTTP error into a
 * one ``POST`` per attempt with httpx, the response read as SSE with httpx-sse;
 * retries (429, 5xx, 529, overloaded, connection failures) only while nothing
   has been yielded: each is announced by a `Retrying` event before the wait;
+* a server that answers with one whole JSON answer instead of an event stream
+  is read as that stream when the wire knows the answer (`Wire.whole_answer`:
+  an OpenAI-compatible ``chat.completion``), and refused otherwise;
 * an idle stream (no bytes for the read timeout) raises `StreamIdleTimeout`;
   a cut body, malformed SSE and in-stream errors raise distinct kinds;
 * ``abort()`` shuts the socket down synchronously, so the server sees the
@@ -30,7 +33,7 @@ from typing import Protocol
 
 import anyio
 import httpx
-from httpx_sse import EventSource, ServerSentEvent, SSEError
+from httpx_sse import EventSource, ServerSentEvent
 
 from ..context.config import ContextConfig
 from ..context.windows import ModelInfo, resolve_window
@@ -71,6 +74,7 @@ class WireParser(Protocol):
 
 class Wire(Protocol):
     name: str
+    vendor: str  # how a message names the server ("the OpenAI-compatible server")
     key_env: str
     request_id_header: str
 
@@ -81,6 +85,8 @@ class Wire(Protocol):
     def body(self, request: ModelRequest, config: ProviderConfig, model: str) -> bytes: ...
 
     def parser(self) -> WireParser: ...
+
+    def whole_answer(self, raw: bytes) -> list[str] | None: ...
 
     def http_error(
         self, status: int, raw: bytes, headers: Mapping[str, str], has_key: bool
@@ -224,27 +230,22 @@ class HttpStream:
             if self._record is not None:
                 self._record.error(timeout)
             raise self._tag(timeout) from None
-        except (httpx.TransportError, SSEError) as exc:
+        except httpx.TransportError as exc:
             if self._aborted:
                 raise StopAsyncIteration from None
             return await self._failed(self._cut(exc))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:  # bad JSON or shapes
             return await self._failed(
                 ProviderError(
-                    f"{self._wire.name} sent a malformed event stream: {exc}",
+                    f"{self._wire.vendor} sent a malformed event stream: {exc}",
                     kind="malformed",
                 )
             )
         return None
 
     def _cut(self, exc: Exception) -> ProviderError:
-        if isinstance(exc, SSEError):
-            return ProviderError(
-                f"{self._wire.name} answered with something other than an event stream: {exc}",
-                kind="malformed",
-            )
         return ProviderError(
-            f"the connection to {self._wire.name} broke mid-answer "
+            f"the connection to {self._wire.vendor} broke mid-answer "
             f"({type(exc).__name__}); the reply is incomplete",
             kind="cut",
             retryable=True,
@@ -293,7 +294,7 @@ class HttpStream:
         except httpx.TimeoutException as exc:
             return await self._failed(
                 ProviderError(
-                    f"{self._wire.name} did not answer in time ({type(exc).__name__})",
+                    f"{self._wire.vendor} did not answer in time ({type(exc).__name__})",
                     kind="timeout",
                     retryable=True,
                 )
@@ -301,7 +302,7 @@ class HttpStream:
         except httpx.TransportError as exc:
             return await self._failed(
                 ProviderError(
-                    f"cannot reach {self._wire.name} at {self._provider.config.base_url}: "
+                    f"cannot reach {self._wire.vendor} at {self._provider.config.base_url}: "
                     f"{str(exc) or type(exc).__name__}",
                     kind="connection",
                     retryable=True,
@@ -321,7 +322,39 @@ class HttpStream:
         if self._aborted:
             await self._drop_response()
             return None
+        content_type = response.headers.get("content-type", "")
+        if "text/event-stream" not in content_type:
+            return await self._whole(response, content_type)
         self._sse = EventSource(response).aiter_sse()
+        return None
+
+    async def _whole(self, response: httpx.Response, content_type: str) -> Retrying | None:
+        """A 200 that is not an event stream: read it as one whole answer, the
+        events it stands for going through the parser like a stream's, or refuse it."""
+        try:
+            raw = await response.aread()
+        except httpx.TransportError as exc:
+            if self._aborted:
+                await self._drop_response()
+                return None
+            return await self._failed(self._cut(exc))
+        data = self._wire.whole_answer(raw) if "json" in content_type else None
+        if data is None:
+            return await self._failed(
+                ProviderError(
+                    f"{self._wire.vendor} answered with something other than an event stream "
+                    f"(content-type {content_type or 'none'!r})",
+                    kind="malformed",
+                )
+            )
+        log.debug(
+            "%s answered the streaming request with one whole JSON answer (%s, %d bytes); "
+            "reading it as the whole stream",
+            self._wire.name,
+            content_type,
+            len(raw),
+        )
+        self._sse = _replayed(data)
         return None
 
     async def _drop_response(self) -> None:
@@ -352,3 +385,9 @@ class HttpStream:
         if self._record is not None:
             self._record.end(self._finished and not self._queue)
         await self._drop_response()
+
+
+async def _replayed(data: list[str]) -> AsyncGenerator[ServerSentEvent, None]:
+    """The server-sent events of a whole answer, as if they had been streamed."""
+    for item in data:
+        yield ServerSentEvent(data=item)

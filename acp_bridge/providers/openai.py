@@ -11,7 +11,11 @@ Ollama, OpenRouter, LM Studio), with their differences:
 * usage comes in a last chunk with empty ``choices`` when asked for
   (``stream_options.include_usage``), and is reported with the finish;
 * an ``{"error": ...}`` data event or ``finish_reason: "error"`` is an
-  in-stream error; a body without a finish reason is a cut stream.
+  in-stream error; a body without a finish reason is a cut stream;
+* some servers answer the streaming request with one whole JSON
+  ``chat.completion`` (some local servers, test servers when tools are
+  offered): `OpenAIWire.whole_answer` reads it as one chunk carrying the whole
+  message, so it goes through the same parser.
 
 Each kind of content gets its own block index, in order of arrival.
 """
@@ -93,6 +97,32 @@ class OpenAIWire(VendorWire):
 
     def parser(self) -> OpenAIParser:
         return OpenAIParser()
+
+    def whole_answer(self, raw: bytes) -> list[str] | None:
+        """A complete ``chat.completion`` as the one chunk (and ``[DONE]``) of a
+        stream: its message is the chunk's delta, its tool calls indexed in order."""
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return None
+        choices = obj.get("choices") if isinstance(obj, dict) else None
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            return None
+        message = choices[0].get("message")
+        if not isinstance(message, dict):
+            return None
+        delta = {
+            k: message[k] for k in ("reasoning_content", "reasoning", "content") if message.get(k)
+        }
+        calls = message.get("tool_calls")
+        if calls:
+            delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(calls)]
+        finish = choices[0].get("finish_reason") or ("tool_calls" if calls else "stop")
+        chunk = {
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            "usage": obj.get("usage"),
+        }
+        return [orjson.dumps(chunk).decode(), "[DONE]"]
 
 
 class OpenAIParser:

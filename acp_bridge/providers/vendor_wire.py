@@ -3,7 +3,9 @@
 Each wire posts to a path under the configured base URL, knows the variable
 that holds its API key and maps a failed HTTP response to a `ProviderError`
 the same way (`errors.http_error`); only the path, the words naming the
-server and the header carrying the request id differ.
+server and the header carrying the request id differ.  A wire that can read
+a complete, non-streamed answer to its streaming request as the whole stream
+overrides `VendorWire.whole_answer`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ class VendorWire:
 
     def endpoint(self, base_url: str) -> str:
         return base_url.rstrip("/") + self.path
+
+    def whole_answer(self, raw: bytes) -> list[str] | None:
+        """The data of the server-sent events a complete, non-streamed answer
+        stands for, or None when ``raw`` is not one (then it is refused)."""
+        return None
 
     def http_error(
         self, status: int, raw: bytes, headers: Mapping[str, str], has_key: bool

@@ -152,8 +152,11 @@ class CheckRun:
                     self._collect(process, agent, stderr)
                     self._live.remove((process, agent))
         finally:
-            # Known once the group is ended, on the way out of start_agent.
+            # Known once the group is ended, on the way out of start_agent (an
+            # agent that exited on its own may not have been waited for before).
             process.survivors = [s for a in ended for s in a.survivors]
+            if ended and process.returncode is None:
+                process.returncode = ended[0].returncode
 
     def _collect(self, process: Process, agent: Agent, stderr: Path) -> None:
         client = agent.client

@@ -298,15 +298,15 @@ async def cancel_race(run: CheckRun) -> None:
             else []
         )
         reason = (result.response or {}).get("result", {}).get("stopReason")
-        if reason not in (None, "cancelled") and turn.chunks() < opts.stop_after:
+        if reason not in (None, "cancelled") and turn.chunks() <= opts.stop_after:
             # A turn this short may have ended before the agent read the cancel
             # behind it: the race was not run, whatever the agent does with one.
             run.record(
                 "stop.race",
                 Outcome.NOT_EXERCISED,
-                f"answered {describe(result.response)} after {turn.chunks()} chunk(s), fewer "
-                f"than {opts.stop_after}: the turn may have ended before the cancel was read "
-                "(give a --stream-prompt that streams for longer)",
+                f"answered {describe(result.response)} after {turn.chunks()} chunk(s), no more "
+                f"than --stop-after {opts.stop_after}: the turn may have ended before the "
+                "cancel was read (give a --stream-prompt that streams for longer)",
                 evidence=[(agent, [start, start + 1, *response_at])],
             )
         elif result.stop_reason != "cancelled":

@@ -64,7 +64,9 @@ class RawAgent:
         if method is None:
             return
         if "id" not in msg:
-            if method == "session/cancel" and (turn := self.turns.get(params.get("sessionId"))):
+            if method == "session/cancel" and (
+                turn := self.turns.get(str(params.get("sessionId")))
+            ):
                 turn.set()
             if self.args.answer_notifications:
                 error = {"code": -32601, "message": f"no handler for {method}"}

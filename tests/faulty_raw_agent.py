@@ -10,6 +10,7 @@ answered cancelled; sessions are kept in ``.faulty-raw-sessions.json`` of their 
     python tests/faulty_raw_agent.py --no-replay-text    # loadSession; the load replays no text
     python tests/faulty_raw_agent.py --exit-at-once      # writes to stderr and exits 4
     python tests/faulty_raw_agent.py --needs-auth        # session/new: -32000 auth required
+    python tests/faulty_raw_agent.py --wrong-code        # unknown methods: -32600, not -32601
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ class RawAgent:
             ):
                 turn.set()
             if self.args.answer_notifications:
+                # As some agents do: an error response with no id at all.
                 error = {"code": -32601, "message": f"no handler for {method}"}
-                write({"jsonrpc": "2.0", "id": None, "error": error})
+                write({"jsonrpc": "2.0", "error": error})
             return
         rid = msg["id"]
         if method == "session/prompt" and not isinstance(params.get("prompt"), list):
@@ -117,7 +119,8 @@ class RawAgent:
                     }
                 )
             return {}
-        return Exception({"code": -32601, "message": f"Method not found: {method}"})
+        code = -32600 if self.args.wrong_code and not method.startswith("_acp_bridge/") else -32601
+        return Exception({"code": code, "message": f"Method not found: {method}"})
 
     async def prompt(self, rid: Any, params: Json) -> None:
         session_id = params["sessionId"]
@@ -148,6 +151,7 @@ async def main() -> None:
         "--no-replay-text",
         "--exit-at-once",
         "--needs-auth",
+        "--wrong-code",
     ):
         parser.add_argument(flag, action="store_true")
     args = parser.parse_args()

@@ -409,3 +409,14 @@ def test_each_tier_follows_the_sentence_it_cites() -> None:
     assert REQUIREMENTS["jsonrpc.method-not-found"].tier is Tier.ADVISORY
     assert REQUIREMENTS["prompt.queued"].tier is Tier.MANDATORY
     assert "MUST reply" in " ".join(q.text for q in REQUIREMENTS["prompt.queued"].quotes)
+
+
+@pytest.mark.slow
+async def test_a_wrong_code_for_an_unknown_method_fails_the_should_only() -> None:
+    report = await check([*RAW, "--wrong-code"], "jsonrpc.method-not-found")
+    result = report.result("jsonrpc.method-not-found")
+    assert result.outcome is Outcome.FAIL
+    assert "-32600" in result.detail
+    # Answered all the same: the MUST of bad-input holds, the frame is not counted twice.
+    assert report.result("jsonrpc.bad-input").outcome is Outcome.PASS
+    assert report.exit_code == 0

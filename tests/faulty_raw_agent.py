@@ -4,7 +4,8 @@ for the tests of ``acp-bridge check``: what an SDK would never let an agent do.
 Every prompt streams "tok " chunks every 10 ms until ``session/cancel``, then is
 answered cancelled; sessions are kept in ``.faulty-raw-sessions.json`` of their cwd.
 
-    python tests/faulty_raw_agent.py --quick-turn        # 3 chunks and end_turn in one write
+    python tests/faulty_raw_agent.py --quick-turn        # 3 chunks, end_turn in one write
+                                                         # (it advertises session/close)
     python tests/faulty_raw_agent.py --parse-error-no-id # -32700 answered without an id
     python tests/faulty_raw_agent.py --answer-notifications  # an error for each notification
     python tests/faulty_raw_agent.py --no-replay-text    # loadSession; the load replays no text
@@ -92,7 +93,10 @@ class RawAgent:
         if method == "initialize":
             return {
                 "protocolVersion": 1,
-                "agentCapabilities": {"loadSession": self.args.no_replay_text},
+                "agentCapabilities": {
+                    "loadSession": self.args.no_replay_text,
+                    "sessionCapabilities": {"close": {}} if self.args.quick_turn else {},
+                },
                 "agentInfo": {"name": "faulty-raw-agent", "version": "0.1.0"},
             }
         if method == "session/new":
@@ -101,6 +105,10 @@ class RawAgent:
             session_id = "sess_" + uuid.uuid4().hex
             self.cwds[session_id] = params["cwd"]
             return {"sessionId": session_id}
+        if method == "session/close":
+            if turn := self.turns.get(str(params.get("sessionId"))):
+                turn.set()
+            return {}
         if method == "session/load":
             _path, store = self._store(params["cwd"])
             session_id = params["sessionId"]

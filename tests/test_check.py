@@ -285,7 +285,7 @@ def never_wrapped(report: Report) -> None:
 
 @pytest.mark.slow
 async def test_a_turn_that_ends_before_the_stop_is_not_exercised_not_failed() -> None:
-    report = await check([*RAW, "--quick-turn"], "stop.cancelled", "stop.race")
+    report = await check([*RAW, "--quick-turn"], "stop.cancelled", "stop.race", "close.cancels")
     got = outcomes(report)
     assert got["stop.cancelled"] == "not exercised", report.result("stop.cancelled").detail
     assert "before session/cancel was sent" in report.result("stop.cancelled").detail
@@ -293,6 +293,8 @@ async def test_a_turn_that_ends_before_the_stop_is_not_exercised_not_failed() ->
     assert got["stop.next-turn"] == "not exercised"
     assert got["stop.race"] == "not exercised", report.result("stop.race").detail
     assert "end_turn" in report.result("stop.race").detail
+    assert got["close.cancels"] == "not exercised", report.result("close.cancels").detail
+    assert "before session/close was sent" in report.result("close.cancels").detail
 
 
 @pytest.mark.slow

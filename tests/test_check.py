@@ -395,7 +395,8 @@ async def test_a_launchers_child_that_ignores_eof_and_sigterm_is_reported_and_en
     assert [pid for pid in started if alive(pid)] == []
     result = report.result("stdio.eof")
     assert result.outcome is Outcome.FAIL, result.detail
-    assert "left 1 process(es) of its group running" in result.detail
+    assert "exited when idle but left 1 process(es) of its group running" in result.detail
+    assert "exited mid-stream but left 1 process(es)" in result.detail
     assert "sleep 600" in result.detail
     assert all(len(p.survivors) == 1 and "sleep 600" in p.survivors[0] for p in report.processes)
     assert "LEFT RUNNING" in render_text(report)

@@ -9,13 +9,14 @@ on it.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
 import sys
 import termios
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -29,7 +30,9 @@ __all__ = [
     "FdSource",
     "agent_on_pipes",
     "bridge_command",
+    "group_members",
     "open_agent",
+    "wait_group_empty",
 ]
 
 
@@ -150,13 +153,72 @@ class ChildProcess(Protocol):
     async def aclose(self) -> None: ...
 
 
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``: read from
+    ``/proc`` where there is one, else the group itself if a signal reaches it."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except OSError:
+            return []
+        return [pgid]
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after it.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            found.append(int(entry.name))
+    return found
+
+
+def describe_process(pid: int) -> str:
+    """``pid (command line)`` for a report, as far as it can be read."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip()
+    except OSError:
+        return str(pid)
+    return f"{pid} ({cmdline.decode(errors='replace')[:120]})"
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)
+
+
+async def wait_group_empty(pgid: int, within: float) -> None:
+    """Until process group ``pgid`` has no live process, at most ``within`` seconds.
+    Its members are not our children (their parent exited): no event tells
+    when they go, so the group is looked at every 20 ms."""
+    with anyio.move_on_after(within):
+        while group_members(pgid):  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+
+
 @dataclass
 class AgentProcess:
-    """A spawned agent: its process, and our ends of its stdin and stdout pipes."""
+    """A spawned agent: its process, and our ends of its stdin and stdout pipes.
+
+    With ``group`` the agent leads a process group of its own (`open_agent`
+    starts it in a new session), and ending it ends the whole group: the
+    helpers a launcher or the agent started go with it.
+    """
 
     process: ChildProcess
     stdin: FdSink
     stdout: FdSource
+    group: bool = False
+    term_grace: float = 0.0
+    """Seconds between SIGTERM and SIGKILL when ending the group (0: SIGKILL at once)."""
+    survivors: list[str] = field(default_factory=list)
+    """The processes of the group still running once the agent itself had
+    exited or was ended (``pid (command)``); they were ended too."""
 
     @property
     def pid(self) -> int:
@@ -175,14 +237,38 @@ class AgentProcess:
             return await self.process.wait()
 
     async def aclose(self) -> None:
-        """Kill the agent if it still runs and close our pipe ends."""
-        if self.process.returncode is None:
-            self.process.kill()
-            with anyio.CancelScope(shield=True):
+        """Kill the agent if it still runs (its whole group, with ``group``) and
+        close our pipe ends."""
+        with anyio.CancelScope(shield=True):
+            if self.group:
+                await self._end_group()
+            elif self.process.returncode is None:
+                self.process.kill()
                 await self.process.wait()
         await self.stdin.aclose()
         self.stdout.close()
         await self.process.aclose()
+
+    async def _end_group(self) -> None:
+        """SIGTERM, then after ``term_grace`` SIGKILL, to the agent's group; then
+        the same to what is left of the group once the agent is gone."""
+        pgid = self.process.pid
+        if self.process.returncode is None:
+            if self.term_grace > 0:
+                _signal_group(pgid, signal.SIGTERM)
+                with anyio.move_on_after(self.term_grace):
+                    await self.process.wait()
+            _signal_group(pgid, signal.SIGKILL)
+            await self.process.wait()
+        left = group_members(pgid)
+        if not left:
+            return
+        self.survivors = [describe_process(pid) for pid in left]
+        if self.term_grace > 0:
+            _signal_group(pgid, signal.SIGTERM)
+            await wait_group_empty(pgid, self.term_grace)
+        _signal_group(pgid, signal.SIGKILL)
+        await wait_group_empty(pgid, 5)
 
 
 async def open_agent(
@@ -194,14 +280,24 @@ async def open_agent(
     paused: bool = False,
     cwd: str | Path | None = None,
 ) -> AgentProcess:
-    """Start ``command`` on raw pipes (see `acp_bridge.client.spawn` for the options)."""
+    """Start ``command`` on raw pipes, in a session (and process group) of its own
+    (see `acp_bridge.client.spawn` for the options)."""
 
     async def start(stdin: int, stdout: int, err: int | IO[Any] | None) -> ChildProcess:
         return await anyio.open_process(
-            list(command), stdin=stdin, stdout=stdout, stderr=err, env=env, umask=umask, cwd=cwd
+            list(command),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=err,
+            env=env,
+            umask=umask,
+            cwd=cwd,
+            start_new_session=True,
         )
 
-    return await agent_on_pipes(start, stderr=stderr, paused=paused)
+    agent = await agent_on_pipes(start, stderr=stderr, paused=paused)
+    agent.group = True
+    return agent
 
 
 StartOnPipes = Callable[[int, int, "int | IO[Any] | None"], Awaitable[ChildProcess]]

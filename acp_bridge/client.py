@@ -216,7 +216,10 @@ class AcpClient:
         rid = self.next_id() if rid is None else rid
         nth = len(self.responses.get(id_key(rid), ())) + 1
         await self.send_request(method, params, rid=rid)
-        return await self.wait_response(rid, nth=nth, within=within)
+        try:
+            return await self.wait_response(rid, nth=nth, within=within)
+        except TimeoutError:
+            raise TimeoutError(f"no answer to {method} (id {rid!r}) within {within:g} s") from None
 
     async def send_request(
         self, method: str, params: Json, *, rid: RequestId | None = None
@@ -304,12 +307,17 @@ class AcpClient:
     async def wait_response(self, rid: object, *, nth: int = 1, within: float = 30) -> Json:
         """The ``nth`` response with id ``rid`` (waits for it)."""
         key = id_key(rid)
-        with anyio.fail_after(within):
-            while len(self.responses.get(key, ())) < nth:
-                if self.eof.is_set():
-                    raise AgentExited(f"the agent closed its stdout before answering id {rid!r}")
-                waiter = self._waiters.setdefault(key, anyio.Event())
-                await waiter.wait()
+        try:
+            with anyio.fail_after(within):
+                while len(self.responses.get(key, ())) < nth:
+                    if self.eof.is_set():
+                        raise AgentExited(
+                            f"the agent closed its stdout before answering id {rid!r}"
+                        )
+                    waiter = self._waiters.setdefault(key, anyio.Event())
+                    await waiter.wait()
+        except TimeoutError:
+            raise TimeoutError(f"no answer to id {rid!r} within {within:g} s") from None
         return self.responses[key][nth - 1]
 
     async def wait_for(

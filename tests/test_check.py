@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from support.harness import ROOT
 
@@ -285,3 +286,155 @@ def test_options_before_the_check_name_are_refused_not_served() -> None:
     assert done.returncode == 2
     assert "give check's options after its name" in done.stderr
     assert done.stdout == ""
+
+
+RAW = [sys.executable, str(ROOT / "tests" / "faulty_raw_agent.py")]
+
+
+def never_wrapped(report: Report) -> None:
+    """No result hides what happened behind a task group's exception group."""
+    for result in report.results:
+        assert "ExceptionGroup" not in result.detail, result.detail
+        assert "TaskGroup" not in result.detail, result.detail
+
+
+@pytest.mark.slow
+async def test_a_turn_that_ends_before_the_stop_is_not_exercised_not_failed() -> None:
+    report = await check([*RAW, "--quick-turn"], "stop.cancelled", "stop.race", "close.cancels")
+    got = outcomes(report)
+    assert got["stop.cancelled"] == "not exercised", report.result("stop.cancelled").detail
+    assert "before session/cancel was sent" in report.result("stop.cancelled").detail
+    assert got["stop.ordering"] == "not exercised"
+    assert got["stop.next-turn"] == "not exercised"
+    assert got["stop.race"] == "not exercised", report.result("stop.race").detail
+    assert "end_turn" in report.result("stop.race").detail
+    assert got["close.cancels"] == "not exercised", report.result("close.cancels").detail
+    assert "before session/close was sent" in report.result("close.cancels").detail
+
+
+@pytest.mark.slow
+async def test_a_parse_error_without_an_id_is_named() -> None:
+    report = await check([*RAW, "--parse-error-no-id"], "jsonrpc.parse-error")
+    result = report.result("jsonrpc.parse-error")
+    assert result.outcome is Outcome.FAIL
+    assert "-32700" in result.detail
+    assert "without an id" in result.detail
+    assert "nothing" not in result.detail
+    # The sentence cited is a MUST of JSON-RPC's, but it has no other effect than this.
+    assert report.result("jsonrpc.bad-input").outcome is Outcome.PASS
+
+
+@pytest.mark.slow
+async def test_an_error_answered_to_a_notification_fails() -> None:
+    report = await check([*RAW, "--answer-notifications"], "notification.no-response")
+    result = report.result("notification.no-response")
+    assert result.outcome is Outcome.FAIL, result.detail
+    assert "3 response(s) to notifications" in result.detail
+    assert report.exit_code == 1
+
+
+@pytest.mark.slow
+async def test_a_load_that_replays_no_agent_text_fails_load_replay() -> None:
+    report = await check([*RAW, "--no-replay-text"], "load.replay")
+    result = report.result("load.replay")
+    assert result.outcome is Outcome.FAIL, result.detail
+    assert "holds no agent text" in result.detail
+    assert report.exit_code == 1
+
+
+@pytest.mark.slow
+async def test_an_agent_that_exits_at_once_is_reported_with_its_status_and_stderr() -> None:
+    report = await check([*RAW, "--exit-at-once"], "stop.cancelled", "stdout.valid")
+    never_wrapped(report)
+    detail = report.result("stop.cancelled").detail
+    assert report.result("stop.cancelled").outcome is Outcome.FAIL
+    assert "closed its stdout" in detail
+    assert "status 4" in detail
+    assert "no configuration found" in detail
+    valid = report.result("stdout.valid")
+    assert valid.outcome is Outcome.NOT_EXERCISED, valid.detail
+    assert "all 0 frames" not in valid.detail
+
+
+@pytest.mark.slow
+async def test_a_session_new_that_needs_auth_is_reported_with_the_error() -> None:
+    report = await check([*RAW, "--needs-auth"], "stop.cancelled")
+    never_wrapped(report)
+    detail = report.result("stop.cancelled").detail
+    assert "session/new failed" in detail
+    assert "Authentication required" in detail
+    assert report.result("stop.cancelled").evidence[0].process.transcript
+
+
+async def test_an_agent_that_never_answers_is_reported_with_the_timeout() -> None:
+    silent = [sys.executable, "-c", "import time; time.sleep(600)"]
+    report = await check(silent, "stop.cancelled", timeout=1.0)
+    never_wrapped(report)
+    assert "no answer to initialize (id 1) within 1 s" in report.result("stop.cancelled").detail
+
+
+async def test_a_bare_assertion_of_the_kit_shows_its_line() -> None:
+    from acp_bridge.check.runner import broken_off
+
+    async def fails() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.sleep, 0)
+            assert 1 + 1 == 3
+
+    try:
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(fails)
+    except BaseException as exc:
+        told = broken_off(exc)
+    assert told.startswith("AssertionError: assert (1 + 1) == 3"), told
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie whose parent has gone does not)."""
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.slow
+async def test_a_launchers_child_that_ignores_eof_and_sigterm_is_reported_and_ended(
+    tmp_path: Path,
+) -> None:
+    pids = tmp_path / "pids"
+    launcher = [str(ROOT / "tests" / "launcher_with_child.sh"), *RAW]
+    report = await check(launcher, "stdio.eof", exit_timeout=2.0, env={"LEFTOVER_PIDS": str(pids)})
+    started = [int(line) for line in pids.read_text().split()]
+    assert len(started) == len(report.processes) == 2
+    assert [pid for pid in started if alive(pid)] == []
+    result = report.result("stdio.eof")
+    assert result.outcome is Outcome.FAIL, result.detail
+    assert "exited when idle but left 1 process(es) of its group running" in result.detail
+    assert "exited mid-stream but left 1 process(es)" in result.detail
+    assert "sleep 600" in result.detail
+    assert all(len(p.survivors) == 1 and "sleep 600" in p.survivors[0] for p in report.processes)
+    assert "LEFT RUNNING" in render_text(report)
+    assert render_json(report)["processes"][0]["survivors"] == report.processes[0].survivors
+
+
+def test_each_tier_follows_the_sentence_it_cites() -> None:
+    for check_id, requirement in REQUIREMENTS.items():
+        words = " ".join(q.text for q in requirement.quotes)
+        if requirement.tier is Tier.ADVISORY:
+            continue
+        assert "MUST" in words, check_id
+    assert REQUIREMENTS["jsonrpc.method-not-found"].tier is Tier.ADVISORY
+    assert REQUIREMENTS["prompt.queued"].tier is Tier.MANDATORY
+    assert "MUST reply" in " ".join(q.text for q in REQUIREMENTS["prompt.queued"].quotes)
+
+
+@pytest.mark.slow
+async def test_a_wrong_code_for_an_unknown_method_fails_the_should_only() -> None:
+    report = await check([*RAW, "--wrong-code"], "jsonrpc.method-not-found")
+    result = report.result("jsonrpc.method-not-found")
+    assert result.outcome is Outcome.FAIL
+    assert "-32600" in result.detail
+    # Answered all the same: the MUST of bad-input holds, the frame is not counted twice.
+    assert report.result("jsonrpc.bad-input").outcome is Outcome.PASS
+    assert report.exit_code == 0

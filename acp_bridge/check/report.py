@@ -127,6 +127,11 @@ def render_text(report: Report) -> str:
         lines += ["", tier.value.upper()]
         for result in results:
             lines += result_lines(result, show_wire=True)
+    left = [p for p in report.processes if p.survivors]
+    if left:
+        lines += ["", "LEFT RUNNING (ended by the checker: SIGTERM, then SIGKILL)"]
+        for process in left:
+            lines.append(f"  {process.name}: " + ", ".join(process.survivors))
     counts = {o: sum(r.outcome is o for r in report.results) for o in Outcome}
     summary = ", ".join(f"{n} {LABELS[o].lower()}" for o, n in counts.items() if n)
     blocking = [r.requirement.id for r in report.results if r.blocking]
@@ -147,6 +152,7 @@ def _process_json(process: Process) -> Json:
         ],
         "not_json_rpc": [line.decode("utf-8", "replace") for line in process.bad_lines],
         "stderr_tail": process.stderr_tail,
+        "survivors": process.survivors,
     }
 
 

@@ -160,12 +160,11 @@ _ALL = (
     ),
     Requirement(
         "jsonrpc.method-not-found",
-        Tier.MANDATORY,
+        Tier.ADVISORY,
         "an unknown method is answered with -32601",
         "a request for an unknown method (an extension method and a plain one) is answered "
         "with an error of code -32601 and the request's id",
         (
-            REPLY,
             Quote(
                 "extensibility.mdx, Custom Requests",
                 "If the receiving end doesn't recognize the custom method name, it should "
@@ -178,8 +177,8 @@ _ALL = (
         Tier.MANDATORY,
         "bad input is answered and the agent keeps serving",
         "after a line that is not JSON, an unknown method and a request with invalid params, "
-        "every bad request has an error response with its id, and the agent still answers a "
-        "valid request",
+        "every bad request is answered (which error is jsonrpc.method-not-found's and "
+        "jsonrpc.invalid-params' to judge), and the agent still answers a valid request",
         (REPLY,),
     ),
     Requirement(
@@ -257,8 +256,8 @@ _ALL = (
         Tier.CAPABILITY,
         "session/load replays the conversation, then answers",
         "a session stopped mid-stream, loaded in a new process: session/load replays the "
-        "conversation (the user's prompt included) as session/update before its response, "
-        "and nothing after it",
+        "conversation (the user's prompt and the agent's text included) as session/update "
+        "before its response, and nothing after it",
         (REPLAY, REPLAY_THEN_RESPOND),
         applies_if="loadSession",
     ),
@@ -266,8 +265,9 @@ _ALL = (
         "resume.no-replay",
         Tier.CAPABILITY,
         "session/resume does not replay",
-        "a session stopped mid-stream, resumed in a new process: no session/update of it "
-        "before the response",
+        "a session stopped mid-stream, resumed in a new process: no conversation update of "
+        "it (message, thought and user chunks, tool calls, plan) before the response; updates "
+        "that describe the session (commands, title, modes) are not a replay",
         (
             Quote(
                 "session-setup.mdx, Resuming Sessions",
@@ -379,11 +379,12 @@ _ALL = (
     ),
     Requirement(
         "prompt.queued",
-        Tier.ADVISORY,
+        Tier.MANDATORY,
         "a prompt sent while one runs is answered, and so is the first",
         "a second session/prompt while the first streams: both get exactly one response "
         "(an error, or a stop reason) once the checker stops what runs; nothing hangs",
         (
+            REPLY,
             Quote(
                 "prompt-turn.mdx, Check for Completion",
                 "If there are no pending tool calls, the turn ends and the Agent MUST respond "

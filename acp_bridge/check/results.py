@@ -34,6 +34,8 @@ class Process:
     bad_lines: list[bytes] = field(default_factory=list)
     returncode: int | None = None
     stderr_tail: str = ""
+    survivors: list[str] = field(default_factory=list)
+    """Processes of the agent's group still running when the checker ended it."""
 
     @property
     def name(self) -> str:

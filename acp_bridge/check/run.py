@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..agent_process import AgentProcess
 from ..testing.agent import Agent, start_agent
 from .requirements import REQUIREMENTS
 from .results import Evidence, Outcome, Process, Result
@@ -29,6 +30,8 @@ GATED_PREFIXES = ("fs/", "terminal/")
 GATED_METHODS = ("elicitation/create",)
 NO_CAPABILITIES: Json = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
 CLIENT_INFO: Json = {"name": "acp-bridge-check", "version": __version__}
+TERM_GRACE = 2.0
+"""Seconds between SIGTERM and SIGKILL when the checker ends an agent's process group."""
 
 DEFAULT_STREAM_PROMPT = (
     "Write the numbers from one to two thousand in words, one per line, with no other text. "
@@ -127,23 +130,33 @@ class CheckRun:
         self.processes.append(process)
         env = {**os.environ, **self.options.env} if self.options.env else None
         stderr = self.tmp / f"agent-{number}.stderr"
-        async with start_agent(
-            command,
-            workspace=self.project,
-            env=env,
-            cwd=self.options.cwd,
-            stderr=stderr,
-            tmp=self.tmp,
-        ) as agent:
-            for method in list(agent.client.handlers):
-                if method.startswith(GATED_PREFIXES) or method in GATED_METHODS:
-                    del agent.client.handlers[method]
-            self._live.append((process, agent))
-            try:
-                yield agent
-            finally:
-                self._collect(process, agent, stderr)
-                self._live.remove((process, agent))
+        ended: list[AgentProcess] = []
+        try:
+            async with start_agent(
+                command,
+                workspace=self.project,
+                env=env,
+                cwd=self.options.cwd,
+                stderr=stderr,
+                tmp=self.tmp,
+            ) as agent:
+                agent.client.agent.term_grace = TERM_GRACE
+                ended.append(agent.client.agent)
+                for method in list(agent.client.handlers):
+                    if method.startswith(GATED_PREFIXES) or method in GATED_METHODS:
+                        del agent.client.handlers[method]
+                self._live.append((process, agent))
+                try:
+                    yield agent
+                finally:
+                    self._collect(process, agent, stderr)
+                    self._live.remove((process, agent))
+        finally:
+            # Known once the group is ended, on the way out of start_agent (an
+            # agent that exited on its own may not have been waited for before).
+            process.survivors = [s for a in ended for s in a.survivors]
+            if ended and process.returncode is None:
+                process.returncode = ended[0].returncode
 
     def _collect(self, process: Process, agent: Agent, stderr: Path) -> None:
         client = agent.client

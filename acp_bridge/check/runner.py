@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,11 +66,46 @@ async def run_scenarios(run: CheckRun, scenarios: Sequence[Scenario]) -> None:
         try:
             await scenario.play(run)
         except Exception as exc:
-            outcome, why = Outcome.FAIL, f"the scenario broke off: {type(exc).__name__}: {exc}"
-        evidence = [Evidence(p, []) for p in run.processes if p.scenario == scenario.name]
+            outcome, why = Outcome.FAIL, "the scenario broke off: " + broken_off(exc)
+        mine = [p for p in run.processes if p.scenario == scenario.name]
+        if outcome is Outcome.FAIL and mine:
+            why += exit_note(mine[-1])
+        evidence = [Evidence(p, []) for p in mine]
         for check_id in scenario.checks:
             if check_id not in run.results:
                 run.results[check_id] = Result(REQUIREMENTS[check_id], outcome, why, evidence)
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups: what really happened."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
+def broken_off(exc: BaseException) -> str:
+    """What broke a scenario off, unwrapped from the task groups' exception groups:
+    the error the agent answered, the timeout that expired, the assertion."""
+    told = []
+    for leaf in leaves(exc):
+        text = str(leaf)
+        if not text and leaf.__traceback__ is not None:
+            # A bare ``assert``: the line that failed says what was expected.
+            last = traceback.extract_tb(leaf.__traceback__)[-1]
+            text = f"{last.line} ({Path(last.filename).name}:{last.lineno})"
+        told.append(f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__)
+    return "; ".join(dict.fromkeys(told))
+
+
+def exit_note(process: Process) -> str:
+    """The exit status and the end of the stderr of a process a scenario broke off in."""
+    note = ""
+    if process.returncode is not None:
+        note += f" (the agent exited with status {process.returncode})"
+    if process.stderr_tail:
+        tail = process.stderr_tail.replace("\n", " | ")[-300:]
+        note += f"; its stderr ends: {tail}"
+    return note
 
 
 def _is_gated(msg: Json) -> bool:
@@ -136,6 +172,9 @@ def check_all_frames(run: CheckRun) -> tuple[list[str], int]:
             detail = f"{len(found.problems)} invalid frame(s) out of {found.received}: "
             detail += "; ".join(found.problems[:5])
             outcome = Outcome.FAIL
+        elif not found.received:
+            detail = "the agent wrote no frame at all: nothing to validate"
+            outcome = Outcome.NOT_EXERCISED
         else:
             detail = f"all {found.received} frames from {len(run.processes)} processes are valid"
             outcome = Outcome.PASS

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ...client import is_response
 from ...testing.agent import Agent, Session
 from ..results import Outcome
 from ..run import CheckRun, Json
@@ -52,6 +51,16 @@ def judge_stop(
     result = response.get("result") if response else None
     reason = result.get("stopReason") if isinstance(result, dict) else None
     marks = stop_mark + response_at
+    if response_at and response_at[0] < stop_mark[0]:
+        why = (
+            f"the turn ended (answered {describe(response)}) {-figures['stop_to_response_ms']:g} "
+            f"ms before {how} was sent: a Stop mid-stream was not exercised (give a "
+            "--stream-prompt that streams for longer)"
+        )
+        run.record(cancelled_check, Outcome.NOT_EXERCISED, why, evidence=[(agent, marks)])
+        if ordering_check is not None:
+            run.record(ordering_check, Outcome.NOT_EXERCISED, why)
+        return figures
     if response is None:
         run.record(
             cancelled_check,
@@ -145,6 +154,10 @@ async def stop(run: CheckRun) -> None:
             cancelled_check="stop.cancelled",
             ordering_check="stop.ordering",
         )
+        if run.results["stop.cancelled"].outcome is Outcome.NOT_EXERCISED:
+            run.record("stop.next-turn", Outcome.NOT_EXERCISED, "the first Stop was not exercised")
+            await end(run, agent)
+            return
         second = await session.start_prompt(opts.prompt("stream") or "")
         why = await stream(run, second)
         if why is not None:
@@ -164,7 +177,15 @@ async def stop(run: CheckRun) -> None:
             if response_at
             else []
         )
-        if result.stop_reason == "cancelled" and not late:
+        if response_at and response_at[0] < stop_at:
+            run.record(
+                "stop.next-turn",
+                Outcome.NOT_EXERCISED,
+                f"the prompt after the Stop ended (answered {describe(result.response)}) "
+                "before the second Stop was sent",
+                evidence=[(agent, response_at)],
+            )
+        elif result.stop_reason == "cancelled" and not late:
             run.record(
                 "stop.next-turn",
                 Outcome.PASS,
@@ -203,7 +224,8 @@ async def idle_cancel(run: CheckRun) -> None:
         replies = [
             i
             for i, (d, m) in enumerate(client.transcript[start:], start)
-            if d == "recv" and is_response(m) and m.get("id") not in agent.barrier_ids
+            # Any answer: an error response to a notification may carry id null or none.
+            if d == "recv" and "method" not in m and m.get("id") not in agent.barrier_ids
         ]
         if replies:
             run.record(
@@ -275,7 +297,19 @@ async def cancel_race(run: CheckRun) -> None:
             if response_at
             else []
         )
-        if result.stop_reason != "cancelled":
+        reason = (result.response or {}).get("result", {}).get("stopReason")
+        if reason not in (None, "cancelled") and turn.chunks() <= opts.stop_after:
+            # A turn this short may have ended before the agent read the cancel
+            # behind it: the race was not run, whatever the agent does with one.
+            run.record(
+                "stop.race",
+                Outcome.NOT_EXERCISED,
+                f"answered {describe(result.response)} after {turn.chunks()} chunk(s), no more "
+                f"than --stop-after {opts.stop_after}: the turn may have ended before the "
+                "cancel was read (give a --stream-prompt that streams for longer)",
+                evidence=[(agent, [start, start + 1, *response_at])],
+            )
+        elif result.stop_reason != "cancelled":
             run.record(
                 "stop.race",
                 Outcome.FAIL,

@@ -84,15 +84,27 @@ async def stored_sessions(run: CheckRun) -> None:
                 if method == "session/load":
                     run.record("load.after-stop", Outcome.NOT_EXERCISED, "the load failed")
             elif method == "session/resume":
+                # What is counted is the conversation (what a replay is made of); an
+                # update that describes the session (commands, title) is no replay.
+                other = len(updates_between(agent, session.id, start, end_at)) - len(before)
+                besides = (
+                    f"; {other} update(s) describing the session, not counted" if other else ""
+                )
                 if before:
                     run.record(
                         check,
                         Outcome.FAIL,
-                        f"{len(before)} session/update before the resume response",
+                        f"{len(before)} conversation update(s) (message, thought, tool call, "
+                        f"plan) before the resume response{besides}",
                         evidence=[(agent, before + response_at)],
                     )
                 else:
-                    run.record(check, Outcome.PASS, "no update before the response")
+                    run.record(
+                        check,
+                        Outcome.PASS,
+                        "no conversation update (message, thought, tool call, plan) before the "
+                        f"response{besides}",
+                    )
             else:
                 judge_load(run, agent, replayed, before, after, response_at, prompt, delivered)
             await end(run, agent)
@@ -143,12 +155,21 @@ def judge_load(
     delivered: str,
 ) -> None:
     user = texts(replayed, "user_message_chunk")
+    shown = texts(replayed, "agent_message_chunk")
     if prompt not in user:
         run.record(
             "load.replay",
             Outcome.FAIL,
             f"the replay before the response ({len(before)} updates) does not hold the "
             f"user's prompt (replayed user text: {user[:200]!r})",
+            evidence=[(agent, before + response_at)],
+        )
+    elif delivered and not shown:
+        run.record(
+            "load.replay",
+            Outcome.FAIL,
+            f"the replay before the response ({len(before)} updates) holds no agent text, "
+            f"although {len(delivered)} characters were delivered before the Stop",
             evidence=[(agent, before + response_at)],
         )
     elif after:
@@ -164,7 +185,6 @@ def judge_load(
             Outcome.PASS,
             f"{len(before)} updates replayed before the response, none after",
         )
-    shown = texts(replayed, "agent_message_chunk")
     if shown == delivered:
         run.record(
             "load.after-stop",
@@ -218,6 +238,17 @@ async def close(run: CheckRun) -> None:
             await anyio.sleep(opts.watch)
         await agent.settle(within=opts.timeout)
         response_at = index_of(agent, turn.response)
+        if response_at and response_at[0] < stop_at:
+            run.record(
+                "close.cancels",
+                Outcome.NOT_EXERCISED,
+                f"the turn ended (answered {describe(turn.response)}) before session/close "
+                "was sent: a close mid-stream was not exercised (give a --stream-prompt that "
+                "streams for longer)",
+                evidence=[(agent, [*response_at, stop_at])],
+            )
+            await end(run, agent)
+            return
         late = (
             updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
             if response_at

@@ -6,7 +6,8 @@ from __future__ import annotations
 import anyio
 import orjson
 
-from ...testing.agent import TurnEnded, session_update
+from ...agent_process import describe_process, group_members, wait_group_empty
+from ...testing.agent import Agent, TurnEnded, session_update
 from ...testing.policies import CANCELLED, wait_for_stop
 from ..results import Outcome
 from ..run import CheckRun
@@ -90,6 +91,20 @@ async def queued(run: CheckRun) -> None:
         await end(run, agent)
 
 
+async def left_running(run: CheckRun, agent: Agent, where: str) -> list[str]:
+    """The processes of the agent's group still running --exit-timeout after its
+    stdin closed (a launcher's child, a helper the agent started), as a problem."""
+    pgid = agent.client.agent.pid
+    await wait_group_empty(pgid, run.options.exit_timeout)
+    left = [describe_process(pid) for pid in group_members(pgid)]
+    if not left:
+        return []
+    return [
+        f"exited {where} but left {len(left)} process(es) of its group running "
+        f"{run.options.exit_timeout:g} s after stdin closed: {', '.join(left)}"
+    ]
+
+
 async def stdin_eof(run: CheckRun) -> None:
     opts = run.options
     problems: list[str] = []
@@ -99,6 +114,7 @@ async def stdin_eof(run: CheckRun) -> None:
         await agent.disconnect()
         try:
             told.append(f"exited {await agent.wait_exit(within=opts.exit_timeout)} when idle")
+            problems += await left_running(run, agent, "when idle")
         except TimeoutError:
             problems.append(f"still running {opts.exit_timeout:g} s after stdin closed (idle)")
     async with run.agent("stdin-eof") as agent:
@@ -110,6 +126,7 @@ async def stdin_eof(run: CheckRun) -> None:
         where = "mid-stream" if streaming else "during a prompt"
         try:
             told.append(f"exited {await agent.wait_exit(within=opts.exit_timeout)} {where}")
+            problems += await left_running(run, agent, where)
         except TimeoutError:
             problems.append(f"still running {opts.exit_timeout:g} s after stdin closed {where}")
     if problems:

@@ -9,7 +9,6 @@ not, 2 for bad options.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from collections.abc import Sequence
@@ -191,12 +190,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         exit_timeout=args.exit_timeout,
         only=frozenset(args.only),
     )
-    from .report import render_json, render_text
+    from .report import render_text, write_json
 
     report = run_check_sync(options)
-    sys.stdout.write(render_text(report))
-    if args.json:
-        Path(args.json).write_text(json.dumps(render_json(report), indent=2) + "\n")
+    try:
+        sys.stdout.write(render_text(report))
+        if args.json:
+            with Path(args.json).open("w", encoding="utf-8") as out:
+                write_json(report, out)
+    finally:
+        report.close()
     return report.exit_code
 
 

@@ -9,8 +9,10 @@ gating), and returns a `Report`.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +45,18 @@ class Report:
     checker_frames: int
     schema_source: str = BUNDLED_SOURCE
     seconds: float = 0.0
+    wires: Path | None = field(default=None, repr=False)
+    """The folder of the processes' wires (`acp_bridge.check.spool`), removed when the
+    report is closed or collected."""
+
+    def __post_init__(self) -> None:
+        if self.wires is not None:
+            self._remove = weakref.finalize(self, shutil.rmtree, self.wires, True)
+
+    def close(self) -> None:
+        """Remove the wires from disk (the report can no longer show frames)."""
+        if self.wires is not None:
+            self._remove()
 
     @property
     def exit_code(self) -> int:
@@ -168,8 +182,9 @@ def check_all_frames(run: CheckRun) -> tuple[list[str], int]:
 async def run_check(options: CheckOptions) -> Report:
     """Run the suite against ``options.command`` and return the report."""
     started = time.monotonic()
+    wires = Path(tempfile.mkdtemp(prefix="acp-check-wires-"))
     with tempfile.TemporaryDirectory(prefix="acp-check-") as tmp:
-        run = CheckRun(options, Path(tmp), bundled_schema())
+        run = CheckRun(options, Path(tmp), bundled_schema(), wires)
         await run_scenarios(run, SCENARIOS)
         checker_problems, checker_frames = check_all_frames(run)
     order = {check_id: i for i, check_id in enumerate(REQUIREMENTS)}
@@ -186,6 +201,7 @@ async def run_check(options: CheckOptions) -> Report:
         checker_problems,
         checker_frames,
         seconds=time.monotonic() - started,
+        wires=wires,
     )
 
 

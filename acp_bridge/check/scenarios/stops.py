@@ -16,6 +16,7 @@ from .frames import (
     is_chunk,
     ms_between,
     sent_index,
+    stop_reading,
     stream,
     updates_between,
 )
@@ -124,6 +125,7 @@ async def stop(run: CheckRun) -> None:
         try:
             result = await turn.stop(within=opts.stop_timeout, watch=opts.watch)
         except TimeoutError:
+            stop_reading(agent)
             streamed = len(updates_between(agent, session.id, stop_at))
             run.record(
                 "stop.cancelled",
@@ -261,6 +263,7 @@ async def cancel_race(run: CheckRun) -> None:
         try:
             result = await turn.result(within=opts.stop_timeout, watch=opts.watch)
         except TimeoutError:
+            stop_reading(agent)
             run.record(
                 "stop.race",
                 Outcome.FAIL,

@@ -1,0 +1,90 @@
+"""What ``acp-bridge check`` keeps of an agent is bounded: its frames go to a file as they
+arrive (`acp_bridge.check.spool`), its stderr is read as a tail.  Asserted structurally
+(where the frames are, how much is held), never as a time or a memory figure: those are
+measured by ``bench/check_speed.py``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from support.harness import ROOT
+
+from acp_bridge.check.report import render_json, write_json
+from acp_bridge.check.run import STDERR_TAIL_BYTES, stderr_tail
+from acp_bridge.check.runner import CheckOptions, run_check
+from acp_bridge.check.spool import RECENT_BYTES, Spool
+
+REFERENCE = [sys.executable, str(ROOT / "bench" / "ref_sdk_agent.py")]
+
+
+def test_a_spool_keeps_its_entries_on_disk_and_only_recent_ones_in_memory(
+    tmp_path: Path,
+) -> None:
+    spool = Spool(tmp_path / "wire.jsonl")
+    text = "x" * 100_000  # 100 kB a frame: the memory cache holds about 40 of them
+    frames = [
+        {"jsonrpc": "2.0", "method": "session/update", "params": {"n": i, "t": text}}
+        for i in range(200)
+    ]
+    for i, frame in enumerate(frames):
+        spool.append(("recv", frame), at=float(i))
+        spool.messages.append(frame)
+    spool.append(("recv", {"jsonrpc": "2.0", "id": 1, "result": {}}), at=200.0)
+    spool.messages.append({})
+    assert len(spool) == 201 and len(spool.messages) == 201
+    assert spool._recent_bytes <= RECENT_BYTES
+    assert len(spool._recent) < 50, "only the last entries are held"
+    assert spool[0] == ("recv", frames[0])  # read back from the file
+    assert spool.messages[7] == frames[7]
+    assert [m["params"]["n"] for m in spool.messages[3:6]] == [3, 4, 5]
+    assert spool.position({"jsonrpc": "2.0", "id": 1, "result": {}}) == 200
+    assert spool.position({"jsonrpc": "2.0", "id": 2, "result": {}}) is None
+    spool.seal()
+    lines = (tmp_path / "wire.jsonl").read_bytes().splitlines()
+    assert len(lines) == 201
+    assert [d for d, _ in spool][-1] == "recv"
+    assert spool[5][1] == frames[5]
+
+
+def test_the_stderr_tail_reads_only_the_end_of_a_huge_file(tmp_path: Path) -> None:
+    path = tmp_path / "agent.stderr"
+    with path.open("w") as f:
+        for i in range(200_000):  # about 5 MB
+            f.write(f"log line {i} {'.' * 10}\n")
+    tail = stderr_tail(path)
+    assert len(tail.encode()) <= STDERR_TAIL_BYTES
+    assert tail.splitlines()[-1].startswith("log line 199999 ")
+    assert len(tail.splitlines()) == 20
+    assert stderr_tail(tmp_path / "none") == ""
+
+
+@pytest.mark.anyio
+async def test_a_check_spools_every_frame_to_disk_and_writes_the_json_from_there() -> None:
+    report = await run_check(
+        CheckOptions(
+            command=REFERENCE,
+            only=frozenset({"stop.cancelled"}),
+            watch=0.2,
+            stop_timeout=30,
+            stream_timeout=30,
+            timeout=30,
+        )
+    )
+    try:
+        process = report.processes[0]
+        wire = process.transcript
+        assert isinstance(wire, Spool), "the frames are on disk, not in a list"
+        assert len(wire.path.read_bytes().splitlines()) == len(wire) > 10
+        assert len(process.times_ms) == len(wire)
+        out = StringIO()
+        write_json(report, out)
+        written = json.loads(out.getvalue())
+        assert written == render_json(report)
+        assert written["processes"][0]["frames"] == len(wire)
+    finally:
+        report.close()
+    assert not wire.path.exists(), "closing the report removes the wires"

@@ -6,6 +6,7 @@ measured by ``bench/check_speed.py``."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from io import StringIO
 from pathlib import Path
@@ -35,7 +36,8 @@ def test_a_spool_keeps_its_entries_on_disk_and_only_recent_ones_in_memory(
         spool.messages.append(frame)
     spool.append(("recv", {"jsonrpc": "2.0", "id": 1, "result": {}}), at=200.0)
     spool.messages.append({})
-    assert len(spool) == 201 and len(spool.messages) == 201
+    assert len(spool) == 201
+    assert len(spool.messages) == 201
     assert spool._recent_bytes <= RECENT_BYTES
     assert len(spool._recent) < 50, "only the last entries are held"
     assert spool[0] == ("recv", frames[0])  # read back from the file
@@ -88,3 +90,58 @@ async def test_a_check_spools_every_frame_to_disk_and_writes_the_json_from_there
     finally:
         report.close()
     assert not wire.path.exists(), "closing the report removes the wires"
+
+
+# -- the Stop measured ---------------------------------------------------------------
+
+
+def test_acp_bridge_reports_its_stop_figures(tmp_path: Path) -> None:
+    """The real command line on acp-bridge's scripted provider: ``--stops 8`` Stops
+    measured, no cancel leak, the disconnect recorded as such in its log."""
+    out = tmp_path / "report.json"
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "acp_bridge", "check", "--stops", "8", "--json", str(out)),
+            *("--watch", "0.2", "--timeout", "30", "--stop-timeout", "30"),
+            *("--exit-timeout", "30"),
+            *("--only", "stop.cancelled", "--only", "stop.race", "--only", "stdio.eof"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    stop = json.loads(out.read_text())["stop"]
+    assert stop["stops"] >= 8
+    assert stop["unanswered"] == 0
+    assert set(stop["stop_to_response_ms"]) == {"p50", "p90", "p99", "max"}
+    ms = stop["stop_to_response_ms"]
+    assert 0 <= ms["p50"] <= ms["p90"] <= ms["p99"] <= ms["max"]
+    assert set(stop["chunks_after_cancel"]) == {"p50", "p99"}
+    assert stop["updates_after_response"]["total"] == 0
+    assert stop["updates_after_response"]["per_stop"] == [0] * stop["stops"]
+    assert stop["disconnect"]["recorded"] == "disconnected"
+    assert stop["disconnect"]["exit"] == 0
+    assert f"STOP: {stop['stops']} Stops measured" in done.stdout
+
+
+@pytest.mark.anyio
+async def test_a_cancel_leak_counts_in_the_stop_figures() -> None:
+    faulty = [sys.executable, str(ROOT / "tests" / "faulty_sdk_agent.py"), "--leak", "2"]
+    report = await run_check(
+        CheckOptions(
+            command=faulty,
+            only=frozenset({"stop.ordering"}),
+            stops=4,
+            watch=0.2,
+            stop_timeout=30,
+            stream_timeout=30,
+            timeout=30,
+        )
+    )
+    report.close()
+    stop = report.stop
+    assert stop["stops"] >= 4
+    assert stop["updates_after_response"]["total"] > 0
+    assert all(n > 0 for n in stop["updates_after_response"]["per_stop"])
+    assert stop["disconnect"] == {"observed": "not exercised"}

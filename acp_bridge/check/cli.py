@@ -148,6 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="for the agent to exit once its stdin closes (default: 5)",
     )
     p.add_argument(
+        "--stops",
+        type=_count,
+        default=20,
+        metavar="N",
+        help="Stops to make over the Stop scenarios, for the figures of the report's "
+        '"stop" (default: 20)',
+    )
+    p.add_argument(
         "--only",
         type=_check_id,
         action="append",
@@ -189,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         watch=args.watch,
         exit_timeout=args.exit_timeout,
         only=frozenset(args.only),
+        stops=args.stops,
     )
     from .report import render_text, write_json
 

@@ -128,6 +128,7 @@ def render_text(report: Report) -> str:
         lines += ["", tier.value.upper()]
         for result in results:
             lines += result_lines(result, show_wire=True)
+    lines += ["", *stop_lines(report.stop)]
     counts = {o: sum(r.outcome is o for r in report.results) for o in Outcome}
     summary = ", ".join(f"{n} {LABELS[o].lower()}" for o, n in counts.items() if n)
     blocking = [r.requirement.id for r in report.results if r.blocking]
@@ -139,6 +140,27 @@ def render_text(report: Report) -> str:
 def _wire(process: Process) -> Iterator[Json]:
     for i, ((d, m), t) in enumerate(zip(process.transcript, process.times_ms, strict=False)):
         yield {"i": i, "ms": round(t, 1), "direction": d, "message": m}
+
+
+def stop_lines(stop: Json) -> list[str]:
+    """The ``"stop"`` figures for a terminal."""
+    if not stop:
+        return []
+    lines = [f"STOP: {stop['stops']} Stops measured ({stop['unanswered']} never answered)"]
+    ms = stop.get("stop_to_response_ms")
+    if ms:
+        lines.append("  Stop to response: " + ", ".join(f"{k} {v:g} ms" for k, v in ms.items()))
+    chunks = stop.get("chunks_after_cancel")
+    if chunks:
+        lines.append(f"  chunks after the cancel: p50 {chunks['p50']:g}, p99 {chunks['p99']:g}")
+    leaks = stop["updates_after_response"]
+    leaking = sum(1 for n in leaks["per_stop"] if n)
+    lines.append(
+        f"  updates after the response (cancel leaks): {leaks['total']} in {leaking} Stop(s)"
+    )
+    disconnect = stop.get("disconnect") or {}
+    lines.append("  disconnect mid-stream: " + ", ".join(f"{k} {v}" for k, v in disconnect.items()))
+    return lines
 
 
 def _process_json(process: Process, *, wire: bool = True) -> Json:
@@ -199,11 +221,13 @@ def render_json(report: Report, *, wires: bool = True) -> Json:
             "stop_timeout": options.stop_timeout,
             "watch": options.watch,
             "exit_timeout": options.exit_timeout,
+            "stops": options.stops,
         },
         "exit_code": report.exit_code,
         "seconds": round(report.seconds, 2),
         "checker_frames": report.checker_frames,
         "checker_frame_problems": report.checker_frame_problems,
+        "stop": report.stop,
         "results": [_result_json(r, numbers) for r in report.results],
         "processes": [_process_json(p, wire=wires) for p in report.processes],
     }

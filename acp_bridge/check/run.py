@@ -74,6 +74,8 @@ class CheckOptions:
     """For the agent to exit after its stdin closes."""
     only: frozenset[str] = frozenset()
     """Run only the scenarios of these checks (empty: all)."""
+    stops: int = 20
+    """Stops to make over the Stop scenarios, for the ``"stop"`` figures."""
 
     def prompt(self, stimulus: str) -> str | None:
         if stimulus == "permission":
@@ -101,6 +103,10 @@ class CheckRun:
         self.results: dict[str, Result] = {}
         self.processes: list[Process] = []
         self.agent_info: Json | None = None
+        self.stop_samples: list[Json] = []
+        """One entry per Stop measured (`acp_bridge.check.stop_figures`)."""
+        self.disconnect: Json | None = None
+        """What the agent did when its stdin closed mid-stream."""
         self._live: list[tuple[Process, Agent]] = []
         self._numbers = count(1)
 
@@ -142,6 +148,7 @@ class CheckRun:
         async with start_agent(
             command,
             workspace=self.project,
+            state_dir=state if self.options.scripted else None,
             env=env,
             cwd=self.options.cwd,
             stderr=stderr,

@@ -32,6 +32,7 @@ from .run import (
     Scenario,
 )
 from .scenarios import SCENARIOS
+from .scenarios.stop_figures import summary as stop_summary
 from .schema import BUNDLED_SOURCE, bundled_schema
 
 
@@ -45,6 +46,8 @@ class Report:
     checker_frames: int
     schema_source: str = BUNDLED_SOURCE
     seconds: float = 0.0
+    stop: Json = field(default_factory=dict)
+    """The Stop measured (`acp_bridge.check.scenarios.stop_figures.summary`)."""
     wires: Path | None = field(default=None, repr=False)
     """The folder of the processes' wires (`acp_bridge.check.spool`), removed when the
     report is closed or collected."""
@@ -201,6 +204,7 @@ async def run_check(options: CheckOptions) -> Report:
         checker_problems,
         checker_frames,
         seconds=time.monotonic() - started,
+        stop=stop_summary(run),
         wires=wires,
     )
 

@@ -46,6 +46,8 @@ class Spool(Sequence[Entry]):
         self._recent_order: deque[tuple[int, int]] = deque()
         self._recent_bytes = 0
         self._responses: list[int] = []
+        self.dropped = 0
+        """Entries that came after `seal` (not kept)."""
         self.times = array("d")
         """When each entry was made (``time.monotonic()``), index for index."""
         self.messages = Received(self)
@@ -68,10 +70,13 @@ class Spool(Sequence[Entry]):
     # -- writing ---------------------------------------------------------------------
 
     def append(self, entry: Entry, *, at: float | None = None) -> None:
+        if self._file.closed:
+            self.dropped += 1  # what the agent wrote while the checker ended it
+            return
         line = orjson.dumps(entry) + b"\n"
         index = len(self._offsets)
+        self._file.write(line)  # first: a failed write leaves no entry without its line
         self._offsets.append(self._end)
-        self._file.write(line)
         self._end += len(line)
         if at is not None:
             self.times.append(at)
@@ -89,6 +94,10 @@ class Spool(Sequence[Entry]):
             old, old_size = self._recent_order.popleft()
             self._recent.pop(old, None)
             self._recent_bytes -= old_size
+
+    @property
+    def sealed(self) -> bool:
+        return self._file.closed
 
     def seal(self) -> None:
         """The process has ended: close the file (reading opens it again)."""
@@ -166,8 +175,9 @@ class Received(Sequence[Json]):
 
     def append(self, msg: Json) -> None:
         # The client records a message in the transcript just before it appends
-        # it here: it is the spool's last entry.
-        self.note()
+        # it here: it is the spool's last entry (unless the spool is sealed).
+        if not self._spool.sealed:
+            self.note()
 
     def __len__(self) -> int:
         return len(self._at)

@@ -145,3 +145,28 @@ async def test_a_cancel_leak_counts_in_the_stop_figures() -> None:
     assert stop["updates_after_response"]["total"] > 0
     assert all(n > 0 for n in stop["updates_after_response"]["per_stop"])
     assert stop["disconnect"] == {"observed": "not exercised"}
+
+
+@pytest.mark.anyio
+async def test_a_long_run_prints_progress_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    from acp_bridge.check import runner
+
+    monkeypatch.setattr(runner, "PROGRESS_AFTER", 0.05)
+    out = StringIO()
+    report = await run_check(
+        CheckOptions(
+            command=REFERENCE,
+            only=frozenset({"stop.cancelled"}),
+            stops=3,
+            watch=0.5,
+            stop_timeout=30,
+            stream_timeout=30,
+            timeout=30,
+            progress=out,
+        )
+    )
+    report.close()
+    lines = out.getvalue().splitlines()
+    assert lines, "a run longer than the delay says what it is doing"
+    assert all(line.startswith("acp-bridge check: ") for line in lines)
+    assert "scenario stop" in lines[-1]

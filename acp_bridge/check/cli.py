@@ -198,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         exit_timeout=args.exit_timeout,
         only=frozenset(args.only),
         stops=args.stops,
+        progress=sys.stderr,
     )
     from .report import render_text, write_json
 

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .. import __version__
 from ..testing.agent import Agent, start_agent
@@ -76,6 +76,8 @@ class CheckOptions:
     """Run only the scenarios of these checks (empty: all)."""
     stops: int = 20
     """Stops to make over the Stop scenarios, for the ``"stop"`` figures."""
+    progress: TextIO | None = None
+    """Where to write a progress line every few seconds (the command line: stderr)."""
 
     def prompt(self, stimulus: str) -> str | None:
         if stimulus == "permission":

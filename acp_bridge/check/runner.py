@@ -182,13 +182,37 @@ def check_all_frames(run: CheckRun) -> tuple[list[str], int]:
     return checker_problems, sent
 
 
+PROGRESS_AFTER = 3.0
+"""Seconds before the first progress line (a quick run prints none), then between lines."""
+
+
+async def report_progress(run: CheckRun, started: float) -> None:
+    """A line on ``options.progress`` (stderr) every `PROGRESS_AFTER` seconds: what
+    is running and how many frames the agent wrote so far."""
+    out = run.options.progress
+    if out is None:
+        return
+    while True:
+        await anyio.sleep(PROGRESS_AFTER)
+        frames = sum(len(p.transcript) for p in run.processes)
+        scenario = run.processes[-1].scenario if run.processes else "starting"
+        out.write(
+            f"acp-bridge check: {time.monotonic() - started:.0f} s, scenario {scenario}, "
+            f"{len(run.processes)} agent process(es), {frames} frames\n"
+        )
+        out.flush()
+
+
 async def run_check(options: CheckOptions) -> Report:
     """Run the suite against ``options.command`` and return the report."""
     started = time.monotonic()
     wires = Path(tempfile.mkdtemp(prefix="acp-check-wires-"))
     with tempfile.TemporaryDirectory(prefix="acp-check-") as tmp:
         run = CheckRun(options, Path(tmp), bundled_schema(), wires)
-        await run_scenarios(run, SCENARIOS)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(report_progress, run, started)
+            await run_scenarios(run, SCENARIOS)
+            tg.cancel_scope.cancel()
         checker_problems, checker_frames = check_all_frames(run)
     order = {check_id: i for i, check_id in enumerate(REQUIREMENTS)}
     tiers = list(Tier)

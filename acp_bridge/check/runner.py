@@ -16,9 +16,9 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
-import orjson
 
 from .requirements import REQUIREMENTS, Tier
 from .results import Evidence, Outcome, Process, Result
@@ -33,7 +33,7 @@ from .run import (
 )
 from .scenarios import SCENARIOS
 from .scenarios.stop_figures import summary as stop_summary
-from .schema import BUNDLED_SOURCE, bundled_schema
+from .schema import BUNDLED_SOURCE, bundled_schema, structure
 
 
 @dataclass
@@ -111,9 +111,11 @@ class _Frames:
 
 def _scan_frames(run: CheckRun) -> _Frames:
     found = _Frames()
-    # An agent that streams as fast as it can sends the same chunk thousands of
-    # times: validate each distinct message once.
-    seen: dict[tuple[bytes, str | None], list[str]] = {}
+    # An agent that streams as fast as it can sends a million chunks that differ
+    # only in their text: validate each structure once (`schema.structure`), and a
+    # message whose structure is invalid on its own, for its exact errors.
+    seen: dict[tuple[Any, str | None], bool] = {}
+    free = run.schema.free_text_keys
     for process in run.processes:
         marks: list[int] = []
         gate_marks: list[int] = []
@@ -128,10 +130,11 @@ def _scan_frames(run: CheckRun) -> _Frames:
                 gate_marks.append(i)
                 found.gated_methods.add(str(msg["method"]))
             answered = methods.get(json.dumps(msg.get("id"))) if "method" not in msg else None
-            key = (orjson.dumps(msg, option=orjson.OPT_SORT_KEYS), answered)
-            errors = seen.get(key)
-            if errors is None:
-                errors = seen[key] = run.schema.agent_message_errors(msg, answered)
+            key = (structure(msg, free), answered)
+            valid = seen.get(key)
+            errors = [] if valid else run.schema.agent_message_errors(msg, answered)
+            if valid is None:
+                seen[key] = not errors
             if errors:
                 marks.append(i)
                 found.problems.append(f"{process.name}, frame {i}: {errors[0]}")

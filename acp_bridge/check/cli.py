@@ -9,7 +9,6 @@ not, 2 for bad options.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import shutil
 import sys
@@ -157,6 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="for the agent to exit once its stdin closes (default: 5)",
     )
     p.add_argument(
+        "--stops",
+        type=_count,
+        default=20,
+        metavar="N",
+        help="Stops to make over the Stop scenarios, for the figures of the report's "
+        '"stop" (default: 20)',
+    )
+    p.add_argument(
         "--only",
         type=_check_id,
         action="append",
@@ -199,13 +206,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         watch=args.watch,
         exit_timeout=args.exit_timeout,
         only=frozenset(args.only),
+        stops=args.stops,
+        progress=sys.stderr,
     )
-    from .report import render_json, render_text
+    from .report import render_text, write_json
 
     report = run_check_sync(options)
-    sys.stdout.write(render_text(report))
-    if args.json:
-        Path(args.json).write_text(json.dumps(render_json(report), indent=2) + "\n")
+    try:
+        sys.stdout.write(render_text(report))
+        if args.json:
+            with Path(args.json).open("w", encoding="utf-8") as out:
+                write_json(report, out)
+    finally:
+        report.close()
     return report.exit_code
 
 

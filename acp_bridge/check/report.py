@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from collections.abc import Iterator
+from typing import IO, Any
 
 from .. import __version__
 from .requirements import Tier
@@ -132,6 +133,7 @@ def render_text(report: Report) -> str:
         lines += ["", "LEFT RUNNING (ended by the checker: SIGTERM, then SIGKILL)"]
         for process in left:
             lines.append(f"  {process.name}: " + ", ".join(process.survivors))
+    lines += ["", *stop_lines(report.stop)]
     counts = {o: sum(r.outcome is o for r in report.results) for o in Outcome}
     summary = ", ".join(f"{n} {LABELS[o].lower()}" for o, n in counts.items() if n)
     blocking = [r.requirement.id for r in report.results if r.blocking]
@@ -140,20 +142,47 @@ def render_text(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _process_json(process: Process) -> Json:
-    return {
+def _wire(process: Process) -> Iterator[Json]:
+    for i, ((d, m), t) in enumerate(zip(process.transcript, process.times_ms, strict=False)):
+        yield {"i": i, "ms": round(t, 1), "direction": d, "message": m}
+
+
+def stop_lines(stop: Json) -> list[str]:
+    """The ``"stop"`` figures for a terminal."""
+    if not stop:
+        return []
+    lines = [f"STOP: {stop['stops']} Stops measured ({stop['unanswered']} never answered)"]
+    ms = stop.get("stop_to_response_ms")
+    if ms:
+        lines.append("  Stop to response: " + ", ".join(f"{k} {v:g} ms" for k, v in ms.items()))
+    chunks = stop.get("chunks_after_cancel")
+    if chunks:
+        lines.append(f"  chunks after the cancel: p50 {chunks['p50']:g}, p99 {chunks['p99']:g}")
+    leaks = stop["updates_after_response"]
+    leaking = sum(1 for n in leaks["per_stop"] if n)
+    lines.append(
+        f"  updates after the response (cancel leaks): {leaks['total']} in {leaking} Stop(s)"
+    )
+    disconnect = stop.get("disconnect") or {}
+    lines.append("  disconnect mid-stream: " + ", ".join(f"{k} {v}" for k, v in disconnect.items()))
+    return lines
+
+
+def _process_json(process: Process, *, wire: bool = True) -> Json:
+    out: Json = {
         "scenario": process.scenario,
         "index": process.index,
         "command": process.command,
         "returncode": process.returncode,
-        "wire": [
-            {"i": i, "ms": round(t, 1), "direction": d, "message": m}
-            for i, ((d, m), t) in enumerate(zip(process.transcript, process.times_ms, strict=False))
-        ],
+        "frames": len(process.transcript),
         "not_json_rpc": [line.decode("utf-8", "replace") for line in process.bad_lines],
+        "not_json_rpc_count": max(process.bad_line_count, len(process.bad_lines)),
         "stderr_tail": process.stderr_tail,
         "survivors": process.survivors,
     }
+    if wire:
+        out["wire"] = list(_wire(process))
+    return out
 
 
 def _result_json(result: Result, numbers: dict[int, int]) -> Json:
@@ -175,8 +204,10 @@ def _result_json(result: Result, numbers: dict[int, int]) -> Json:
     }
 
 
-def render_json(report: Report) -> Json:
-    """The report as JSON data: every result, and every process with its whole wire."""
+def render_json(report: Report, *, wires: bool = True) -> Json:
+    """The report as JSON data: every result, and every process with its whole wire
+    (without ``wires``, the processes without their ``"wire"``: `write_json` streams
+    them from disk)."""
     numbers = {id(p): i for i, p in enumerate(report.processes)}
     options = report.options
     return {
@@ -196,14 +227,33 @@ def render_json(report: Report) -> Json:
             "stop_timeout": options.stop_timeout,
             "watch": options.watch,
             "exit_timeout": options.exit_timeout,
+            "stops": options.stops,
         },
         "exit_code": report.exit_code,
         "seconds": round(report.seconds, 2),
         "checker_frames": report.checker_frames,
         "checker_frame_problems": report.checker_frame_problems,
+        "stop": report.stop,
         "results": [_result_json(r, numbers) for r in report.results],
-        "processes": [_process_json(p) for p in report.processes],
+        "processes": [_process_json(p, wire=wires) for p in report.processes],
     }
 
 
-__all__ = ["evidence_lines", "render_json", "render_text"]
+def write_json(report: Report, out: IO[str]) -> None:
+    """Write `render_json`'s report to ``out`` with each process's wire read from disk
+    frame by frame: the whole wire of a fast agent is never in memory at once."""
+    data = render_json(report, wires=False)
+    processes = data.pop("processes")
+    head = json.dumps(data, indent=2)
+    out.write(head[: head.rindex("}")].rstrip() + ',\n  "processes": [')
+    for n, (process, entry) in enumerate(zip(report.processes, processes, strict=True)):
+        body = json.dumps(entry, indent=2)
+        out.write(("," if n else "") + "\n" + body[: body.rindex("}")].rstrip())
+        out.write(',\n  "wire": [')
+        for i, frame in enumerate(_wire(process)):
+            out.write(("," if i else "") + "\n    " + json.dumps(frame, ensure_ascii=False))
+        out.write("\n  ]\n}")
+    out.write("\n  ]\n}\n")
+
+
+__all__ = ["evidence_lines", "render_json", "render_text", "write_json"]

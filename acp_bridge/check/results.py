@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -24,14 +25,17 @@ class Outcome(StrEnum):
 
 @dataclass
 class Process:
-    """One agent process the checker started, and its whole wire transcript."""
+    """One agent process the checker started, and its whole wire transcript
+    (on disk during a run: `acp_bridge.check.spool`)."""
 
     scenario: str
     index: int
     command: list[str]
-    transcript: list[tuple[str, Json]] = field(default_factory=list)
-    times_ms: list[float] = field(default_factory=list)
+    transcript: Sequence[tuple[str, Json]] = field(default_factory=list)
+    times_ms: Sequence[float] = field(default_factory=list)
     bad_lines: list[bytes] = field(default_factory=list)
+    bad_line_count: int = 0
+    """How many lines were not JSON-RPC (``bad_lines`` keeps the first few)."""
     returncode: int | None = None
     stderr_tail: str = ""
     survivors: list[str] = field(default_factory=list)

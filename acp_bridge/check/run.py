@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .. import __version__
 from ..agent_process import AgentProcess
@@ -23,6 +24,7 @@ from .requirements import REQUIREMENTS
 from .results import Evidence, Outcome, Process, Result
 from .schema import AcpSchema
 from .scripts import SCRIPTED_PERMISSION_PROMPT, SCRIPTED_STREAM_PROMPT, SCRIPTS
+from .spool import Spool
 
 Json = dict[str, Any]
 
@@ -32,6 +34,12 @@ NO_CAPABILITIES: Json = {"fs": {"readTextFile": False, "writeTextFile": False}, 
 CLIENT_INFO: Json = {"name": "acp-bridge-check", "version": __version__}
 TERM_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL when the checker ends an agent's process group."""
+
+STDERR_TAIL_BYTES = 16 << 10
+"""How much of the end of an agent's stderr the report keeps (the file is not read whole)."""
+STDERR_TAIL_LINES = 20
+BAD_LINES_KEPT = 20
+"""Lines of stdout that are not JSON-RPC kept for the report (each cut at 500 bytes)."""
 
 DEFAULT_STREAM_PROMPT = (
     "Write the numbers from one to two thousand in words, one per line, with no other text. "
@@ -69,6 +77,10 @@ class CheckOptions:
     """For the agent to exit after its stdin closes."""
     only: frozenset[str] = frozenset()
     """Run only the scenarios of these checks (empty: all)."""
+    stops: int = 20
+    """Stops to make over the Stop scenarios, for the ``"stop"`` figures."""
+    progress: TextIO | None = None
+    """Where to write a progress line every few seconds (the command line: stderr)."""
 
     def prompt(self, stimulus: str) -> str | None:
         if stimulus == "permission":
@@ -81,9 +93,13 @@ class CheckOptions:
 class CheckRun:
     """The state of one run: the options, the processes started, the results so far."""
 
-    def __init__(self, options: CheckOptions, tmp: Path, schema: AcpSchema) -> None:
+    def __init__(
+        self, options: CheckOptions, tmp: Path, schema: AcpSchema, wires: Path | None = None
+    ) -> None:
         self.options = options
         self.tmp = tmp
+        self.wires = wires or tmp
+        """Where each process's wire is spooled (`acp_bridge.check.spool`)."""
         self.schema = schema
         self.project = Path(options.session_cwd) if options.session_cwd else tmp / "project"
         self.project.mkdir(parents=True, exist_ok=True)
@@ -92,6 +108,10 @@ class CheckRun:
         self.results: dict[str, Result] = {}
         self.processes: list[Process] = []
         self.agent_info: Json | None = None
+        self.stop_samples: list[Json] = []
+        """One entry per Stop measured (`acp_bridge.check.stop_figures`)."""
+        self.disconnect: Json | None = None
+        """What the agent did when its stdin closed mid-stream."""
         self._live: list[tuple[Process, Agent]] = []
         self._numbers = count(1)
 
@@ -135,6 +155,7 @@ class CheckRun:
             async with start_agent(
                 command,
                 workspace=self.project,
+                state_dir=state if self.options.scripted else None,
                 env=env,
                 cwd=self.options.cwd,
                 stderr=stderr,
@@ -145,12 +166,16 @@ class CheckRun:
                 for method in list(agent.client.handlers):
                     if method.startswith(GATED_PREFIXES) or method in GATED_METHODS:
                         del agent.client.handlers[method]
+                spool = Spool(self.wires / f"wire-{number}.jsonl")
+                spool.adopt(agent.client)
+                process.transcript = spool
                 self._live.append((process, agent))
                 try:
                     yield agent
                 finally:
                     self._collect(process, agent, stderr)
                     self._live.remove((process, agent))
+                    spool.seal()
         finally:
             # Known once the group is ended, on the way out of start_agent (an
             # agent that exited on its own may not have been waited for before).
@@ -160,13 +185,12 @@ class CheckRun:
 
     def _collect(self, process: Process, agent: Agent, stderr: Path) -> None:
         client = agent.client
-        process.transcript = client.transcript
         start = client.times[0] if client.times else 0.0
-        process.times_ms = [(t - start) * 1000 for t in client.times]
-        process.bad_lines = client.bad_lines
+        process.times_ms = array("d", ((t - start) * 1000 for t in client.times))
+        process.bad_lines = client.bad_lines[:BAD_LINES_KEPT]
+        process.bad_line_count = len(client.bad_lines)
         process.returncode = client.agent.returncode
-        text = stderr.read_text(errors="replace") if stderr.exists() else ""
-        process.stderr_tail = "\n".join(text.splitlines()[-20:])
+        process.stderr_tail = stderr_tail(stderr)
 
     def process_of(self, agent: Agent) -> Process:
         for process, live in self._live:
@@ -232,6 +256,22 @@ class CheckRun:
         return value is True or isinstance(value, dict)
 
 
+def stderr_tail(path: Path) -> str:
+    """The last lines of the file ``path`` (an agent's stderr), reading at most
+    `STDERR_TAIL_BYTES` of it: an agent may write hundreds of megabytes there."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - STDERR_TAIL_BYTES))
+            data = f.read(STDERR_TAIL_BYTES)
+    except FileNotFoundError:
+        return ""
+    lines = data.decode("utf-8", "replace").splitlines()
+    if size > STDERR_TAIL_BYTES and lines:
+        lines = lines[1:]  # the first is probably cut
+    return "\n".join(lines[-STDERR_TAIL_LINES:])
+
+
 @dataclass(frozen=True)
 class Scenario:
     """Something the checker plays against fresh agent processes, and the checks
@@ -252,4 +292,5 @@ __all__ = [
     "CheckRun",
     "Json",
     "Scenario",
+    "stderr_tail",
 ]

@@ -9,15 +9,17 @@ gating), and returns a `Report`.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 import traceback
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
-import orjson
 
 from .requirements import REQUIREMENTS, Tier
 from .results import Evidence, Outcome, Process, Result
@@ -31,7 +33,8 @@ from .run import (
     Scenario,
 )
 from .scenarios import SCENARIOS
-from .schema import BUNDLED_SOURCE, bundled_schema
+from .scenarios.stop_figures import summary as stop_summary
+from .schema import BUNDLED_SOURCE, bundled_schema, structure
 
 
 @dataclass
@@ -44,6 +47,20 @@ class Report:
     checker_frames: int
     schema_source: str = BUNDLED_SOURCE
     seconds: float = 0.0
+    stop: Json = field(default_factory=dict)
+    """The Stop measured (`acp_bridge.check.scenarios.stop_figures.summary`)."""
+    wires: Path | None = field(default=None, repr=False)
+    """The folder of the processes' wires (`acp_bridge.check.spool`), removed when the
+    report is closed or collected."""
+
+    def __post_init__(self) -> None:
+        if self.wires is not None:
+            self._remove = weakref.finalize(self, shutil.rmtree, self.wires, True)
+
+    def close(self) -> None:
+        """Remove the wires from disk (the report can no longer show frames)."""
+        if self.wires is not None:
+            self._remove()
 
     @property
     def exit_code(self) -> int:
@@ -130,9 +147,11 @@ class _Frames:
 
 def _scan_frames(run: CheckRun) -> _Frames:
     found = _Frames()
-    # An agent that streams as fast as it can sends the same chunk thousands of
-    # times: validate each distinct message once.
-    seen: dict[tuple[bytes, str | None], list[str]] = {}
+    # An agent that streams as fast as it can sends a million chunks that differ
+    # only in their text: validate each structure once (`schema.structure`), and a
+    # message whose structure is invalid on its own, for its exact errors.
+    seen: dict[tuple[Any, str | None], bool] = {}
+    free = run.schema.free_text_keys
     for process in run.processes:
         marks: list[int] = []
         gate_marks: list[int] = []
@@ -147,10 +166,11 @@ def _scan_frames(run: CheckRun) -> _Frames:
                 gate_marks.append(i)
                 found.gated_methods.add(str(msg["method"]))
             answered = methods.get(json.dumps(msg.get("id"))) if "method" not in msg else None
-            key = (orjson.dumps(msg, option=orjson.OPT_SORT_KEYS), answered)
-            errors = seen.get(key)
-            if errors is None:
-                errors = seen[key] = run.schema.agent_message_errors(msg, answered)
+            key = (structure(msg, free), answered)
+            valid = seen.get(key)
+            errors = [] if valid else run.schema.agent_message_errors(msg, answered)
+            if valid is None:
+                seen[key] = not errors
             if errors:
                 marks.append(i)
                 found.problems.append(f"{process.name}, frame {i}: {errors[0]}")
@@ -204,12 +224,37 @@ def check_all_frames(run: CheckRun) -> tuple[list[str], int]:
     return checker_problems, sent
 
 
+PROGRESS_AFTER = 3.0
+"""Seconds before the first progress line (a quick run prints none), then between lines."""
+
+
+async def report_progress(run: CheckRun, started: float) -> None:
+    """A line on ``options.progress`` (stderr) every `PROGRESS_AFTER` seconds: what
+    is running and how many frames the agent wrote so far."""
+    out = run.options.progress
+    if out is None:
+        return
+    while True:
+        await anyio.sleep(PROGRESS_AFTER)
+        frames = sum(len(p.transcript) for p in run.processes)
+        scenario = run.processes[-1].scenario if run.processes else "starting"
+        out.write(
+            f"acp-bridge check: {time.monotonic() - started:.0f} s, scenario {scenario}, "
+            f"{len(run.processes)} agent process(es), {frames} frames\n"
+        )
+        out.flush()
+
+
 async def run_check(options: CheckOptions) -> Report:
     """Run the suite against ``options.command`` and return the report."""
     started = time.monotonic()
+    wires = Path(tempfile.mkdtemp(prefix="acp-check-wires-"))
     with tempfile.TemporaryDirectory(prefix="acp-check-") as tmp:
-        run = CheckRun(options, Path(tmp), bundled_schema())
-        await run_scenarios(run, SCENARIOS)
+        run = CheckRun(options, Path(tmp), bundled_schema(), wires)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(report_progress, run, started)
+            await run_scenarios(run, SCENARIOS)
+            tg.cancel_scope.cancel()
         checker_problems, checker_frames = check_all_frames(run)
     order = {check_id: i for i, check_id in enumerate(REQUIREMENTS)}
     tiers = list(Tier)
@@ -225,6 +270,8 @@ async def run_check(options: CheckOptions) -> Report:
         checker_problems,
         checker_frames,
         seconds=time.monotonic() - started,
+        stop=stop_summary(run),
+        wires=wires,
     )
 
 

@@ -57,6 +57,7 @@ class AcpSchema:
             _BASE, Resource.from_contents(dict(schema))
         )
         self._validators: dict[str, Draft202012Validator] = {}
+        self._free: frozenset[str] | None = None
         # Definitions by method.  ``x-side`` names the side that handles the
         # method: an agent answers the requests it handles and sends the
         # requests and notifications the client handles; a client the reverse.
@@ -72,6 +73,44 @@ class AcpSchema:
             **self._by_method("Notification", "protocol"),
         }
         self.client_request_defs = self._by_method("Request", "agent")
+
+    @property
+    def free_text_keys(self) -> frozenset[str]:
+        """Property names whose string values the schema never constrains (no
+        ``const``, ``enum``, ``pattern``, ``format`` or length, wherever the name
+        appears, through ``$ref``): ``text``, ``title``, ``sessionId``...  What such
+        a string says cannot change whether a message is valid (`structure`)."""
+        if self._free is None:
+            names: set[str] = set()
+            constrained: set[str] = set()
+            for node in _nodes(self.schema):
+                for name, sub in (node.get("properties") or {}).items():
+                    names.add(name)
+                    if self._constrains_strings(sub, set()):
+                        constrained.add(name)
+            # The method routes a message to its definition (`_message_errors`).
+            self._free = frozenset(names - constrained - {"method"})
+        return self._free
+
+    def _constrains_strings(self, node: Any, seen: set[str]) -> bool:
+        if isinstance(node, list):
+            return any(self._constrains_strings(n, seen) for n in node)
+        if not isinstance(node, dict):
+            return False
+        if _STRING_CONSTRAINTS & node.keys():
+            return True
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.removeprefix("#/$defs/")
+            if name not in seen:
+                seen.add(name)
+                if self._constrains_strings(self.defs.get(name), seen):
+                    return True
+        return any(
+            self._constrains_strings(v, seen)
+            for k, v in node.items()
+            if k not in ("$ref", "description", "title", "examples", "default")
+        )
 
     def _by_method(self, suffix: str, side: str) -> dict[str, str]:
         return {
@@ -144,6 +183,8 @@ class AcpSchema:
     ) -> list[str]:
         problems = self.errors(wrapper, msg)
         method = msg["method"]
+        if not isinstance(method, str):  # a hostile agent's; the wrapper said why
+            return problems or [f"the method is not a string: {json.dumps(method)[:100]}"]
         name = defs.get(method)
         if name is None:
             if not method.startswith("_"):
@@ -192,6 +233,37 @@ class AcpSchema:
         )
 
 
+_STRING_CONSTRAINTS: Final = frozenset(
+    {"const", "enum", "pattern", "format", "minLength", "maxLength"}
+)
+
+
+def _nodes(node: Any) -> Iterable[dict[str, Any]]:
+    """Every object in a schema, depth first."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def structure(value: Any, free: frozenset[str], key: str | None = None) -> Any:
+    """A hashable stand-in for a message with the same verdict under the schema: its
+    keys, its value types and every value, except the strings under a key of
+    ``free`` (`AcpSchema.free_text_keys`), which become a mere "a string".  An
+    agent that streams a million chunks of different text has one structure."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, structure(v, free, k)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("[", *(structure(v, free, key) for v in value))
+    if isinstance(value, str) and key in free:
+        return str
+    return (type(value).__name__, value)  # keeps True apart from 1, 1.0 from 1
+
+
 def _key(value: object) -> str:
     """A dict key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart."""
     return json.dumps(value)
@@ -223,4 +295,4 @@ def bundled_schema() -> AcpSchema:
     return AcpSchema(json.loads(BUNDLED_SCHEMA.read_text(encoding="utf-8")))
 
 
-__all__ = ["BUNDLED_SCHEMA", "BUNDLED_SOURCE", "AcpSchema", "bundled_schema"]
+__all__ = ["BUNDLED_SCHEMA", "BUNDLED_SOURCE", "AcpSchema", "bundled_schema", "structure"]

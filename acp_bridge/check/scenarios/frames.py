@@ -11,6 +11,7 @@ import anyio
 from ...client import CHUNK_KINDS
 from ...testing.agent import Agent, Turn, TurnEnded, session_update
 from ..run import CheckRun, Json
+from ..spool import Spool
 
 UNKNOWN_SESSION = "sess_acp_check_unknown"
 NOTE_METHOD = "_acp_bridge_check/note"
@@ -23,6 +24,10 @@ def index_of(agent: Agent, msg: Json | None) -> list[int]:
     """The transcript index of ``msg`` (the very object received), as a list of marks."""
     if msg is None:
         return []
+    transcript = agent.transcript
+    if isinstance(transcript, Spool):
+        at = transcript.position(msg)
+        return [] if at is None else [at]
     for i in range(len(agent.transcript) - 1, -1, -1):
         if agent.transcript[i][1] is msg:
             return [i]
@@ -108,6 +113,12 @@ async def stream(run: CheckRun, turn: Turn) -> str | None:
             "(a slow model? raise --stream-timeout)"
         )
     return None
+
+
+def stop_reading(agent: Agent) -> None:
+    """Read no more of the agent's stdout: a cancel it ignored for --stop-timeout is the
+    finding, and what it streams after that need not be read (nor kept)."""
+    agent.client.agent.stdout.pause()
 
 
 async def end(run: CheckRun, agent: Agent) -> None:

@@ -15,9 +15,11 @@ from .frames import (
     is_chunk,
     ms_between,
     sent_index,
+    stop_reading,
     stream,
     updates_between,
 )
+from .stop_figures import measure
 
 
 def judge_stop(
@@ -133,6 +135,7 @@ async def stop(run: CheckRun) -> None:
         try:
             result = await turn.stop(within=opts.stop_timeout, watch=opts.watch)
         except TimeoutError:
+            stop_reading(agent)
             streamed = len(updates_between(agent, session.id, stop_at))
             run.record(
                 "stop.cancelled",
@@ -154,8 +157,10 @@ async def stop(run: CheckRun) -> None:
             cancelled_check="stop.cancelled",
             ordering_check="stop.ordering",
         )
+        measure_stop(run, agent, session.id, stop_at, result.response, "stop")
         if run.results["stop.cancelled"].outcome is Outcome.NOT_EXERCISED:
             run.record("stop.next-turn", Outcome.NOT_EXERCISED, "the first Stop was not exercised")
+            await more_stops(run, agent, session)
             await end(run, agent)
             return
         second = await session.start_prompt(opts.prompt("stream") or "")
@@ -172,6 +177,7 @@ async def stop(run: CheckRun) -> None:
         stop_at = len(agent.transcript)
         result = await second.stop(within=opts.stop_timeout, watch=opts.watch)
         response_at = index_of(agent, result.response or None)
+        measure_stop(run, agent, session.id, stop_at, result.response, "stop")
         late = (
             updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
             if response_at
@@ -201,7 +207,56 @@ async def stop(run: CheckRun) -> None:
                     (agent, sent_index(agent, "session/cancel", stop_at) + response_at + late)
                 ],
             )
+        await more_stops(run, agent, session)
         await end(run, agent)
+
+
+def measure_stop(
+    run: CheckRun, agent: Agent, session_id: str, stop_at: int, response: Json | None, scenario: str
+) -> Json | None:
+    """`stop_figures.measure` for the Stop sent from transcript index ``stop_at`` on."""
+    cancel = sent_index(agent, "session/cancel", stop_at)
+    answered = index_of(agent, response or None)
+    return measure(
+        run,
+        agent,
+        session_id,
+        cancel[0] if cancel else None,
+        answered[0] if answered else None,
+        scenario,
+    )
+
+
+async def more_stops(run: CheckRun, agent: Agent, session: Session) -> None:
+    """Stop the session again and again until the run has made ``--stops`` Stops (the
+    other Stop scenarios make one each): the figures of the report's ``"stop"``, and
+    each Stop one more chance to see a cancel leak (``stop.ordering``)."""
+    opts = run.options
+    others = sum(run.wanted((check,)) for check in ("stop.idle", "stop.race"))
+    for _ in range(2 * opts.stops):
+        if len(run.stop_samples) + others >= opts.stops:
+            return
+        turn = await session.start_prompt(opts.prompt("stream") or "")
+        if await stream(run, turn) is not None:
+            return
+        stop_at = len(agent.transcript)
+        try:
+            result = await turn.stop(within=opts.stop_timeout)
+        except TimeoutError:
+            stop_reading(agent)
+            measure_stop(run, agent, session.id, stop_at, None, "stop")
+            return
+        sample = measure_stop(run, agent, session.id, stop_at, result.response, "stop")
+        if sample is not None and sample.get("updates_after_response"):
+            response_at = index_of(agent, result.response or None)
+            late = updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
+            run.record(
+                "stop.ordering",
+                Outcome.FAIL,
+                f"Stop {len(run.stop_samples)}: {len(late)} session/update after the "
+                "prompt's response",
+                evidence=[(agent, response_at + late)],
+            )
 
 
 async def idle_cancel(run: CheckRun) -> None:
@@ -264,7 +319,9 @@ async def idle_cancel(run: CheckRun) -> None:
             else:
                 run.record("stop.idle", Outcome.NOT_EXERCISED, why)
             return
-        await turn.stop(within=opts.stop_timeout, watch=0)
+        stop_at = len(agent.transcript)
+        stopped = await turn.stop(within=opts.stop_timeout, watch=0)
+        measure_stop(run, agent, session.id, stop_at, stopped.response, "idle-cancel")
         run.record(
             "stop.idle",
             Outcome.PASS,
@@ -283,6 +340,7 @@ async def cancel_race(run: CheckRun) -> None:
         try:
             result = await turn.result(within=opts.stop_timeout, watch=opts.watch)
         except TimeoutError:
+            stop_reading(agent)
             run.record(
                 "stop.race",
                 Outcome.FAIL,
@@ -291,6 +349,7 @@ async def cancel_race(run: CheckRun) -> None:
                 evidence=[(agent, [start, start + 1])],
             )
             return
+        measure_stop(run, agent, session.id, start, result.response, "cancel-race")
         response_at = index_of(agent, result.response or None)
         late_at = (
             updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)

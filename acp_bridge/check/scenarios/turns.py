@@ -10,7 +10,7 @@ from ...agent_process import describe_process, group_members, wait_group_empty
 from ...testing.agent import Agent, TurnEnded, session_update
 from ...testing.policies import CANCELLED, wait_for_stop
 from ..results import Outcome
-from ..run import CheckRun
+from ..run import CheckRun, Json
 from .frames import (
     CONVERSATION,
     describe,
@@ -124,15 +124,38 @@ async def stdin_eof(run: CheckRun) -> None:
         streaming = await stream(run, turn) is None
         await agent.disconnect()
         where = "mid-stream" if streaming else "during a prompt"
+        status: int | None = None
         try:
-            told.append(f"exited {await agent.wait_exit(within=opts.exit_timeout)} {where}")
+            status = await agent.wait_exit(within=opts.exit_timeout)
+            told.append(f"exited {status} {where}")
             problems += await left_running(run, agent, where)
         except TimeoutError:
             problems.append(f"still running {opts.exit_timeout:g} s after stdin closed {where}")
+        if streaming:
+            run.disconnect = disconnect_figures(agent, session.id, turn.response, status)
     if problems:
         run.record("stdio.eof", Outcome.FAIL, "; ".join(problems + told))
     else:
         run.record("stdio.eof", Outcome.PASS, "; ".join(told))
+
+
+def disconnect_figures(
+    agent: Agent, session_id: str, response: Json | None, status: int | None
+) -> Json:
+    """What the agent answered and recorded when the editor went away mid-stream (the
+    report's ``"stop"`` ``"disconnect"``).  What it recorded is observable for an agent
+    built on acp-bridge run with --scripted: the end of the turn in its event log."""
+    result = response.get("result") if response else None
+    if isinstance(result, dict) and "stopReason" in result:
+        answered = str(result["stopReason"])
+    else:
+        answered = describe(response) if response else "nothing"
+    recorded: str = "not observable"
+    logs = agent.logs().get(session_id)
+    if logs is not None:
+        ends = [r for r in logs if r.get("type") == "turn/end"]
+        recorded = str(ends[-1].get("reason")) if ends else "no end of the turn"
+    return {"answered": answered, "recorded": recorded, "exit": status}
 
 
 async def permission(run: CheckRun) -> None:

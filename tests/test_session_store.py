@@ -246,6 +246,8 @@ async def test_load_after_a_cancelled_turn_replays_what_was_seen(
     one = await bridge(tmp_path, "one", story_then(REPORT), first, mode="subprocess")
     two = await bridge(tmp_path, "two", story_then(REPORT), second)
     replayed = updates_before_response(two.client, last_request_id(two.client, "session/load"))
+    # The session's commands close the replay, before the answer.
+    assert replayed.pop()["sessionUpdate"] == "available_commands_update"
     # The same conversation, modulo chunking, and every character that was shown.
     assert merged(replayed) == merged(live_view(one.client, sid[0]))
     chunks = [u for u in replayed if u["sessionUpdate"] == "agent_message_chunk"]
@@ -292,6 +294,7 @@ async def test_load_after_a_tool_call_replays_its_final_status(
     one = await bridge(tmp_path, "one", script, first, mode="subprocess")
     two = await bridge(tmp_path, "two", script, second)
     replayed = updates_before_response(two.client, last_request_id(two.client, "session/load"))
+    assert replayed.pop()["sessionUpdate"] == "available_commands_update"
     assert merged(replayed) == merged(live_view(one.client, sid[0]))
     tool_updates = [u for u in replayed if u["sessionUpdate"].startswith("tool_call")]
     # The call ran (a relative path: the tool refuses it), and the replay ends

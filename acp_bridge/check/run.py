@@ -66,6 +66,10 @@ class CheckOptions:
     """For the agent to exit after its stdin closes."""
     only: frozenset[str] = frozenset()
     """Run only the scenarios of these checks (empty: all)."""
+    logout: bool = False
+    """Send ``logout`` to an agent that advertises it (it may forget the
+    credentials the agent keeps for its user); acp-bridge scripted gets it anyway,
+    with a config folder of its own."""
 
     def prompt(self, stimulus: str) -> str | None:
         if stimulus == "permission":
@@ -112,9 +116,15 @@ class CheckRun:
 
     @asynccontextmanager
     async def agent(
-        self, scenario: str, *, stimulus: str = "stream", state: Path | None = None
+        self,
+        scenario: str,
+        *,
+        stimulus: str = "stream",
+        state: Path | None = None,
+        env: dict[str, str] | None = None,
     ) -> AsyncIterator[Agent]:
-        """A fresh agent process for ``scenario``; its transcript is kept for the report.
+        """A fresh agent process for ``scenario`` (``env``: variables for this one
+        only); its transcript is kept for the report.
 
         The test editor answers no file, terminal or elicitation request (the
         checker advertises none): they get ``-32601`` and count against the agent.
@@ -125,12 +135,13 @@ class CheckRun:
         index = 1 + sum(p.scenario == scenario for p in self.processes)
         process = Process(scenario, index, command)
         self.processes.append(process)
-        env = {**os.environ, **self.options.env} if self.options.env else None
+        extra = {**self.options.env, **(env or {})}
+        agent_env = {**os.environ, **extra} if extra else None
         stderr = self.tmp / f"agent-{number}.stderr"
         async with start_agent(
             command,
             workspace=self.project,
-            env=env,
+            env=agent_env,
             cwd=self.options.cwd,
             stderr=stderr,
             tmp=self.tmp,

@@ -54,7 +54,6 @@ from acp import (
     update_tool_call,
 )
 from acp.schema import (
-    AgentCapabilities,
     AuthMethodAgent,
     DeleteSessionRequest,
     DeleteSessionResponse,
@@ -115,7 +114,7 @@ class FaultySdkAgent(RefSdkAgent):
             data["configOptions"] = [_select("mode", "ask", "code"), _select("model", "a", "b")]
         return NewSessionResponse.model_validate(data)
 
-    async def set_config_option(
+    async def set_config_option(  # type: ignore[override]
         self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
     ) -> SetSessionConfigOptionResponse:
         if not self._args.config_options:
@@ -210,22 +209,20 @@ def _select(option_id: str, current: str, other: str) -> dict[str, Any]:
     }
 
 
-class _NumberIds:
-    """The agent's stdout, with each string id made of digits written as a number."""
+def _number_ids(writer: asyncio.StreamWriter) -> None:
+    """The agent's stdout: each string id made of digits written as a number."""
+    write = writer.write
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
+    def rewrite(data: bytes | bytearray | memoryview) -> None:
+        write(re.sub(rb'"id":\s*"(\d+)"', rb'"id":\1', bytes(data)))
 
-    def write(self, data: bytes) -> None:
-        self._writer.write(re.sub(rb'"id":\s*"(\d+)"', rb'"id":\1', data))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._writer, name)
+    writer.write = rewrite  # type: ignore[method-assign]
 
 
 def _route_delete() -> None:
     """The SDK routes no session/delete: route it to the agent's delete_session."""
-    build = acp.agent.connection.build_agent_router
+    connection: Any = acp.agent.connection
+    build = connection.build_agent_router
 
     def build_with_delete(agent: Any, **kwargs: Any) -> Any:
         router = build(agent, **kwargs)
@@ -238,7 +235,7 @@ def _route_delete() -> None:
         )
         return router
 
-    acp.agent.connection.build_agent_router = build_with_delete  # type: ignore[assignment]
+    connection.build_agent_router = build_with_delete
 
 
 async def main() -> None:
@@ -273,7 +270,8 @@ async def main() -> None:
 
         reader, writer = await stdio_streams()
         # run_agent's "input stream" is the one it writes to.
-        await acp.run_agent(FaultySdkAgent(args), _NumberIds(writer), reader)
+        _number_ids(writer)
+        await acp.run_agent(FaultySdkAgent(args), writer, reader)
         return
     await acp.run_agent(FaultySdkAgent(args))
 

@@ -318,7 +318,7 @@ class StoredMethods:
             path = session_path(self.table.state_dir, session_id)
         except ValueError:
             raise RpcError.invalid_params("sessionId", "is not a valid session id") from None
-        if not os.path.isfile(path):
+        if not await anyio.to_thread.run_sync(os.path.isfile, path):
             # Deleting a session that never existed, or was deleted already,
             # succeeds silently (session-delete.mdx, Semantics).
             log.debug("session/delete: no stored session %s; nothing to do", session_id)

@@ -629,8 +629,6 @@ _COVERAGE = (
     ),
 )
 
-_ALL = _ALL + _COVERAGE
-
-REQUIREMENTS: dict[str, Requirement] = {r.id: r for r in _ALL}
+REQUIREMENTS: dict[str, Requirement] = {r.id: r for r in (*_ALL, *_COVERAGE)}
 
 __all__ = ["REQUIREMENTS", "Quote", "Requirement", "Tier"]

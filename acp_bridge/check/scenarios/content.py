@@ -8,6 +8,7 @@ shows an update, so an agent on a real model spends a few tokens on each.
 from __future__ import annotations
 
 import base64
+import contextlib
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,10 @@ REPLY_PROMPT: Final = "Reply with one word: ok."
 META: Final[Json] = {"acpBridgeCheck": {"note": "extension data the agent may ignore"}}
 
 # A 1x1 PNG, and a WAV of four silent 8 kHz samples.
-PNG: Final = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+PNG: Final = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5E"
+    "rkJggg=="
+)
 WAV: Final = base64.b64encode(
     b"RIFF"
     + struct.pack("<I", 36 + 8)
@@ -74,10 +78,8 @@ async def prompt_answer(
     def moved() -> bool:
         return answered() or bool(updates_between(agent, session_id, at, kinds=CONVERSATION))
 
-    try:
+    with contextlib.suppress(TimeoutError):  # nothing to show yet: stop it all the same
         await client.wait_until(moved, within=opts.stream_timeout)
-    except TimeoutError:
-        pass  # nothing to show yet: stop it all the same
     if not answered():
         await client.notify("session/cancel", {"sessionId": session_id})
         try:

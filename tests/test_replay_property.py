@@ -74,7 +74,7 @@ def live_updates(client: AcpClient) -> list[Json]:
                 out.append({"sessionUpdate": "user_message_chunk", "content": block})
         elif way == "recv" and msg.get("method") == "session/update":
             if msg["params"]["update"]["sessionUpdate"] == "available_commands_update":
-                continue  # sent as the session opens, not replayed (announced after a load)
+                continue  # sent as the session opens, not replayed (announced at the end of a load, before its answer)
             out.append(msg["params"]["update"])
     return out
 

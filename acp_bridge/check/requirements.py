@@ -14,7 +14,7 @@ The quotes are verbatim from ``docs/protocol/v1/*.mdx`` of the ACP specification
 repository at commit b7f0005 (markup removed), from the schema's descriptions,
 and from the JSON-RPC 2.0 specification.
 
-It is a little over 400 lines because it is one table of data, one entry per
+It is long because it is one table of data, one entry per
 requirement with its quote; it holds no logic to split.
 """
 

@@ -77,9 +77,7 @@ async def test_acp_bridge_passes_every_new_check() -> None:
     assert failed == {}
     assert set(NEW_CHECKS) <= set(got)
     assert "refused: an audio block" in got["prompt.unadvertised"][1]
-    assert "accepted: an image block, an embedded resource block" in (
-        got["prompt.capabilities"][1]
-    )
+    assert "accepted: an image block, an embedded resource block" in (got["prompt.capabilities"][1])
     assert report.exit_code == 0
     assert report.checker_frame_problems == []
 
@@ -100,14 +98,14 @@ async def test_what_the_reference_agent_does_not_advertise_is_skipped_not_passed
     # It takes every content block, advertised or not: an advisory failure.
     unadvertised = got["prompt.unadvertised"]
     assert unadvertised.outcome is Outcome.FAIL
-    assert "an audio block was answered {\"stopReason\": \"cancelled\"}" in unadvertised.detail
+    assert 'an audio block was answered {"stopReason": "cancelled"}' in unadvertised.detail
     assert not unadvertised.blocking
     assert report.exit_code == 0
 
 
 FAULTS = [
     (["--terminal-auth"], "auth.methods", "terminal method 'login' although", {}),
-    (["--auth-method"], "auth.authenticate", "an error {\"code\": -32601", {}),
+    (["--auth-method"], "auth.authenticate", 'an error {"code": -32601', {}),
     (["--logout"], "auth.logout", "logout was answered an error", {"logout": True}),
     (["--modes"], "session.modes", "session/set_mode 'code' (an advertised mode)", {}),
     (["--config-options"], "session.config-options", "configOptions without ['model']", {}),

@@ -13,6 +13,21 @@ and of the test kit.
     python tests/faulty_sdk_agent.py --uuid-ids      # session ids are bare UUIDs, not sess_...
     python tests/faulty_sdk_agent.py --one-line      # each prompt answers one line, end_turn
 
+Beyond the baseline, each flag advertises (or does) one thing and gets it wrong:
+
+    --terminal-auth      a terminal auth method for a client that did not enable it
+    --auth-method        an agent auth method, and authenticate not implemented
+    --logout             agentCapabilities.auth.logout, and logout not implemented
+    --modes              modes in session/new, and session/set_mode not implemented
+    --config-options     two config options; set_config_option answers the one set only
+    --delete             session/delete; deleting an unknown session is an error
+    --additional-directories  advertised, and a session/new with them refused
+    --refuse-links       a prompt with a resource_link block refused
+    --image              promptCapabilities.image, and an image block refused
+    --refuse-meta        a session/new with _meta refused
+    --number-ids         a string id made of digits answered as a number
+    --mojibake           each prompt's text echoed back decoded as Latin-1
+
 With ``--ask-permission`` each prompt first announces a tool call and asks for
 permission: an allow streams as usual; a ``cancelled`` outcome (the client's answer
 on Stop) or a rejection ends the turn, the call marked failed.
@@ -24,13 +39,16 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import acp
+import acp.agent.connection
 from acp import (
+    InitializeResponse,
     NewSessionResponse,
     PromptResponse,
     start_tool_call,
@@ -38,7 +56,14 @@ from acp import (
     update_agent_message,
     update_tool_call,
 )
-from acp.schema import PermissionOption
+from acp.schema import (
+    AuthMethodAgent,
+    DeleteSessionRequest,
+    DeleteSessionResponse,
+    PermissionOption,
+    SetSessionConfigOptionResponse,
+)
+from acp.utils import normalize_result
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.ref_sdk_agent import CHUNK_TEXT, RefSdkAgent
@@ -57,6 +82,27 @@ class FaultySdkAgent(RefSdkAgent):
         self._crash: bool = args.crash_on_cancel
         self._stopped_while_idle: set[str] = set()
         self._leaks: list[str] = []
+        self._args = args
+
+    async def initialize(self, *args: Any, **kwargs: Any) -> InitializeResponse:
+        answer = await super().initialize(*args, **kwargs)
+        data = answer.model_dump(by_alias=True, exclude_none=True)
+        caps = data.setdefault("agentCapabilities", {})
+        methods = data.setdefault("authMethods", [])
+        if self._args.terminal_auth:
+            methods.append({"type": "terminal", "id": "login", "name": "Log in", "args": []})
+        if self._args.auth_method:
+            methods.append(AuthMethodAgent(id="login", name="Log in").model_dump(by_alias=True))
+        if self._args.logout:
+            caps["auth"] = {"logout": {}}
+        sessions = caps.setdefault("sessionCapabilities", {})
+        if self._args.delete:
+            sessions["delete"] = {}
+        if self._args.additional_directories:
+            sessions["additionalDirectories"] = {}
+        if self._args.image:
+            caps["promptCapabilities"] = {"image": True}
+        return InitializeResponse.model_validate(data)
 
     async def new_session(
         self,
@@ -65,11 +111,37 @@ class FaultySdkAgent(RefSdkAgent):
         mcp_servers: list[Any] | None = None,
         **kwargs: Any,
     ) -> NewSessionResponse:
-        if not self._uuid_ids:
-            return await super().new_session(cwd, additional_directories, mcp_servers, **kwargs)
-        session_id = str(uuid.uuid4())
-        self._sessions.add(session_id)
-        return NewSessionResponse(session_id=session_id)
+        if self._args.refuse_meta and "acpBridgeCheck" in kwargs:
+            raise acp.RequestError.invalid_params({"_meta": "not expected"})
+        if self._args.additional_directories and additional_directories:
+            raise acp.RequestError.invalid_params({"additionalDirectories": "not taken"})
+        if self._uuid_ids:
+            answer = NewSessionResponse(session_id=str(uuid.uuid4()))
+            self._sessions.add(answer.session_id)
+        else:
+            answer = await super().new_session(cwd, additional_directories, mcp_servers, **kwargs)
+        data = answer.model_dump(by_alias=True, exclude_none=True)
+        if self._args.modes:
+            modes = [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]
+            data["modes"] = {"currentModeId": "ask", "availableModes": modes}
+        if self._args.config_options:
+            data["configOptions"] = [_select("mode", "ask", "code"), _select("model", "a", "b")]
+        return NewSessionResponse.model_validate(data)
+
+    async def set_config_option(  # type: ignore[override]
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse:
+        if not self._args.config_options:
+            return await super().set_config_option(config_id, session_id, value, **kwargs)
+        # The option set, and not the others: not the complete list.
+        option = _select(config_id, str(value), "other")
+        return SetSessionConfigOptionResponse.model_validate({"configOptions": [option]})
+
+    async def delete_session(self, session_id: str, **kwargs: Any) -> DeleteSessionResponse:
+        if session_id not in self._sessions:
+            raise acp.RequestError.invalid_params({"sessionId": session_id, "reason": "unknown"})
+        self._sessions.discard(session_id)
+        return DeleteSessionResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         if self._crash and session_id in self._turns:
@@ -79,6 +151,15 @@ class FaultySdkAgent(RefSdkAgent):
         await super().cancel(session_id, **kwargs)
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        kinds = {getattr(block, "type", None) for block in prompt}
+        if (self._args.refuse_links and "resource_link" in kinds) or (
+            self._args.image and "image" in kinds
+        ):
+            raise acp.RequestError.invalid_params({"prompt": "a block of this type is refused"})
+        if self._args.mojibake and self._conn is not None:
+            text = "".join(getattr(block, "text", "") for block in prompt)
+            echo = text.encode("utf-8").decode("latin-1")
+            await self._conn.session_update(session_id, update_agent_message(text_block(echo)))
         if session_id in self._stopped_while_idle:
             self._stopped_while_idle.discard(session_id)
             return PromptResponse(stop_reason="cancelled")
@@ -131,6 +212,46 @@ class FaultySdkAgent(RefSdkAgent):
         return await super().ext_method(method, params)
 
 
+def _select(option_id: str, current: str, other: str) -> dict[str, Any]:
+    values = [{"value": current, "name": current}, {"value": other, "name": other}]
+    return {
+        "id": option_id,
+        "name": option_id.title(),
+        "type": "select",
+        "currentValue": current,
+        "options": values,
+    }
+
+
+def _number_ids(writer: asyncio.StreamWriter) -> None:
+    """The agent's stdout: each string id made of digits written as a number."""
+    write = writer.write
+
+    def rewrite(data: bytes | bytearray | memoryview) -> None:
+        write(re.sub(rb'"id":\s*"(\d+)"', rb'"id":\1', bytes(data)))
+
+    writer.write = rewrite  # type: ignore[method-assign]
+
+
+def _route_delete() -> None:
+    """The SDK routes no session/delete: route it to the agent's delete_session."""
+    connection: Any = acp.agent.connection
+    build = connection.build_agent_router
+
+    def build_with_delete(agent: Any, **kwargs: Any) -> Any:
+        router = build(agent, **kwargs)
+        router.route_request(
+            "session/delete",
+            DeleteSessionRequest,
+            agent,
+            "delete_session",
+            adapt_result=normalize_result,
+        )
+        return router
+
+    connection.build_agent_router = build_with_delete
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--end-turn", action="store_true")
@@ -140,9 +261,35 @@ async def main() -> None:
     parser.add_argument("--late-register", action="store_true")
     parser.add_argument("--sticky-cancel", action="store_true")
     parser.add_argument("--crash-on-cancel", action="store_true")
+    for flag in (
+        "--terminal-auth",
+        "--auth-method",
+        "--logout",
+        "--modes",
+        "--config-options",
+        "--delete",
+        "--additional-directories",
+        "--refuse-links",
+        "--image",
+        "--refuse-meta",
+        "--number-ids",
+        "--mojibake",
+    ):
+        parser.add_argument(flag, action="store_true")
     parser.add_argument("--uuid-ids", action="store_true")
     parser.add_argument("--one-line", action="store_true")
-    await acp.run_agent(FaultySdkAgent(parser.parse_args()))
+    args = parser.parse_args()
+    if args.delete:
+        _route_delete()
+    if args.number_ids:
+        from acp.stdio import stdio_streams
+
+        reader, writer = await stdio_streams()
+        # run_agent's "input stream" is the one it writes to.
+        _number_ids(writer)
+        await acp.run_agent(FaultySdkAgent(args), writer, reader)
+        return
+    await acp.run_agent(FaultySdkAgent(args))
 
 
 if __name__ == "__main__":

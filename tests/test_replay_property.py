@@ -74,7 +74,8 @@ def live_updates(client: AcpClient) -> list[Json]:
                 out.append({"sessionUpdate": "user_message_chunk", "content": block})
         elif way == "recv" and msg.get("method") == "session/update":
             if msg["params"]["update"]["sessionUpdate"] == "available_commands_update":
-                continue  # sent as the session opens, not replayed (announced after a load)
+                # Sent as the session opens, not replayed (at a load's end, before its answer).
+                continue
             out.append(msg["params"]["update"])
     return out
 

@@ -48,7 +48,7 @@ def view(updates: list[Any]) -> list[dict[str, Any]]:
     for model in updates:
         update = model.model_dump(mode="json", by_alias=True, exclude_none=True)
         if update["sessionUpdate"] == "available_commands_update":
-            continue  # announced as a session opens (after a load too), not replayed
+            continue  # announced as a session opens (at the end of a load too), not replayed
         update.pop("_meta", None)
         previous = out[-1] if out else None
         kind = update["sessionUpdate"]

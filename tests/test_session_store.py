@@ -246,6 +246,8 @@ async def test_load_after_a_cancelled_turn_replays_what_was_seen(
     one = await bridge(tmp_path, "one", story_then(REPORT), first, mode="subprocess")
     two = await bridge(tmp_path, "two", story_then(REPORT), second)
     replayed = updates_before_response(two.client, last_request_id(two.client, "session/load"))
+    # The session's commands close the replay, before the answer.
+    assert replayed.pop()["sessionUpdate"] == "available_commands_update"
     # The same conversation, modulo chunking, and every character that was shown.
     assert merged(replayed) == merged(live_view(one.client, sid[0]))
     chunks = [u for u in replayed if u["sessionUpdate"] == "agent_message_chunk"]
@@ -292,6 +294,7 @@ async def test_load_after_a_tool_call_replays_its_final_status(
     one = await bridge(tmp_path, "one", script, first, mode="subprocess")
     two = await bridge(tmp_path, "two", script, second)
     replayed = updates_before_response(two.client, last_request_id(two.client, "session/load"))
+    assert replayed.pop()["sessionUpdate"] == "available_commands_update"
     assert merged(replayed) == merged(live_view(one.client, sid[0]))
     tool_updates = [u for u in replayed if u["sessionUpdate"].startswith("tool_call")]
     # The call ran (a relative path: the tool refuses it), and the replay ends
@@ -370,8 +373,11 @@ async def test_resume_replays_nothing_and_continues_the_conversation(
     # The second process's provider starts its script over: its first answer is the report.
     two = await bridge(tmp_path, "two", {"responses": [REPORT]}, second)
     before = updates_before_response(two.client, last_request_id(two.client, "session/resume"))
-    # The commands follow the response.
-    assert [u["sessionUpdate"] for u in before] == ["session_info_update"]
+    # The session's state, not its conversation, comes before the response.
+    assert [u["sessionUpdate"] for u in before] == [
+        "session_info_update",
+        "available_commands_update",
+    ]
     assert before[0]["title"] == "Hello there"
     assert "message_count: 3" in report[0]
     assert 'last_assistant_text: "First answer."' in report[0]
@@ -432,9 +438,55 @@ async def test_delete_removes_the_session(tmp_path: Path) -> None:
         missing = await load(client, sid)
         assert missing["error"]["code"] == -32602
         assert missing["error"]["data"]["field"] == "sessionId"
+        # Deleting it again, or a session that never existed, succeeds silently.
+        for gone in (sid, "sess_" + "0" * 32):
+            again = await client.request("session/delete", {"sessionId": gone})
+            assert again == {"jsonrpc": "2.0", "id": again["id"], "result": {}}
+        # An id that cannot be a session's is still bad params.
+        bad = await client.request("session/delete", {"sessionId": "../x"})
+        assert bad["error"]["code"] == -32602
 
     run = await bridge(tmp_path, "one", {"responses": [REPORT]}, play, mode="subprocess")
     assert list((run.state_dir / "sessions").iterdir()) == []
+
+
+async def test_the_session_state_comes_before_a_load_or_resume_answer_after_a_new_one(
+    tmp_path: Path,
+) -> None:
+    """The commands (and the title) of a session: after the session/new answer, which
+    tells the editor the id (an update for an unknown id is dropped); before the
+    answer of a load or resume, whose id the editor gave, so the session opens with
+    them."""
+    script = {"responses": [{"events": [{"text": "First answer."}]}]}
+    sid: list[str] = []
+    state = ("available_commands_update", "session_info_update")
+
+    def kinds(updates: list[Json]) -> list[str]:
+        return [u["sessionUpdate"] for u in updates if u["sessionUpdate"] in state]
+
+    async def first(client: AcpClient) -> None:
+        await client.initialize()
+        sid.append(await client.new_session(CWD))
+        await client.prompt(sid[0], "Hello there")
+
+    async def reopen(method: str) -> Callable[[AcpClient], Awaitable[None]]:
+        async def play(client: AcpClient) -> None:
+            await client.initialize()
+            assert "result" in await load(client, sid[0], method)
+            await client.request("_acp-bridge/no_such_method", {})  # a barrier
+
+        return play
+
+    one = await bridge(tmp_path, "one", script, first, mode="subprocess")
+    new_id = last_request_id(one.client, "session/new")
+    assert updates_before_response(one.client, new_id) == []
+    assert kinds(one.client.updates) == ["available_commands_update", "session_info_update"]
+    for method in ("session/load", "session/resume"):
+        run = await bridge(tmp_path, method[8:], script, await reopen(method), mode="subprocess")
+        rid = last_request_id(run.client, method)
+        before = kinds(updates_before_response(run.client, rid))
+        assert before == ["session_info_update", "available_commands_update"], method
+        assert kinds(run.client.updates) == before, f"session state after the {method} answer"
 
 
 # -- list ------------------------------------------------------------------------------

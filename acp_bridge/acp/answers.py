@@ -45,6 +45,9 @@ SESSION_CAPABILITIES: Final[dict[str, dict[str, Any]]] = {
     "close": {},
     "delete": {},
     "fork": {},
+    # session/new, load, resume and fork take them (a load or resume without
+    # them keeps those of the session's start).
+    "additionalDirectories": {},
 }
 
 TERMINAL_METHOD_ID: Final = "setup"

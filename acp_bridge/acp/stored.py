@@ -86,6 +86,9 @@ class StoredMethods:
         table = self.table
         session_id = P.session_id(params)
         cwd = P.absolute_path(params, "cwd")
+        # Resent in full by the editor on a load or resume; when it sends
+        # none, the session keeps those its session/new had.
+        dirs = P.additional_directories(params)
         table.mcp.editor_specs(params)  # checked before the session is opened
         await self._after_opening(session_id)
         session = table.sessions.get(session_id)
@@ -102,12 +105,14 @@ class StoredMethods:
         # Until it is registered, a second load or resume of it waits (`_open`).
         opening = self._opening[session_id] = anyio.Event()
         try:
-            return await self._open_stored(session_id, cwd, path)
+            return await self._open_stored(session_id, cwd, path, dirs)
         finally:
             del self._opening[session_id]
             opening.set()
 
-    async def _open_stored(self, session_id: str, cwd: str, path: str) -> Opened:
+    async def _open_stored(
+        self, session_id: str, cwd: str, path: str, dirs: list[str] | None
+    ) -> Opened:
         """`_open` of a session not open here, its log locked (unlocked if it cannot be read)."""
         table = self.table
         try:
@@ -129,7 +134,7 @@ class StoredMethods:
                 reopened.closed[-1].get("reason"),
             )
         others = Typed.without_deltas(reopened.records, reopened.kinds)
-        session = await self._register(session_id, cwd, reopened.log, others)
+        session = await self._register(session_id, cwd, reopened.log, others, dirs)
         session.prompts.turns = _last_turn(others.of_types(TURN_STARTS))
         items = reopened.items if reopened.items is not None else reopened.records
         return Opened(session, items, others, True)
@@ -156,24 +161,39 @@ class StoredMethods:
             raise LogDamaged(exc.path, exc.reason, exc.line_no, loading=False) from None
 
     async def _register(
-        self, session_id: str, cwd: str, slog: Any, records: Typed[Record]
+        self,
+        session_id: str,
+        cwd: str,
+        slog: Any,
+        records: Typed[Record],
+        dirs: list[str] | None = None,
     ) -> Session:
-        """The session of a log just opened, in the table; if that fails, the
+        """The session of a log just opened, in the table (with ``dirs`` as its
+        additional directories, else those of its start); if that fails, the
         log's lock is given up (the next load may try again)."""
         try:
-            return await self._make(session_id, cwd, slog, records)
+            return await self._make(session_id, cwd, slog, records, dirs)
         except BaseException:
             self.table.sessions.pop(session_id, None)
             self.table.unlock(session_id)
             raise
 
-    async def _make(self, session_id: str, cwd: str, slog: Any, records: Typed[Record]) -> Session:
+    async def _make(
+        self,
+        session_id: str,
+        cwd: str,
+        slog: Any,
+        records: Typed[Record],
+        dirs: list[str] | None,
+    ) -> Session:
         table = self.table
         provider = await table.new_provider()
         # Tools as the log left them: the last mode and the remembered choices.
         start = next(iter(records.of_types(STARTS)), {})
-        dirs = start.get("additional_directories")
-        extra = [d for d in dirs if isinstance(d, str)] if isinstance(dirs, list) else None
+        stored = start.get("additional_directories")
+        extra = dirs
+        if extra is None and isinstance(stored, list):
+            extra = [d for d in stored if isinstance(d, str)]
         # What the session reads of its log: its tools' state and its cost so
         # far (loaded off the start-up path, as `SessionTable.make_session`).
         from ..context.session import COST_TYPES
@@ -226,7 +246,7 @@ class StoredMethods:
                 send(frame)
             endings = _endings(others.of_types(TURN_ENDS))
             del records, others, frames
-            answer = await self._answer_then_announce(session, endings)
+            answer = await self._announce_then_answer(session, endings)
             self.table.spawn(functools.partial(_release, self.table.outbox, held, resume))
         except BaseException:
             # Also when the release task cannot start: the collector runs again.
@@ -243,19 +263,26 @@ class StoredMethods:
         title = title_of(others.of_types(TITLE_TYPES))
         if title is not None:
             self.table.outbox.send(session.frames.update(title_update(title)))
-        return await self._answer_then_announce(session, _endings(others.of_types(TURN_ENDS)))
+        return await self._announce_then_answer(session, _endings(others.of_types(TURN_ENDS)))
 
-    async def _answer_then_announce(
+    async def _announce_then_answer(
         self, session: Session, endings: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        """Answer a load or resume once its MCP servers are up (or the bound has
-        passed), then send the session's commands and what the servers have to say;
-        ``endings``: how each turn ended (`_endings`)."""
+        """Send the session's commands, then answer a load or resume once its MCP
+        servers are up (or the bound has passed), then what the servers have to
+        say; ``endings``: how each turn ended (`_endings`).
+
+        The session's state (its title, its commands) goes before the answer
+        here, as the replay does: the editor asked for this session id, so it
+        takes updates for it now and has them when the session opens.  (A new
+        session or a fork sends them after its answer, which is what tells the
+        editor the id.)  What the servers say follows the answer: it may be a
+        thought, and a resume sends no conversation before answering."""
         await self.table.mcp.ready(session)
+        announce(session)
         answer = {**self._options(session), "_meta": {"acpBridge": {"turns": endings}}}
         current_reply.get().result(answer)
         self.table.mcp.answered(session)
-        announce(session)
         return answer
 
     # -- list, close, delete -----------------------------------------------------
@@ -287,10 +314,19 @@ class StoredMethods:
         session = self.table.sessions.get(session_id)
         if session is not None:
             await self.table.close(session)
-        path = self._stored_path(session_id)
+        try:
+            path = session_path(self.table.state_dir, session_id)
+        except ValueError:
+            raise RpcError.invalid_params("sessionId", "is not a valid session id") from None
+        if not await anyio.to_thread.run_sync(os.path.isfile, path):
+            # Deleting a session that never existed, or was deleted already,
+            # succeeds silently (session-delete.mdx, Semantics).
+            log.debug("session/delete: no stored session %s; nothing to do", session_id)
+            return {}
         self.table.lock(session_id, path)
         try:
-            os.unlink(path)
+            with contextlib.suppress(FileNotFoundError):  # deleted meanwhile: the same
+                os.unlink(path)
         finally:
             self.table.unlock(session_id)
         # The lock file that earlier versions kept beside the log.

@@ -109,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--agent-cwd", metavar="DIR", help="the agent's working directory")
     p.add_argument(
+        "--logout",
+        action="store_true",
+        help="send logout to an agent that advertises it (it may forget the credentials the "
+        "agent keeps for you; without it that check is skipped, unless --scripted)",
+    )
+    p.add_argument(
         "--session-cwd",
         metavar="DIR",
         help="the cwd of the sessions the checker opens (default: a new temporary folder)",
@@ -208,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         only=frozenset(args.only),
         stops=args.stops,
         progress=sys.stderr,
+        logout=args.logout,
     )
     from .report import render_text, write_json
 

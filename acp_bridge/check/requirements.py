@@ -14,7 +14,7 @@ The quotes are verbatim from ``docs/protocol/v1/*.mdx`` of the ACP specification
 repository at commit b7f0005 (markup removed), from the schema's descriptions,
 and from the JSON-RPC 2.0 specification.
 
-It is a little over 400 lines because it is one table of data, one entry per
+It is long because it is one table of data, one entry per
 requirement with its quote; it holds no logic to split.
 """
 
@@ -407,6 +407,229 @@ _ALL = (
     ),
 )
 
-REQUIREMENTS: dict[str, Requirement] = {r.id: r for r in _ALL}
+META = Quote(
+    "schema.json, _meta (on every type)",
+    "The _meta property is reserved by ACP to allow clients and agents to attach additional "
+    "metadata to their interactions. Implementations MUST NOT make assumptions about values "
+    "at these keys.",
+)
+LINKS = Quote(
+    "schema.json, PromptRequest.prompt",
+    "As a baseline, the Agent MUST support text and resource_link content blocks, while other "
+    "variants are optionally enabled via PromptCapabilities.",
+)
+
+# What an outside ACP v1 conformance kit (acp-tck) covers beyond the checks above:
+# authentication, modes and config options, delete, prompt content, the envelope.
+_COVERAGE = (
+    # -- mandatory -------------------------------------------------------------------
+    Requirement(
+        "auth.methods",
+        Tier.MANDATORY,
+        "authMethods are well formed and only those the client can use",
+        "initialize answers authMethods as a list of methods with distinct string ids and "
+        "names, and no terminal method (the checker does not enable terminal auth)",
+        (
+            Quote(
+                "schema.json, AuthMethodTerminal",
+                "Agents MUST advertise this method only when the client enabled its terminal "
+                "authentication capability.",
+            ),
+        ),
+    ),
+    Requirement(
+        "prompt.resource-link",
+        Tier.MANDATORY,
+        "a prompt with a resource_link is accepted",
+        "session/prompt with a text block and a resource_link block is answered with a stop "
+        "reason, not an error (stopped once it streams)",
+        (
+            LINKS,
+            Quote(
+                "schema.json, ContentBlock resource_link",
+                "All agents MUST support resource links in prompts.",
+            ),
+        ),
+    ),
+    Requirement(
+        "jsonrpc.string-id",
+        Tier.MANDATORY,
+        "a string request id is echoed as it was sent",
+        'requests with the string ids "acp-check-id" and "7" are answered with exactly those '
+        "ids (strings, not numbers)",
+        (
+            Quote(
+                "schema.json, RequestId",
+                "The Server MUST reply with the same value in the Response object if included.",
+            ),
+        ),
+    ),
+    Requirement(
+        "meta.accepted",
+        Tier.MANDATORY,
+        "_meta is accepted wherever the schema has it",
+        "session/new with _meta, and session/prompt with _meta on its params and on a text "
+        "block, are answered as without it (a session id; a stop reason)",
+        (META,),
+    ),
+    Requirement(
+        "text.utf8",
+        Tier.MANDATORY,
+        "non-ASCII text stays UTF-8",
+        "a session in a folder with a non-ASCII name and a prompt in non-ASCII text are "
+        "answered; every line the agent writes is UTF-8; no text it sends holds U+FFFD or the "
+        "checker's words decoded as Latin-1; session/list (when advertised) gives the cwd back "
+        "as sent",
+        (
+            Quote(
+                "transports.mdx",
+                "ACP uses JSON-RPC to encode messages. JSON-RPC messages MUST be UTF-8 encoded.",
+            ),
+        ),
+    ),
+    # -- capability ------------------------------------------------------------------
+    Requirement(
+        "auth.authenticate",
+        Tier.CAPABILITY,
+        "authenticate is answered for an advertised method",
+        "authenticate with the first advertised agent method is answered: {} or an error "
+        "that says why, not -32601 (an answer that waits for the user past --timeout is not "
+        "exercised)",
+        (
+            Quote(
+                "authentication.mdx, Advertising Authentication",
+                "Agents advertise authentication options in the authMethods field of the "
+                "initialize response. Each method has an id that the Client passes back to the "
+                "Agent in a later authenticate request.",
+            ),
+            REPLY,
+        ),
+        applies_if="authMethods with an agent method",
+    ),
+    Requirement(
+        "auth.logout",
+        Tier.CAPABILITY,
+        "logout is answered when advertised",
+        "logout is answered {} (run only where it forgets nothing of the user's: acp-bridge "
+        "scripted, with its own config folder, or with --logout)",
+        (
+            Quote(
+                "authentication.mdx, Advertising Authentication",
+                "If agentCapabilities.auth.logout is omitted or null, the Agent does not support "
+                "logout and Clients MUST NOT call it. Supplying {} means the Agent supports the "
+                "method.",
+            ),
+        ),
+        applies_if="agentCapabilities.auth.logout",
+    ),
+    Requirement(
+        "session.modes",
+        Tier.CAPABILITY,
+        "session/set_mode switches to an advertised mode",
+        "session/set_mode to another of the modes session/new answered is answered {}; a "
+        "current_mode_update that follows names that mode",
+        (
+            Quote(
+                "session-modes.mdx, Setting the current mode",
+                "The current mode can be changed at any point during a session, whether the "
+                "Agent is idle or generating a response.",
+            ),
+        ),
+        applies_if="modes in the session/new answer",
+    ),
+    Requirement(
+        "session.config-options",
+        Tier.CAPABILITY,
+        "session/set_config_option answers the complete list",
+        "session/set_config_option of a select option session/new answered, to another of its "
+        "values, is answered with configOptions holding every option session/new answered, the "
+        "one set at its new value",
+        (
+            Quote(
+                "schema.json, SetSessionConfigOptionResponse.configOptions",
+                "The full set of configuration options and their current values.",
+            ),
+        ),
+        applies_if="a select option in the session/new answer's configOptions",
+    ),
+    Requirement(
+        "session.delete",
+        Tier.CAPABILITY,
+        "session/delete deletes",
+        "session/delete of a session is answered {}, and session/list (when advertised) no "
+        "longer lists it",
+        (
+            Quote(
+                "session-delete.mdx, Semantics",
+                "Deleted sessions no longer appear in future session/list results.",
+            ),
+        ),
+        applies_if="sessionCapabilities.delete",
+    ),
+    Requirement(
+        "session.additional-directories",
+        Tier.CAPABILITY,
+        "session/new takes additionalDirectories",
+        "session/new with an absolute additional directory is answered with a session id; "
+        "session/list (when advertised), if it reports additionalDirectories, reports that one",
+        (
+            Quote(
+                "schema.json, SessionCapabilities.additionalDirectories",
+                "Supplying {} means the agent supports additionalDirectories on supported "
+                "session lifecycle requests.",
+            ),
+        ),
+        applies_if="sessionCapabilities.additionalDirectories",
+    ),
+    Requirement(
+        "prompt.capabilities",
+        Tier.CAPABILITY,
+        "an advertised content type is accepted",
+        "session/prompt with an image, audio or embedded resource block, for each one "
+        "promptCapabilities advertises, is answered with a stop reason, not an error",
+        (
+            LINKS,
+            Quote(
+                "schema.json, PromptCapabilities.embeddedContext",
+                "When enabled, the Client is allowed to include resource content blocks in "
+                "prompt requests for pieces of context that are referenced in the message.",
+            ),
+        ),
+        applies_if="promptCapabilities.image, audio or embeddedContext",
+    ),
+    # -- advisory --------------------------------------------------------------------
+    Requirement(
+        "session.delete-unknown",
+        Tier.ADVISORY,
+        "deleting a deleted or unknown session succeeds silently",
+        "session/delete of a session deleted already, and of one that never existed, is "
+        "answered {}",
+        (
+            Quote(
+                "session-delete.mdx, Semantics",
+                "Deleting an already-deleted session, or a session that never existed, SHOULD "
+                "succeed silently.",
+            ),
+        ),
+        applies_if="sessionCapabilities.delete",
+    ),
+    Requirement(
+        "prompt.unadvertised",
+        Tier.ADVISORY,
+        "a content type not advertised is refused",
+        "session/prompt with an image, audio or embedded resource block that promptCapabilities "
+        "does not advertise is answered with an error (-32602), not taken as if supported",
+        (
+            LINKS,
+            Quote(
+                "schema.json, PromptCapabilities",
+                "Indicates which content types beyond the baseline (text and resource links) "
+                "the agent can process.",
+            ),
+        ),
+    ),
+)
+
+REQUIREMENTS: dict[str, Requirement] = {r.id: r for r in (*_ALL, *_COVERAGE)}
 
 __all__ = ["REQUIREMENTS", "Quote", "Requirement", "Tier"]

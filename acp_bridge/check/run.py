@@ -81,6 +81,10 @@ class CheckOptions:
     """Stops to make over the Stop scenarios, for the ``"stop"`` figures."""
     progress: TextIO | None = None
     """Where to write a progress line every few seconds (the command line: stderr)."""
+    logout: bool = False
+    """Send ``logout`` to an agent that advertises it (it may forget the
+    credentials the agent keeps for its user); acp-bridge scripted gets it anyway,
+    with a config folder of its own."""
 
     def prompt(self, stimulus: str) -> str | None:
         if stimulus == "permission":
@@ -135,9 +139,15 @@ class CheckRun:
 
     @asynccontextmanager
     async def agent(
-        self, scenario: str, *, stimulus: str = "stream", state: Path | None = None
+        self,
+        scenario: str,
+        *,
+        stimulus: str = "stream",
+        state: Path | None = None,
+        env: dict[str, str] | None = None,
     ) -> AsyncIterator[Agent]:
-        """A fresh agent process for ``scenario``; its transcript is kept for the report.
+        """A fresh agent process for ``scenario`` (``env``: variables for this one
+        only); its transcript is kept for the report.
 
         The test editor answers no file, terminal or elicitation request (the
         checker advertises none): they get ``-32601`` and count against the agent.
@@ -148,7 +158,8 @@ class CheckRun:
         index = 1 + sum(p.scenario == scenario for p in self.processes)
         process = Process(scenario, index, command)
         self.processes.append(process)
-        env = {**os.environ, **self.options.env} if self.options.env else None
+        extra = {**self.options.env, **(env or {})}
+        agent_env = {**os.environ, **extra} if extra else None
         stderr = self.tmp / f"agent-{number}.stderr"
         ended: list[AgentProcess] = []
         try:
@@ -156,7 +167,7 @@ class CheckRun:
                 command,
                 workspace=self.project,
                 state_dir=state if self.options.scripted else None,
-                env=env,
+                env=agent_env,
                 cwd=self.options.cwd,
                 stderr=stderr,
                 tmp=self.tmp,

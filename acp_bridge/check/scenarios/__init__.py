@@ -4,14 +4,17 @@ Each scenario drives the agent through the test kit (`acp_bridge.testing`),
 then records the results of the checks it decides, with the frames that show
 them (see `acp_bridge.check.requirements` for what each check requires).  They
 are grouped by theme: first contact (`basics`), Stop (`stops`), the rest of a
-prompt's life (`turns`) and stored sessions (`stored`); `frames` has what they
-share.
+prompt's life (`turns`), stored sessions (`stored`), what an agent advertises
+beyond the baseline (`capabilities`) and what a request may carry (`content`);
+`frames` has what they share.
 """
 
 from __future__ import annotations
 
 from ..run import Scenario
 from .basics import bad_input, basics
+from .capabilities import SESSION_CHECKS, authentication, session_features
+from .content import content
 from .stops import cancel_race, idle_cancel, stop
 from .stored import close, stored_sessions
 from .turns import permission, queued, stdin_eof
@@ -44,6 +47,22 @@ SCENARIOS: list[Scenario] = [
     ),
     Scenario("close", ("close.cancels",), close),
     Scenario("stdin-eof", ("stdio.eof",), stdin_eof),
+    Scenario(
+        "authentication", ("auth.methods", "auth.authenticate", "auth.logout"), authentication
+    ),
+    Scenario("session-features", SESSION_CHECKS, session_features),
+    Scenario(
+        "content",
+        (
+            "jsonrpc.string-id",
+            "meta.accepted",
+            "prompt.resource-link",
+            "prompt.capabilities",
+            "prompt.unadvertised",
+            "text.utf8",
+        ),
+        content,
+    ),
 ]
 
 __all__ = ["SCENARIOS"]

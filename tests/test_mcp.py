@@ -795,7 +795,9 @@ async def test_the_environment_is_the_editors_not_the_bridges(
 
     played = await play(tmp_path, script, [entry], turns)
     texts = [r["text"] for r in report(played.results[0])["tool_results"]]
-    assert texts == ["by the editor", "<unset>"]
+    # The editor's value reached the server (else "<unset>"); on its way back it is
+    # redacted, since what the editor gives a server in `env` is a secret.
+    assert texts == ["[redacted]", "<unset>"]
     check(played, acp_schema)
 
 

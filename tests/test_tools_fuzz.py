@@ -61,7 +61,8 @@ CANARY_VAR = "ACP_BRIDGE_FUZZ_MARK"  # a name no secret filter knows: only confi
 # Started in a process session of its own (same pid: exec, no fork), so every
 # process it starts can be found by that session id after it exits.
 NEW_SESSION = (
-    "import os, sys; os.setsid(); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+    "import os, sys; os.getsid(0) == os.getpid() or os.setsid(); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
 )
 
 

@@ -524,7 +524,7 @@ _COVERAGE = (
     ),
     Requirement(
         "session.modes",
-        Tier.CAPABILITY,
+        Tier.ADVISORY,
         "session/set_mode switches to an advertised mode",
         "session/set_mode to another of the modes session/new answered is answered {}; a "
         "current_mode_update that follows names that mode",
@@ -539,7 +539,7 @@ _COVERAGE = (
     ),
     Requirement(
         "session.config-options",
-        Tier.CAPABILITY,
+        Tier.ADVISORY,
         "session/set_config_option answers the complete list",
         "session/set_config_option of a select option session/new answered, to another of its "
         "values, is answered with configOptions holding every option session/new answered, the "
@@ -554,7 +554,7 @@ _COVERAGE = (
     ),
     Requirement(
         "session.delete",
-        Tier.CAPABILITY,
+        Tier.ADVISORY,
         "session/delete deletes",
         "session/delete of a session is answered {}, and session/list (when advertised) no "
         "longer lists it",
@@ -568,7 +568,7 @@ _COVERAGE = (
     ),
     Requirement(
         "session.additional-directories",
-        Tier.CAPABILITY,
+        Tier.ADVISORY,
         "session/new takes additionalDirectories",
         "session/new with an absolute additional directory is answered with a session id; "
         "session/list (when advertised), if it reports additionalDirectories, reports that one",

@@ -211,7 +211,13 @@ def test_a_log_damaged_while_idle_fails_the_next_prompt_before_it_streams(
     session, left = anyio.run(drive)
     path = log_path(state, session)
     assert (path.read_bytes() if path.exists() else None) == left
-    assert err.read_text().count("cannot write") == 1, err.read_text()
+    said_on_stderr = err.read_text()
+    assert said_on_stderr.count("cannot write") == 1, said_on_stderr
+    # What stderr says is true: nothing was waiting, so nothing is saved anywhere,
+    # and what the file lost is said to be gone, not kept.
+    assert "No record was waiting to be written" in said_on_stderr, said_on_stderr
+    assert "cannot be restored from here" in said_on_stderr, said_on_stderr
+    assert list(path.parent.glob("*.unwritten-*")) == []
 
 
 def test_a_log_cut_short_mid_stream_is_lost_like_a_deleted_one(tmp_path: Path) -> None:
@@ -246,6 +252,9 @@ def test_a_log_cut_short_mid_stream_is_lost_like_a_deleted_one(tmp_path: Path) -
     copy = Path(f"{path}.unwritten-{pid}")
     kept = copy.read_bytes().splitlines()
     assert kept, "the records the file could not take were not saved"
+    said_on_stderr = (tmp_path / "stderr.txt").read_text()
+    assert "kept in memory and saved beside it at exit" in said_on_stderr, said_on_stderr
+    assert f"a copy of them is in {copy}" in said_on_stderr, said_on_stderr
     assert b'"type":"turn/end"' in kept[-1]
 
 

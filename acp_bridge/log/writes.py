@@ -131,10 +131,20 @@ class LogWrites:
                     error,
                 )
             elif isinstance(exc, LogFileLost):
+                # Say what is true now: what the file lost is gone (the bridge
+                # keeps no second copy of a log), and only records that could
+                # not be written, now or later, are saved beside it at exit.
+                held = len(target.pending)
                 _log.error(
                     "%s; nothing more is written to it (the log would no longer read "
-                    "back), so its records are kept in memory and saved elsewhere at exit",
+                    "back) and the session's next prompts are refused. %s; what was "
+                    "removed from the file cannot be restored from here",
                     error,
+                    f"{held} bytes of records it could not take, and any that follow, are "
+                    "kept in memory and saved beside it at exit"
+                    if held
+                    else "No record was waiting to be written (any that follow are kept in "
+                    "memory and saved beside it at exit)",
                 )
             else:
                 _log.error(

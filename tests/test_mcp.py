@@ -551,8 +551,9 @@ async def test_two_hundred_tools(tmp_path: Path, acp_schema: AcpSchema) -> None:
 
 @pytest.mark.parametrize("levels", [60, 200])
 async def test_a_tool_whose_schema_nests_too_deep_is_left_out(tmp_path: Path, levels: int) -> None:
-    """A tool whose input schema nests past the depth bound is not offered (said
-    on stderr), the server's other tools are: the session's prompts still run."""
+    """A tool whose input schema nests past the depth bound is not offered (the
+    user is told, once: a thought for this client; stderr too), the server's
+    other tools are: the session's prompts still run."""
     script = {
         "when_exhausted": "repeat_last",
         "responses": [{"events": [{"report": ["tool_names"]}]}],
@@ -570,6 +571,8 @@ async def test_a_tool_whose_schema_nests_too_deep_is_left_out(tmp_path: Path, le
     assert "read_file" in tools
     assert ("mcp__deep__deep" in tools) is (levels == 60)
     assert "mcp__deep__echo" in tools
+    told = "MCP server 'deep': tool(s) 'deep' left out: the input schema nests deeper than 128"
+    assert played.thoughts().count(told) == (levels == 200)
     if levels == 200:
         stderr = stderr_path.read_text()
         assert "tool 'deep' left out: its input schema nests deeper than 128 levels" in stderr

@@ -92,6 +92,8 @@ class ServerLink:
     state: str = "starting"
     error: str | None = None
     tools: list[RemoteTool] = field(default_factory=list)
+    # Tools of the last listing left out (their input schema nests too deep).
+    left_out: list[str] = field(default_factory=list)
     # Set once the server is ready or failed (session/new waits on it, bounded).
     settled: anyio.Event = field(default_factory=anyio.Event)
     # Set when run() has returned (the process is stopped).
@@ -207,7 +209,8 @@ class ServerLink:
                     # waiting for the mcp package, which loads only now, once the
                     # server has started (they would compete for the CPU).
                     initialized = await shake.initialize(self._client_info())
-                    self.tools = _admit(spec.name, await shake.list_tools())
+                    self.left_out = []
+                    self.tools = _admit(spec.name, await shake.list_tools(), self.left_out)
                     self._set("ready")
                     await ensure_client()
                     read, write = pipes.hand_over()
@@ -310,6 +313,7 @@ class ServerLink:
         from mcp_types import PaginatedRequestParams
 
         tools: list[RemoteTool] = []
+        left_out: list[str] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
             params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
@@ -317,18 +321,20 @@ class ServerLink:
             dumped = [
                 t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in page.tools
             ]
-            tools += _admit(self.spec.name, dumped)
+            tools += _admit(self.spec.name, dumped, left_out)
             cursor = page.next_cursor
             if not cursor:
                 break
+        self.left_out = left_out
         return tools
 
 
-def _admit(server: str, listed: list[dict[str, Any]]) -> list[RemoteTool]:
+def _admit(server: str, listed: list[dict[str, Any]], left_out: list[str]) -> list[RemoteTool]:
     """The tools of a ``tools/list`` answer the bridge can offer: one whose
-    input schema nests deeper than `MAX_DEPTH` levels is left out, said on
-    stderr (the schema goes into every model request and the log, which
-    could not encode it)."""
+    input schema nests deeper than `MAX_DEPTH` levels is left out (the schema
+    goes into every model request and the log, which could not encode it),
+    its name added to ``left_out`` (the user is told: `SessionServers`) and said
+    on stderr."""
     tools: list[RemoteTool] = []
     for data in listed:
         tool = _remote(data)
@@ -339,6 +345,7 @@ def _admit(server: str, listed: list[dict[str, Any]]) -> list[RemoteTool]:
                 tool.name[:100],
                 MAX_DEPTH,
             )
+            left_out.append(tool.name[:100])
             continue
         tools.append(tool)
     return tools

@@ -24,6 +24,7 @@ from typing import Any, Final
 import anyio
 import orjson
 
+from ..json_depth import MAX_DEPTH
 from ..notices import Severity
 from .link import ServerLink
 from .naming import assign_names
@@ -65,6 +66,8 @@ class SessionServers:
         # What the model is told once, in the next user message.
         self._notes: list[str] = []
         self._waited = False
+        # Tools left out that the user was told of, by server.
+        self._left_out_said: dict[str, set[str]] = {}
         self.closed = False
 
     def start(self, spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], object]) -> None:
@@ -118,6 +121,21 @@ class SessionServers:
         self.tools = tools
         self.version += 1
 
+    def _say_left_out(self, link: ServerLink) -> None:
+        """Tell the user, once per tool, which tools the server listed and the
+        bridge cannot offer (an input schema nested deeper than the bridge's bound)."""
+        said = self._left_out_said.setdefault(link.spec.name, set())
+        new = [name for name in link.left_out if name not in said]
+        if not new or self.closed:
+            return
+        said.update(new)
+        names = ", ".join(repr(name) for name in new)
+        self._report(
+            "warning",
+            f"MCP server {link.spec.name!r}: tool(s) {names} left out: the input schema nests "
+            f"deeper than {MAX_DEPTH} levels, more than the bridge takes.",
+        )
+
     def _changed(self, link: ServerLink) -> None:
         had = any(tool.link is link for tool in self.tools.values())
         self._rebuild()
@@ -129,6 +147,7 @@ class SessionServers:
                 if t.link is link
             ]
             self._log(link, "tools" if had else "connected", tools=offered)
+            self._say_left_out(link)
             if not had and self._waited and not self.closed:
                 self._report(
                     "info",

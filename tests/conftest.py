@@ -105,6 +105,15 @@ def _fewer_examples(test: Any) -> None:
     test._acp_bridge_fast_tier = True
 
 
+@pytest.fixture(autouse=True)
+def _cold_bridges(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cold tier: a test marked ``cold`` starts each bridge as a new
+    interpreter, as an editor does, not forked from the pre-imported zygote, so
+    every run of the suite starts some bridges the way users do."""
+    if request.node.get_closest_marker("cold") is not None:
+        monkeypatch.setenv(zygote.ENV_SPAWN, "fresh")
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

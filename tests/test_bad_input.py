@@ -22,9 +22,9 @@ import anyio
 import anyio.abc
 import orjson
 import pytest
+from support.bridge import start_bridge
 from support.harness import EXAMPLES
 
-from acp_bridge.client import AcpClient, bridge_command
 from acp_bridge.jsonrpc.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -384,118 +384,95 @@ def check_case(case: Case, replies: list[Json]) -> str | None:
 # -- the test ------------------------------------------------------------------------
 
 
-async def spawn_bridge(state_dir: Path, stderr_path: Path) -> tuple[anyio.abc.Process, Any]:
-    command = bridge_command(
-        "--provider", "fake", "--script", str(HELLO), "--state-dir", str(state_dir)
-    )
-    stderr = stderr_path.open("wb")
-    process = await anyio.open_process(command, stderr=stderr)
-    return process, stderr
-
-
 @pytest.mark.slow
 async def test_bad_frames_between_valid_ones(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
     cwd = str(tmp_path)
     answer, reasoning = script_texts(HELLO)
-    process, stderr = await spawn_bridge(state_dir, tmp_path / "stderr.txt")
-    peer = AcpClient(process)
     failures: list[str] = []
-    with stderr:
-        async with process, anyio.create_task_group() as tg:
-            tg.start_soon(peer.read_loop)
-            with anyio.fail_after(60):
-                init = await peer.request("initialize", {"protocolVersion": 1})
-                assert init["result"]["protocolVersion"] == 1
-                new = {"cwd": cwd, "mcpServers": []}
-                session_a = (await peer.request("session/new", new))["result"]["sessionId"]
-                session_b = (await peer.request("session/new", new))["result"]["sessionId"]
-                session_c = (await peer.request("session/new", new))["result"]["sessionId"]
+    async with start_bridge(state_dir, script=HELLO, stderr=tmp_path / "stderr.txt") as peer:
+        process = peer.agent
+        with anyio.fail_after(60):
+            init = await peer.request("initialize", {"protocolVersion": 1})
+            assert init["result"]["protocolVersion"] == 1
+            new = {"cwd": cwd, "mcpServers": []}
+            session_a = (await peer.request("session/new", new))["result"]["sessionId"]
+            session_b = (await peer.request("session/new", new))["result"]["sessionId"]
+            session_c = (await peer.request("session/new", new))["result"]["sessionId"]
 
-                # The corpus, each frame between valid ones.
-                for case in [*protocol_cases(), *field_cases(session_a, cwd)]:
-                    problem = check_case(case, await peer.exchange(case.frame))
-                    if problem is not None:
-                        failures.append(problem)
-                    if process.returncode is not None:
-                        failures.append(f"the bridge exited after {case.name}")
-                        break
+            # The corpus, each frame between valid ones.
+            for case in [*protocol_cases(), *field_cases(session_a, cwd)]:
+                problem = check_case(case, await peer.exchange(case.frame))
+                if problem is not None:
+                    failures.append(problem)
+                if process.returncode is not None:
+                    failures.append(f"the bridge exited after {case.name}")
+                    break
 
-                # A cancel for an unknown session and for an idle one: no answer.
-                for sid in ("sess_unknown", session_a):
-                    note = {
-                        "jsonrpc": "2.0",
-                        "method": "session/cancel",
-                        "params": {"sessionId": sid},
-                    }
-                    replies = await peer.exchange(msg(note))
-                    if replies:
-                        failures.append(f"session/cancel for {sid} was answered: {replies}")
+            # A cancel for an unknown session and for an idle one: no answer.
+            for sid in ("sess_unknown", session_a):
+                note = {
+                    "jsonrpc": "2.0",
+                    "method": "session/cancel",
+                    "params": {"sessionId": sid},
+                }
+                replies = await peer.exchange(msg(note))
+                if replies:
+                    failures.append(f"session/cancel for {sid} was answered: {replies}")
 
-                # A duplicate of an in-flight request id is refused at once (-32600, id
-                # null, the id in its data); the first one is not touched and finishes.
-                start = len(peer.messages)
-                prompt_b = {"sessionId": session_b, "prompt": [{"type": "text", "text": "hi"}]}
-                await peer.send_raw(
-                    req("dup", "session/prompt", prompt_b)
-                    + b"\n"
-                    + req("dup", "initialize", {"protocolVersion": 1})
-                    + b"\n"
-                )
-                done = await peer.wait_for(
-                    lambda m: is_response(m, "dup") and "result" in m, start, 15
-                )
-                dup_answers = [m for m in peer.messages[start:] if is_response(m, "dup")]
-                if len(dup_answers) != 1:
-                    failures.append(
-                        f"duplicate in-flight id: two answers with its id {dup_answers}"
-                    )
-                refusals = [
-                    m
-                    for m in peer.messages[start:]
-                    if is_response(m, None) and m["error"].get("data", {}).get("requestId") == "dup"
-                ]
-                if [m["error"]["code"] for m in refusals] != [INVALID_REQUEST]:
-                    failures.append(f"duplicate in-flight id: not refused once, {refusals}")
-                if done["result"] != {"stopReason": "end_turn"}:
-                    failures.append(f"the prompt whose id was duplicated ended with {done}")
+            # A duplicate of an in-flight request id is refused at once (-32600, id
+            # null, the id in its data); the first one is not touched and finishes.
+            start = len(peer.messages)
+            prompt_b = {"sessionId": session_b, "prompt": [{"type": "text", "text": "hi"}]}
+            await peer.send_raw(
+                req("dup", "session/prompt", prompt_b)
+                + b"\n"
+                + req("dup", "initialize", {"protocolVersion": 1})
+                + b"\n"
+            )
+            done = await peer.wait_for(lambda m: is_response(m, "dup") and "result" in m, start, 15)
+            dup_answers = [m for m in peer.messages[start:] if is_response(m, "dup")]
+            if len(dup_answers) != 1:
+                failures.append(f"duplicate in-flight id: two answers with its id {dup_answers}")
+            refusals = [
+                m
+                for m in peer.messages[start:]
+                if is_response(m, None) and m["error"].get("data", {}).get("requestId") == "dup"
+            ]
+            if [m["error"]["code"] for m in refusals] != [INVALID_REQUEST]:
+                failures.append(f"duplicate in-flight id: not refused once, {refusals}")
+            if done["result"] != {"stopReason": "end_turn"}:
+                failures.append(f"the prompt whose id was duplicated ended with {done}")
 
-                # A huge but valid prompt frame (5 MB of text).
-                huge = "0123456789abcdef" * (5 * 1024 * 1024 // 16)
-                start = len(peer.messages)
-                big = await peer.request(
-                    "session/prompt",
-                    {"sessionId": session_c, "prompt": [{"type": "text", "text": huge}]},
-                    within=30,
-                )
-                if big.get("result") != {"stopReason": "end_turn"}:
-                    failures.append(f"the 5 MB prompt was answered with {str(big)[:300]}")
-                if (
-                    chunk_text(
-                        session_updates(peer.messages[start:], session_c), "agent_message_chunk"
-                    )
-                    != answer
-                ):
-                    failures.append("the 5 MB prompt's turn did not stream the scripted answer")
+            # A huge but valid prompt frame (5 MB of text).
+            huge = "0123456789abcdef" * (5 * 1024 * 1024 // 16)
+            start = len(peer.messages)
+            big = await peer.request(
+                "session/prompt",
+                {"sessionId": session_c, "prompt": [{"type": "text", "text": huge}]},
+                within=30,
+            )
+            if big.get("result") != {"stopReason": "end_turn"}:
+                failures.append(f"the 5 MB prompt was answered with {str(big)[:300]}")
+            if (
+                chunk_text(session_updates(peer.messages[start:], session_c), "agent_message_chunk")
+                != answer
+            ):
+                failures.append("the 5 MB prompt's turn did not stream the scripted answer")
 
-                # The session made before all of this still works, and was not cancelled.
-                start = len(peer.messages)
-                final = await peer.request(
-                    "session/prompt",
-                    {"sessionId": session_a, "prompt": [{"type": "text", "text": "Hello?"}]},
-                )
-                assert final.get("result") == {"stopReason": "end_turn"}, final
-                updates = session_updates(peer.messages[start:], session_a)
-                assert chunk_text(updates, "agent_message_chunk") == answer
-                assert chunk_text(updates, "agent_thought_chunk") == reasoning
+            # The session made before all of this still works, and was not cancelled.
+            start = len(peer.messages)
+            final = await peer.request(
+                "session/prompt",
+                {"sessionId": session_a, "prompt": [{"type": "text", "text": "Hello?"}]},
+            )
+            assert final.get("result") == {"stopReason": "end_turn"}, final
+            updates = session_updates(peer.messages[start:], session_a)
+            assert chunk_text(updates, "agent_message_chunk") == answer
+            assert chunk_text(updates, "agent_thought_chunk") == reasoning
 
-                assert process.returncode is None, "the bridge exited"
-            assert process.stdin is not None
-            await process.stdin.aclose()
-            with anyio.fail_after(15):
-                returncode = await process.wait()
-                await peer.eof.wait()
-            tg.cancel_scope.cancel()
+            assert process.returncode is None, "the bridge exited"
+        returncode = await peer.finish(within=15)
 
     assert returncode == 0
     assert peer.bad_lines == [], f"non-JSON-RPC lines on stdout: {peer.bad_lines[:5]}"

@@ -15,9 +15,9 @@ from typing import Any
 
 import anyio
 import pytest
+from support.bridge import start_bridge
 from support.harness import write_script
 
-from acp_bridge.client import AcpClient, bridge_command
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_records
@@ -45,16 +45,10 @@ async def test_full_log_keeps_records_in_memory_and_writes_them_later(tmp_path: 
     script = write_script(tmp_path, SCRIPT)
     state = tmp_path / "state"
     stderr_path = tmp_path / "stderr.txt"
-    command = bridge_command(
-        "--provider", "fake", "--script", str(script), "--state-dir", str(state)
-    )
-    with stderr_path.open("wb") as stderr:
-        process = await anyio.open_process(command, stderr=stderr)
-    # Before the first request, so before any log exists.
-    resource.prlimit(process.pid, resource.RLIMIT_FSIZE, (LIMIT, resource.RLIM_INFINITY))
-    client = AcpClient(process)
-    async with process, anyio.create_task_group() as tg:
-        tg.start_soon(client.read_loop)
+    async with start_bridge(state, script=script, stderr=stderr_path) as client:
+        pid = client.agent.pid
+        # Before the first request, so before any log exists.
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (LIMIT, resource.RLIM_INFINITY))
         with anyio.fail_after(30):
             await client.initialize()
             sid = await client.new_session(str(tmp_path))
@@ -84,17 +78,13 @@ async def test_full_log_keeps_records_in_memory_and_writes_them_later(tmp_path: 
             assert on_disk <= LIMIT
 
             # The disk has space again.
-            resource.prlimit(process.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
             fourth = await client.prompt(sid, "And then?")
             assert fourth.stop_reason == "end_turn"
             # The model saw every earlier turn, including the one written late.
             assert "message_count: 5" in fourth.text(), fourth.text()
             assert "A long answer. A long answer." in fourth.text()
-        assert process.stdin is not None
-        await process.stdin.aclose()
-        with anyio.fail_after(15):
-            assert await process.wait() == 0
-        tg.cancel_scope.cancel()
+        assert await client.finish(within=15) == 0
 
     records = read_records(log_path)
     check_log(records)

@@ -55,7 +55,8 @@ from acp_bridge.testing import (
     transcript_snapshot,
 )
 
-pytestmark = pytest.mark.anyio
+# Cold: these bridges start as an editor starts them (see tests/conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.cold]
 
 CWD = cwd_for_tests()
 # A pause far longer than any test: a cut made during it is never overtaken.

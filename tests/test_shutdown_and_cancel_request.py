@@ -32,7 +32,8 @@ from acp_bridge.log.check import check_log
 from acp_bridge.log.logfile import LogFile
 from acp_bridge.log.reader import read_records
 
-pytestmark = pytest.mark.anyio
+# Cold: these bridges start as an editor starts them (see tests/conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.cold]
 
 
 def prompt(rid: int, sid: str, text: str) -> dict[str, Any]:
@@ -187,4 +188,19 @@ async def test_a_slow_editor_is_not_a_silent_provider(tmp_path: Path) -> None:
         client.agent.stdout.resume()
         answer = await client.wait_response(rid)
         assert answer.get("result") == {"stopReason": "end_turn"}, answer
+        assert await client.finish() == 0
+
+
+def _parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+async def test_a_cold_bridge_is_started_by_the_test_itself(tmp_path: Path) -> None:
+    """The cold tier works: a bridge of a test marked ``cold`` is a new interpreter
+    started by this process, not a fork of the pre-imported zygote."""
+    command = bridge_command("--provider", "fake", "--state-dir", str(tmp_path / "state"))
+    async with running_bridge(command) as client:
+        assert _parent_of(client.agent.pid) == os.getpid()
+        await client.initialize()
         assert await client.finish() == 0

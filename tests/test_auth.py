@@ -312,37 +312,10 @@ async def test_setup_uses_the_keyring_when_one_is_available(sandbox: Sandbox) ->
     assert not sandbox.setup_file.exists()
 
 
-async def test_a_failed_test_request_stores_nothing(sandbox: Sandbox) -> None:
-    body = b'{"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}'
-    with WireServer([Reply(status=401, body=body)]) as server:
-
-        def drive() -> PtySession:
-            term = PtySession(bridge_command("setup"), sandbox.env)
-            for prompt, answer in (
-                (r"Provider \(1-4\): ", "3"),
-                (r"Base URL: ", server.url),
-                (r"API key \(not shown as you type\): ", KEY),
-                (r"Model: ", "m"),
-            ):
-                term.expect(prompt)
-                term.type(answer)
-            term.expect(r"it failed: the API key in your entry was rejected")
-            term.expect(r"Store it anyway\? \(y/N\) \[n\]: ")
-            term.type("")
-            return term
-
-        term = await anyio.to_thread.run_sync(drive)
-        assert await anyio.to_thread.run_sync(term.wait) == 1
-    assert not sandbox.setup_file.exists()
-    assert KEY not in term.text
-
-
-async def test_setup_does_not_show_a_key_the_service_echoes(sandbox: Sandbox) -> None:
-    """A key of no known shape, echoed whole and by its last part in a 401, is
-    redacted from what ``setup`` prints."""
-    key = "s4hostileSETUPKEY0123456789+tailPART0099"
-    message = f"Incorrect API key provided: {key} ({key.rsplit('+', 1)[-1]})"
-    body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
+async def _setup_refused(sandbox: Sandbox, body: bytes, key: str, said: str) -> PtySession:
+    """``acp-bridge setup`` at a terminal, for a server that answers 401 with
+    ``body``: the test request fails, ``said`` is shown, and the key is not
+    stored (exit 1)."""
     with WireServer([Reply(status=401, body=body)]) as server:
 
         def drive() -> PtySession:
@@ -355,13 +328,32 @@ async def test_setup_does_not_show_a_key_the_service_echoes(sandbox: Sandbox) ->
             ):
                 term.expect(prompt)
                 term.type(answer)
-            term.expect(r"Incorrect API key provided: \[redacted\]")
+            term.expect(said)
             term.expect(r"Store it anyway\? \(y/N\) \[n\]: ")
             term.type("")
             return term
 
         term = await anyio.to_thread.run_sync(drive)
         assert await anyio.to_thread.run_sync(term.wait) == 1
+    return term
+
+
+async def test_a_failed_test_request_stores_nothing(sandbox: Sandbox) -> None:
+    body = b'{"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}'
+    term = await _setup_refused(
+        sandbox, body, KEY, r"it failed: the API key in your entry was rejected"
+    )
+    assert not sandbox.setup_file.exists()
+    assert KEY not in term.text
+
+
+async def test_setup_does_not_show_a_key_the_service_echoes(sandbox: Sandbox) -> None:
+    """A key of no known shape, echoed whole and by its last part in a 401, is
+    redacted from what ``setup`` prints."""
+    key = "s4hostileSETUPKEY0123456789+tailPART0099"
+    message = f"Incorrect API key provided: {key} ({key.rsplit('+', 1)[-1]})"
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
+    term = await _setup_refused(sandbox, body, key, r"Incorrect API key provided: \[redacted\]")
     assert "s4hostile" not in term.text
     assert "tailPART0099" not in term.text
 

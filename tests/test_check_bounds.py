@@ -123,6 +123,8 @@ def test_acp_bridge_reports_its_stop_figures(tmp_path: Path) -> None:
     assert stop["disconnect"]["recorded"] == "disconnected"
     assert stop["disconnect"]["exit"] == 0
     assert f"STOP: {stop['stops']} Stops measured" in done.stdout
+    said = f"(cancel leaks): 0, in 0 of the {stop['stops']} Stops"
+    assert said in done.stdout, done.stdout
 
 
 @pytest.mark.anyio

@@ -161,7 +161,8 @@ def stop_lines(stop: Json) -> list[str]:
     leaks = stop["updates_after_response"]
     leaking = sum(1 for n in leaks["per_stop"] if n)
     lines.append(
-        f"  updates after the response (cancel leaks): {leaks['total']} in {leaking} Stop(s)"
+        f"  updates after the response (cancel leaks): {leaks['total']}, "
+        f"in {leaking} of the {len(leaks['per_stop'])} Stops"
     )
     disconnect = stop.get("disconnect") or {}
     lines.append("  disconnect mid-stream: " + ", ".join(f"{k} {v}" for k, v in disconnect.items()))

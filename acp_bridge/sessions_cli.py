@@ -231,7 +231,13 @@ def _compaction(record: Record) -> str:
     return head
 
 
+def _client_prompt(record: Record) -> str:
+    text = _quote(_blocks_text(record.get("content")))
+    return f"the editor's system prompt ({record.get('mode')}): {text}"
+
+
 _DETAILS: dict[str, Callable[[Record], str]] = {
+    "session/system_prompt": _client_prompt,
     "agent/request-error": _request_error,
     "compaction": _compaction,
     "agent/internal-error": _internal_error,

@@ -45,7 +45,13 @@ from support.harness import ACP_SCHEMA
 
 from acp_bridge.check.schema import AcpSchema
 
-__all__ = ["AcpSchema", "load_acp_schema", "load_acp_unstable_schema", "load_pinned_sdk_schema"]
+__all__ = [
+    "AcpSchema",
+    "load_acp_schema",
+    "load_acp_unstable_schema",
+    "load_pinned_sdk_schema",
+    "load_pinned_sdk_unstable_schema",
+]
 
 
 def load_acp_unstable_schema() -> AcpSchema:
@@ -96,6 +102,15 @@ def load_pinned_sdk_schema() -> AcpSchema:
     the override: for the stable v1 parts newer than the override (``notice``,
     ``plan`` entries, elicitation, commands with input hints)."""
     schema = _load(pinned_sdk_schema_path())
+    assert schema is not None
+    return schema
+
+
+def load_pinned_sdk_unstable_schema() -> AcpSchema:
+    """The unstable schema of the pinned TypeScript SDK package (installed if
+    needed): the features ACP stabilized in November 2026 (the editor's system
+    prompt, plans by id, subagents) are defined there."""
+    schema = _load(pinned_sdk_schema_path().parent / "schema.unstable.json")
     assert schema is not None
     return schema
 

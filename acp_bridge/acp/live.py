@@ -18,6 +18,7 @@ from ..jsonrpc.errors import RequestId, RpcError
 from ..log.reader import session_path
 from ..log.writer import SessionLog
 from ..paths import create_private_file, make_private_dirs
+from ..sessions import client_prompt as client_prompt_log
 from ..sessions.compact import instructions_of
 from ..sessions.regenerate import is_command
 from . import answers, config_options
@@ -51,6 +52,7 @@ class LiveMethods:
         table = self.table
         cwd = P.absolute_path(params, "cwd")
         extra_dirs = P.additional_directories(params)
+        client_prompt = P.system_prompt(params)
         table.mcp.editor_specs(params)  # checked before anything is created
         await require_directory(cwd, "cwd")
         # The provider first: if it cannot start, the editor is told why and
@@ -67,11 +69,14 @@ class LiveMethods:
         table.lock(session_id, path)
         slog = SessionLog(path, table.outbox)
         session = table.make_session(session_id, cwd, slog, provider, extra_dirs)
+        session.context.client_prompt = client_prompt
         await table.prepare_context(session)
         start = answers.session_start_fields(
             session_id, cwd, provider.name, extra_dirs, table.client_info, table.client_capabilities
         )
         slog.append("session/start", 0, 0, **start)
+        if client_prompt is not None:
+            client_prompt_log.keep(session, params["systemPrompt"])
         await table.mcp.attach(session, params)
         table.sessions[session_id] = session
         slog.sync()

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import binascii
 import os
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..jsonrpc.errors import RpcError
 from ..providers.base import IMAGE_TYPES
+
+if TYPE_CHECKING:
+    from ..context.system_prompt import ClientPrompt
 
 ECHO_LIMIT: Final = 100
 ROLES: Final = ("assistant", "user")
@@ -214,3 +217,37 @@ def prompt_blocks(
     if not out:
         raise RpcError.invalid_params("prompt", "must contain at least one content block")
     return out
+
+
+def system_prompt(params: dict[str, Any]) -> ClientPrompt | None:
+    """``systemPrompt`` of session/new, load, resume or fork: ``{mode, content}``
+    with ``mode`` one the bridge takes and ``content`` a non-empty array of text
+    blocks, or None when not given.  Anything else is refused (``-32602``
+    naming the field) before a session is created or changed, as the schema
+    says an agent must."""
+    from ..context.system_prompt import CLIENT_PROMPT_MODES, ClientPrompt
+
+    value: dict[str, Any] | None = optional(params, "systemPrompt", dict)
+    if value is None:
+        return None
+    mode = require(value, "mode", str, "systemPrompt.")
+    if mode not in CLIENT_PROMPT_MODES:
+        raise RpcError.invalid_params(
+            "systemPrompt.mode",
+            f"must be one of {', '.join(CLIENT_PROMPT_MODES)}, not {echo(mode)}",
+        )
+    content: list[Any] = require(value, "content", list, "systemPrompt.")
+    if not content:
+        raise RpcError.invalid_params("systemPrompt.content", "must not be empty")
+    texts = []
+    for i, block in enumerate(content):
+        where = f"systemPrompt.content[{i}]"
+        if not isinstance(block, dict):
+            raise RpcError.invalid_params(where, "must be a content block (an object)")
+        if block.get("type") != "text":
+            raise RpcError.invalid_params(
+                f"{where}.type",
+                f"must be 'text' (the only kind taken), not {echo(block.get('type'))}",
+            )
+        texts.append(require(block, "text", str, f"{where}."))
+    return ClientPrompt(mode, "\n\n".join(texts))

@@ -34,7 +34,9 @@ from ..log.reopen import read_to_reopen, reopen
 from ..log.replay import replay_frame_list, title_update
 from ..log.replay_read import read_for_replay
 from ..log.upcast import load_log, pause_gc
+from ..log.writer import new_record
 from ..loop.session import Session
+from ..sessions import client_prompt
 from ..sessions.fork import ForkError, fork_records
 from ..sessions.info import PAGE_SIZE, BadCursor, list_sessions, title_of
 from . import params as P
@@ -89,6 +91,8 @@ class StoredMethods:
         # Resent in full by the editor on a load or resume; when it sends
         # none, the session keeps those its session/new had.
         dirs = P.additional_directories(params)
+        # The editor's system prompt, if it sends one, replaces the session's.
+        client = P.system_prompt(params)
         table.mcp.editor_specs(params)  # checked before the session is opened
         await self._after_opening(session_id)
         session = table.sessions.get(session_id)
@@ -98,6 +102,11 @@ class StoredMethods:
             await table.outbox.drain()
             # Both in worker threads: a long session's file is megabytes.
             await session.log.read_back()  # what it appends next reads nothing
+            if client is not None:
+                client_prompt.keep(session, params["systemPrompt"])
+                session.context.client_prompt = client
+                session.context.reload()
+                await table.prepare_context(session)
             items, others = await anyio.to_thread.run_sync(self._read_for_replay, session.log.path)
             return Opened(session, items, others, False)
         path = self._stored_path(session_id)
@@ -105,13 +114,19 @@ class StoredMethods:
         # Until it is registered, a second load or resume of it waits (`_open`).
         opening = self._opening[session_id] = anyio.Event()
         try:
-            return await self._open_stored(session_id, cwd, path, dirs)
+            sent = params["systemPrompt"] if client is not None else None
+            return await self._open_stored(session_id, cwd, path, dirs, sent)
         finally:
             del self._opening[session_id]
             opening.set()
 
     async def _open_stored(
-        self, session_id: str, cwd: str, path: str, dirs: list[str] | None
+        self,
+        session_id: str,
+        cwd: str,
+        path: str,
+        dirs: list[str] | None,
+        sent_prompt: dict[str, Any] | None = None,
     ) -> Opened:
         """`_open` of a session not open here, its log locked (unlocked if it cannot be read)."""
         table = self.table
@@ -134,7 +149,7 @@ class StoredMethods:
                 reopened.closed[-1].get("reason"),
             )
         others = Typed.without_deltas(reopened.records, reopened.kinds)
-        session = await self._register(session_id, cwd, reopened.log, others, dirs)
+        session = await self._register(session_id, cwd, reopened.log, others, dirs, sent_prompt)
         session.prompts.turns = _last_turn(others.of_types(TURN_STARTS))
         items = reopened.items if reopened.items is not None else reopened.records
         return Opened(session, items, others, True)
@@ -167,12 +182,14 @@ class StoredMethods:
         slog: Any,
         records: Typed[Record],
         dirs: list[str] | None = None,
+        sent_prompt: dict[str, Any] | None = None,
     ) -> Session:
         """The session of a log just opened, in the table (with ``dirs`` as its
-        additional directories, else those of its start); if that fails, the
-        log's lock is given up (the next load may try again)."""
+        additional directories, else those of its start, and ``sent_prompt`` as
+        the editor's system prompt, else the one its log keeps); if that fails,
+        the log's lock is given up (the next load may try again)."""
         try:
-            return await self._make(session_id, cwd, slog, records, dirs)
+            return await self._make(session_id, cwd, slog, records, dirs, sent_prompt)
         except BaseException:
             self.table.sessions.pop(session_id, None)
             self.table.unlock(session_id)
@@ -185,6 +202,7 @@ class StoredMethods:
         slog: Any,
         records: Typed[Record],
         dirs: list[str] | None,
+        sent_prompt: dict[str, Any] | None,
     ) -> Session:
         table = self.table
         provider = await table.new_provider()
@@ -201,6 +219,12 @@ class StoredMethods:
 
         kept = records.of_types(STATE_TYPES | COST_TYPES)
         session = table.make_session(session_id, cwd, slog, provider, extra, kept)
+        if sent_prompt is not None:
+            client_prompt.keep(session, sent_prompt)
+            session.context.client_prompt = client_prompt.restore([sent_prompt_record(sent_prompt)])
+        else:
+            found = records.of_types(frozenset({client_prompt.CLIENT_PROMPT_TYPE}))
+            session.context.client_prompt = client_prompt.restore(found)
         table.sessions[session_id] = session
         await table.prepare_context(session)
         return session
@@ -341,6 +365,7 @@ class StoredMethods:
         await require_directory(cwd, "cwd")
         self.table.mcp.editor_specs(params)  # checked before the fork is written
         dirs = P.additional_directories(params)
+        P.system_prompt(params)  # checked before the fork is written
         return await self._fork(P.session_id(params), cwd, None, dirs, params)
 
     async def fork_at_turn(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -350,6 +375,7 @@ class StoredMethods:
         cwd = None if params.get("cwd") is None else P.absolute_path(params, "cwd")
         if cwd is not None:
             await require_directory(cwd, "cwd")
+        P.system_prompt(params)  # checked before the fork is written
         return await self._fork(P.session_id(params), cwd, turn, None, params)
 
     async def _fork(
@@ -384,6 +410,7 @@ class StoredMethods:
             records = await anyio.to_thread.run_sync(fork)
         except ForkError as exc:
             raise RpcError.invalid_params("turn", str(exc)) from None
+        _carry_client_prompt(records, loaded.records, params.get("systemPrompt"))
         path = session_path(table.state_dir, session_id)
         # Written first, then locked (the lock is the log's own): nobody else
         # knows the new id yet.
@@ -489,3 +516,29 @@ def _write_new_log(path: str, records: list[Record]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def sent_prompt_record(sent: dict[str, Any]) -> dict[str, Any]:
+    """A ``session/system_prompt`` record's fields for a ``systemPrompt`` as sent."""
+    return {"type": client_prompt.CLIENT_PROMPT_TYPE, **client_prompt.record_fields(sent)}
+
+
+def _carry_client_prompt(
+    records: list[Record], source: list[Record], sent: dict[str, Any] | None
+) -> None:
+    """The fork's editor's system prompt: the one its ``session/fork`` sent, else
+    the one in force in the source at its end (it may have been given after
+    the turns the fork copies); added to the fork's records when its copy does
+    not end with it already."""
+    wanted = (
+        sent_prompt_record(sent)
+        if sent is not None
+        else next(
+            (r for r in reversed(source) if r.get("type") == client_prompt.CLIENT_PROMPT_TYPE),
+            None,
+        )
+    )
+    if wanted is None or client_prompt.restore([wanted]) == client_prompt.restore(records):
+        return
+    fields = client_prompt.record_fields(wanted)
+    records.append(new_record(len(records), client_prompt.CLIENT_PROMPT_TYPE, 0, 0, fields))

@@ -16,7 +16,7 @@ import anyio.to_thread
 from .config import ContextConfig
 from .estimate import RequestEstimate
 from .instructions import read_instructions
-from .system_prompt import environment, system_prompt
+from .system_prompt import ClientPrompt, environment, system_prompt
 from .windows import ModelInfo
 
 __all__ = ["SessionContext", "cost_so_far"]
@@ -36,6 +36,8 @@ class SessionContext:
     # The client advertised ``session.compaction``: compaction_update is sent.
     compaction_updates: bool = False
     system: str | None = None
+    # The system prompt the editor gave the session (ACP's ``systemPrompt``), if any.
+    client_prompt: ClientPrompt | None = None
     # The session's cost so far (with prices), and its currency.
     cost: float = 0.0
     currency: str | None = None
@@ -63,7 +65,7 @@ class SessionContext:
         found = read_instructions(self.cwd, self.config.config_dir)
         self.instruction_files = tuple(item.path for item in found)
         env = environment(self.cwd, self.additional_directories, tools, found)
-        return system_prompt(self.config, env)
+        return system_prompt(self.config, env, self.client_prompt)
 
     def reload(self) -> None:
         """Read the instruction files again before the next request."""

@@ -10,8 +10,13 @@
 2. ``--system FILE`` (or the config file's ``system``): with ``--system-mode
    append`` (the default) its text follows the default prompt; with
    ``replace`` it is the prompt instead of the default;
-3. the instruction files (`acp_bridge.context.instructions`), each under its
-   path, whatever the mode.
+3. the editor's system prompt (ACP's ``systemPrompt`` on session/new, load,
+   resume or fork: a `ClientPrompt`): ``append`` adds its text after the
+   above; ``override`` replaces the bridge's own instructions (the default
+   prompt and ``--system``) with it, and the session's environment (working
+   directory, directories, system, shell, date) stays, as the schema allows;
+4. the instruction files (`acp_bridge.context.instructions`), each under its
+   path, whatever the mode (they are the project's, not the bridge's).
 
 It is a pure function of a `PromptEnvironment`; `environment` gathers the
 facts of this machine.  The prompt is built when a session is created or
@@ -25,12 +30,32 @@ import os
 import platform
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from ..providers.notes import INTERRUPTED_NOTE
 from .config import ContextConfig
 from .instructions import Instructions
 
-__all__ = ["PromptEnvironment", "default_prompt", "environment", "system_prompt"]
+__all__ = [
+    "CLIENT_PROMPT_MODES",
+    "ClientPrompt",
+    "PromptEnvironment",
+    "default_prompt",
+    "environment",
+    "system_prompt",
+]
+
+# The modes of the editor's system prompt the bridge takes.
+CLIENT_PROMPT_MODES: Final = ("append", "override")
+
+
+@dataclass(frozen=True, slots=True)
+class ClientPrompt:
+    """The system prompt an editor gave a session: its mode and its text (the
+    text blocks joined by blank lines)."""
+
+    mode: str
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +90,21 @@ def environment(
     )
 
 
-def system_prompt(config: ContextConfig, env: PromptEnvironment) -> str:
+def system_prompt(
+    config: ContextConfig, env: PromptEnvironment, client: ClientPrompt | None = None
+) -> str:
     """The whole system prompt of a session (see the module docstring)."""
-    if config.system is not None and config.system_mode == "replace":
-        parts = [config.system.strip()]
+    if client is not None and client.mode == "override":
+        parts = [client.text.strip(), _environment(env)]
     else:
-        parts = [default_prompt(env)]
-        if config.system is not None and config.system.strip():
-            parts.append(config.system.strip())
+        if config.system is not None and config.system_mode == "replace":
+            parts = [config.system.strip()]
+        else:
+            parts = [default_prompt(env)]
+            if config.system is not None and config.system.strip():
+                parts.append(config.system.strip())
+        if client is not None:
+            parts.append(client.text.strip())
     instructions = _instructions(env.instructions)
     if instructions:
         parts.append(instructions)

@@ -221,6 +221,13 @@ class PermissionRule(Record):
     cwd: StrictStr | None = None
 
 
+class SessionSystemPrompt(Record):
+    """``session/system_prompt``: the system prompt the editor gave the session."""
+
+    mode: NonEmpty
+    content: list[dict[str, Any]]
+
+
 class CommandAnswer(Record):
     """``command/answer``: what a slash command answered."""
 
@@ -264,6 +271,7 @@ RECORD_MODELS: Final[dict[str, type[Record]]] = {
     "compaction": Compaction,
     "command/answer": CommandAnswer,
     "mcp/server": McpServer,
+    "session/system_prompt": SessionSystemPrompt,
 }
 """The model of each known record type (every type of `records.RECORD_TYPES` has one)."""
 

@@ -318,6 +318,18 @@ class PermissionRule(RecordBase):
     )
 
 
+class SessionSystemPrompt(RecordBase):
+    """The system prompt the editor gave the session (ACP's ``systemPrompt``), in
+    force from the next model request on until another replaces it."""
+
+    level = "session"
+    type: Literal["session/system_prompt"]
+    mode: Literal["append", "override"]
+    content: list[dict[str, Any]] = Field(
+        min_length=1, description="Its content blocks as the editor sent them (text blocks)."
+    )
+
+
 class TurnStart(RecordBase):
     level = "turn"
     type: Literal["turn/start"]
@@ -574,6 +586,7 @@ RECORDS: Final[tuple[type[RecordBase], ...]] = (
     Compaction,
     CommandAnswer,
     McpServer,
+    SessionSystemPrompt,
 )
 """Every record type's model (the schema lists them in this order)."""
 

@@ -39,6 +39,12 @@ Session level (turn 0, step 0)
                      ``failed`` (with the error); may come at any point
                      after ``session/start``
 
+  ``session/system_prompt`` ``{mode, content}``: the system prompt the editor
+                     gave the session (``append`` or ``override``; its text
+                     blocks as sent), in force from the next model request on;
+                     the last one counts; may come at any point after
+                     ``session/start``
+
 Turn lifecycle
   ``turn/start``     ``{regenerates?, prompt?, command?}``  a regenerate names
                      the user turn it answers again and has no
@@ -252,7 +258,9 @@ COMPACTION_TRIGGERS: Final[frozenset[str]] = frozenset(get_args(CompactionTrigge
 FINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
 
 # Session-level records that may come at any point after session/start.
-SESSION_SETTING_TYPES: Final = frozenset({"session/mode", "permission/rule", "mcp/server"})
+SESSION_SETTING_TYPES: Final = frozenset(
+    {"session/mode", "permission/rule", "mcp/server", "session/system_prompt"}
+)
 
 RECORD_TYPES: Final = frozenset(
     {
@@ -279,5 +287,6 @@ RECORD_TYPES: Final = frozenset(
         "compaction",
         "command/answer",
         "mcp/server",
+        "session/system_prompt",
     }
 )

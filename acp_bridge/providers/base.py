@@ -17,9 +17,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from ..redact import scrub
+
+if TYPE_CHECKING:
+    from ..context.config import ContextConfig
+    from ..context.windows import ModelInfo
 
 # The image types every provider takes (Anthropic's list; OpenAI's vision
 # models take the same four): a prompt's image of another type is refused
@@ -189,6 +193,7 @@ class ProviderStream(Protocol):
 
     Errors are raised as `ProviderError` from iteration.  The iterator must
     reach a cancellation point often enough that a cancel is seen promptly.
+    A stream that declares itself a subclass takes the default `take_ready`.
     """
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]: ...
@@ -207,15 +212,67 @@ class ProviderStream(Protocol):
         """
         ...
 
+    def take_ready(self, limit: int) -> Sequence[StreamEvent]:
+        """Up to ``limit`` next events that need no wait, taken from the stream
+        as `__anext__` would hand them out one by one; none when the next one
+        must be awaited.  The hot loop (`acp_bridge.loop.stream.consume`) asks
+        this first: a stream with events ready (the scripted one) saves a
+        coroutine per event, which streams half as fast again.  None is always
+        correct, only slower."""
+        return ()
+
 
 class Provider(Protocol):
-    """A model backend.
+    """A model backend, and what it can do.
 
     ``stream(request)`` returns an async context manager that yields a
     `ProviderStream`.  Leaving the context manager (normally, by error, or by
     cancellation) must release the underlying request.
+
+    What it can do is declared here, never probed: its models (the session's
+    ``model`` config option), whether a prompt may hold images, its key,
+    its context settings, and `model_info` (the window, the room kept for the
+    output, the price, whether usage is estimated when a response reports
+    none).  A provider that declares itself a subclass (the tests' doubles)
+    takes the defaults below: no choice of model, images, no key, the default
+    context.  Those that set them (`ScriptedProvider`, `HttpProvider`) are
+    checked where they are made into a `Provider`.
     """
 
+    # Its name in the log and to the user: ``fake`` or a vendor's
+    # (`acp_bridge.providers.vendors`).
     name: str
+    # The model requests go to now (the editor may set another of `models`);
+    # "" for a provider without model names.
+    model: str = ""
+
+    @property
+    def models(self) -> Sequence[str]:
+        """The models the editor may choose among (the first is the default); none: no choice."""
+        return ()
+
+    @property
+    def images(self) -> bool:
+        """Whether a prompt may hold images (if not, one is refused where it arrives)."""
+        return True
+
+    @property
+    def key_env(self) -> str | None:
+        """The variable holding its API key, kept from the tools' commands."""
+        return None
+
+    @property
+    def context(self) -> ContextConfig | None:
+        """The system prompt's settings, the windows and prices (None: the defaults)."""
+        return None
+
+    async def model_info(self) -> ModelInfo:
+        """What the turn needs to know of the current model (`acp_bridge.context.windows`)."""
+        from ..context.config import ContextConfig
+        from ..context.windows import ModelInfo, resolve_window
+
+        context, model = self.context or ContextConfig(), self.model or None
+        window, source = resolve_window(model, context)
+        return ModelInfo(model, window, source, price=context.prices.get(model or ""))
 
     def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[ProviderStream]: ...

@@ -104,6 +104,9 @@ class HttpProvider:
 
     def __post_init__(self) -> None:
         self.name = self.wire.name
+        # What it can do (see `Provider`): the configured models, images or not, its key.
+        config = self.config
+        self.models, self.images, self.key_env = config.models, config.images, config.key_env
         self.model = self.config.models[0]
         self._client: httpx.AsyncClient | None = None
         self.context = self.config.context or ContextConfig()
@@ -158,7 +161,7 @@ class HttpProvider:
                 await stream.aclose()
 
 
-class HttpStream:
+class HttpStream(ProviderStream):
     """The async iterator of one model request (all its attempts)."""
 
     def __init__(

@@ -74,6 +74,11 @@ class ScriptedProvider:
     """
 
     name: str = "fake"
+    # What it can do (see `Provider`): no model names, nor a choice of them; images; no key.
+    model = ""
+    models: tuple[str, ...] = ()
+    images = True
+    key_env = None
 
     def __init__(
         self, script: Script | PreparedScript, context: ContextConfig | None = None
@@ -83,7 +88,7 @@ class ScriptedProvider:
         self._cursor = 0
         self.context = context or ContextConfig()
 
-    def model_info(self) -> ModelInfo:
+    async def model_info(self) -> ModelInfo:
         """The window of ``--context-window`` (or the default; a script's usage
         events may report one).  No output reserve, no usage estimates."""
         window, source = resolve_window(None, self.context)

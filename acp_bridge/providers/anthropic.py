@@ -33,6 +33,7 @@ from .config import ProviderConfig
 from .convert_anthropic import anthropic_messages
 from .errors import stream_error
 from .vendor_wire import VendorWire
+from .vendors import ANTHROPIC
 
 __all__ = ["API_VERSION", "AnthropicParser", "AnthropicWire"]
 
@@ -52,10 +53,11 @@ _EMPTY: Final[list[StreamEvent]] = []
 
 
 class AnthropicWire(VendorWire):
-    name = "anthropic"
-    vendor = "Anthropic"
+    name = ANTHROPIC.name
+    vendor = ANTHROPIC.title
     request_id_header = "request-id"
     path = "/v1/messages"
+    thinks = True
 
     def headers(self, key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}

@@ -77,6 +77,12 @@ class Wire(Protocol):
     vendor: str  # how a message names the server ("the OpenAI-compatible server")
     key_env: str
     request_id_header: str
+    # Whether a thinking budget is sent (it adds to the room kept for the output).
+    thinks: bool
+
+    def lists_windows(self, base_url: str) -> bool:
+        """Whether the server at ``base_url`` may say a model's window (``GET /models``)."""
+        ...
 
     def endpoint(self, base_url: str) -> str: ...
 
@@ -121,15 +127,14 @@ class HttpProvider:
         if (
             not context.context_window
             and model not in context.context_windows
-            and self.wire.name == "openai"
-            and "api.openai.com" not in self.config.base_url  # its listing has no lengths
+            and self.wire.lists_windows(self.config.base_url)
         ):
             from .models import server_window
 
             reported = await server_window(self.client(), self.config.base_url, model)
         window, source = resolve_window(model, context, reported=reported)
         max_output = self.config.max_tokens
-        if self.wire.name == "anthropic" and self.config.thinking_budget:
+        if self.wire.thinks and self.config.thinking_budget:
             max_output = max(max_output, self.config.thinking_budget + 1024)
         return ModelInfo(model, window, source, max_output, context.prices.get(model))
 

@@ -45,6 +45,7 @@ from acp_bridge.providers.base import (
     Usage,
 )
 from acp_bridge.providers.script_check import PreparedScript, ScriptError
+from acp_bridge.providers.vendors import FAKE
 
 if TYPE_CHECKING:  # the models load with the first request (pydantic: not at start-up)
     from acp_bridge.providers.script_format import Script, ScriptResponse
@@ -73,7 +74,7 @@ class ScriptedProvider:
     message.
     """
 
-    name: str = "fake"
+    name: str = FAKE
     # What it can do (see `Provider`): no model names, nor a choice of them; images; no key.
     model = ""
     models: tuple[str, ...] = ()

@@ -25,12 +25,18 @@ class VendorWire:
     request_id_header: str
     # The endpoint's path under the base URL.
     path: str
+    # Whether a thinking budget is sent (it adds to the room kept for the output).
+    thinks = False
 
     def __init__(self, key_env: str) -> None:
         self.key_env = key_env
 
     def endpoint(self, base_url: str) -> str:
         return base_url.rstrip("/") + self.path
+
+    def lists_windows(self, base_url: str) -> bool:
+        """Whether the server at ``base_url`` may say a model's window (``GET /models``)."""
+        return False
 
     def whole_answer(self, raw: bytes) -> list[str] | None:
         """The data of the server-sent events a complete, non-streamed answer

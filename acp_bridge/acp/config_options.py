@@ -8,33 +8,29 @@ applies from the next model request.  Also the prompt check for images.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from ..jsonrpc.errors import RpcError
 from ..providers.base import Provider
 
-__all__ = ["MODEL_OPTION", "check_prompt", "model_options", "offer", "set_option"]
+__all__ = ["MODEL_OPTION", "check_prompt", "offer", "set_option"]
 
 MODEL_OPTION = "model"
 
 
 def offer(provider: Provider) -> list[dict[str, Any]] | None:
-    """The config options for a session of ``provider`` (None: it has none)."""
-    models = provider.models
-    return model_options(models, provider.model) if models else None
-
-
-def model_options(models: Sequence[str], current: str) -> list[dict[str, Any]]:
-    """The model option: ``models`` to choose from, ``current`` selected."""
+    """The config options for a session of ``provider`` (None: it has none):
+    the model option, its models to choose from, the current one selected."""
+    if not provider.models:
+        return None
     return [
         {
             "id": MODEL_OPTION,
             "name": "Model",
             "category": "model",
             "type": "select",
-            "currentValue": current,
-            "options": [{"value": m, "name": m} for m in models],
+            "currentValue": provider.model,
+            "options": [{"value": m, "name": m} for m in provider.models],
         }
     ]
 

@@ -50,7 +50,6 @@ _PREFIXES: Final = (("claude-", 200_000),)
 class ModelInfo:
     """What the agent loop knows of the session's current model."""
 
-    model: str | None
     context_window: int
     # Where the window came from: flag, config, server, script, known or default.
     window_source: str

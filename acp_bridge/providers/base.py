@@ -193,7 +193,6 @@ class ProviderStream(Protocol):
 
     Errors are raised as `ProviderError` from iteration.  The iterator must
     reach a cancellation point often enough that a cancel is seen promptly.
-    A stream that declares itself a subclass takes the default `take_ready`.
     """
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]: ...
@@ -213,12 +212,10 @@ class ProviderStream(Protocol):
         ...
 
     def take_ready(self, limit: int) -> Sequence[StreamEvent]:
-        """Up to ``limit`` next events that need no wait, taken from the stream
-        as `__anext__` would hand them out one by one; none when the next one
-        must be awaited.  The hot loop (`acp_bridge.loop.stream.consume`) asks
-        this first: a stream with events ready (the scripted one) saves a
-        coroutine per event, which streams half as fast again.  None is always
-        correct, only slower."""
+        """Up to ``limit`` next events that need no wait, as `__anext__` would hand
+        them out; none when the next must be awaited (always correct, only
+        slower).  The hot loop asks this first: the scripted stream saves a
+        coroutine per event, and streams half as fast again."""
         return ()
 
 
@@ -229,21 +226,14 @@ class Provider(Protocol):
     `ProviderStream`.  Leaving the context manager (normally, by error, or by
     cancellation) must release the underlying request.
 
-    What it can do is declared here, never probed: its models (the session's
-    ``model`` config option), whether a prompt may hold images, its key,
-    its context settings, and `model_info` (the window, the room kept for the
-    output, the price, whether usage is estimated when a response reports
-    none).  A provider that declares itself a subclass (the tests' doubles)
-    takes the defaults below: no choice of model, images, no key, the default
-    context.  Those that set them (`ScriptedProvider`, `HttpProvider`) are
-    checked where they are made into a `Provider`.
+    What it can do is declared here, never probed; a provider that declares
+    itself a subclass (the tests' doubles) takes the defaults below.
+    `model_info` says the window, the room kept for the output, the price and
+    whether usage is estimated when a response reports none.
     """
 
-    # Its name in the log and to the user: ``fake`` or a vendor's
-    # (`acp_bridge.providers.vendors`).
-    name: str
-    # The model requests go to now (the editor may set another of `models`);
-    # "" for a provider without model names.
+    name: str  # ``fake`` or a vendor's (`acp_bridge.providers.vendors`)
+    # The model requests go to now (the editor may set another of `models`); "": none named.
     model: str = ""
 
     @property
@@ -271,8 +261,8 @@ class Provider(Protocol):
         from ..context.config import ContextConfig
         from ..context.windows import ModelInfo, resolve_window
 
-        context, model = self.context or ContextConfig(), self.model or None
-        window, source = resolve_window(model, context)
-        return ModelInfo(model, window, source, price=context.prices.get(model or ""))
+        context = self.context or ContextConfig()
+        window, source = resolve_window(self.model or None, context)
+        return ModelInfo(window, source, price=context.prices.get(self.model))
 
     def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[ProviderStream]: ...

@@ -136,7 +136,7 @@ class HttpProvider:
         max_output = self.config.max_tokens
         if self.wire.thinks and self.config.thinking_budget:
             max_output = max(max_output, self.config.thinking_budget + 1024)
-        return ModelInfo(model, window, source, max_output, context.prices.get(model))
+        return ModelInfo(window, source, max_output, context.prices.get(model))
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None:

@@ -75,7 +75,7 @@ class ScriptedProvider:
     """
 
     name: str = FAKE
-    # What it can do (see `Provider`): no model names, nor a choice of them; images; no key.
+    # What it can do (`Provider`): no model names, nor a choice; images; no key.
     model = ""
     models: tuple[str, ...] = ()
     images = True
@@ -94,7 +94,7 @@ class ScriptedProvider:
         events may report one).  No output reserve, no usage estimates."""
         window, source = resolve_window(None, self.context)
         price = self.context.prices.get(self.name)
-        return ModelInfo(None, window, source, 0, price, estimate_usage=False)
+        return ModelInfo(window, source, 0, price, estimate_usage=False)
 
     @property
     def script(self) -> Script:
@@ -271,10 +271,7 @@ class _ScriptStream:
         raise StopAsyncIteration
 
     def take_ready(self, limit: int) -> list[StreamEvent]:
-        """Up to ``limit`` next events that need no wait, taken from the stream
-        as `__anext__` would hand them out one by one (the caller yields to the
-        event loop for them); [] when the next one must be awaited (a pause, a
-        hang, a failure, the end).  A hot loop saves a coroutine per event."""
+        """See `ProviderStream.take_ready`: [] before a pause, a hang, a failure, the end."""
         endless = self._endless
         if endless is not None:
             return [] if self._endless_seconds else [endless] * limit

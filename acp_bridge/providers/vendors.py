@@ -1,13 +1,8 @@
 """The model vendors and servers acp-bridge speaks to, listed once.
 
 ``--provider`` takes one of `PROVIDERS`: ``fake`` (the keyless scripted
-provider) or a vendor's name; a vendor's wire format is the module of that
-name (`acp_bridge.providers.anthropic`, `acp_bridge.providers.openai`).  The
-services and local servers named here speak the OpenAI-compatible API:
-``acp-bridge setup`` names them as examples, offers the local servers at
-their usual addresses and names a server it finds at one of them.
-
-Plain tuples: the command line's options read them at start-up.
+provider) or a vendor's name, which is also its wire's module.  Named tuples:
+the command line's options read them at start-up.
 """
 
 from __future__ import annotations
@@ -18,19 +13,13 @@ __all__ = ["ANTHROPIC", "FAKE", "LOCAL_SERVERS", "OPENAI", "PROVIDERS", "SERVICE
 
 
 class Vendor(NamedTuple):
-    # ``--provider NAME``, and the module of its wire format.
-    name: str
-    # How the user is told of its own service ("Anthropic").
-    title: str
-    # What ``--provider``'s help says it speaks.
-    speaks: str
+    name: str  # ``--provider NAME``, and the module of its wire format
+    title: str  # how the user is told of its own service
+    speaks: str  # what ``--provider``'s help says of it
     base_url: str
-    # The variable that holds its API key.
-    key_env: str
-    # The variable that moves its base URL, as the vendor's own SDK allows.
-    base_url_env: str
-    # The model of a setup that names none.
-    model: str
+    key_env: str  # the variable that holds its API key
+    base_url_env: str  # the variable that moves its base URL, as its own SDK allows
+    model: str  # the model of a setup that names none
 
 
 ANTHROPIC: Final = Vendor(

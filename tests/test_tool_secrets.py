@@ -21,9 +21,9 @@ import pytest
 from provider_server import Reply, WireServer, openai_chunk, openai_text, sse
 from support.bridge import running_bridge
 from support.harness import report, tool_call
-from test_tools import FULL_CAPABILITIES, REPORT, Played
+from test_tools import REPORT, Played
 from test_tools import play as play_in_either_mode
-from workspace_editor import WorkspaceEditor
+from workspace_editor import FULL_CAPABILITIES, WorkspaceEditor
 
 from acp_bridge.client import AcpClient, PromptResult, bridge_command
 from acp_bridge.log.check import check_log

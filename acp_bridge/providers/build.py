@@ -70,8 +70,9 @@ def http_provider_factory(
 ) -> Callable[[], Provider]:
     """Import the HTTP stack (only now) and return a per-session provider factory
     (``key``: one that `acp-bridge setup` stored; else the one in ``config.key_env``)."""
-    from .http import HttpProvider, Wire
+    from .http import HttpProvider
     from .recording import Recorder
+    from .wire import Wire
 
     wire: Wire
     if config.provider == ANTHROPIC.name:

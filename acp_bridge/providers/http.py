@@ -29,7 +29,6 @@ from collections import deque
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol
 
 import anyio
 import httpx
@@ -50,53 +49,15 @@ from .base import (
 from .config import ProviderConfig
 from .recording import RecordedResponse, Recorder
 from .retry import RetryPolicy
+from .wire import Wire, WireParser
 
-__all__ = ["HttpProvider", "Wire", "WireParser"]
+__all__ = ["HttpProvider"]
 
 log = logging.getLogger("acp_bridge.providers")
 # httpx and httpcore never see a key in a log line: their debug output names
 # headers, so keep them quiet whatever the bridge's log level.
 logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
-
-
-class WireParser(Protocol):
-    """Reads one response's server-sent events into stream events."""
-
-    def feed(self, event: str, data: str) -> list[StreamEvent]:
-        """The events for one SSE event; raises `ProviderError` for an in-stream error."""
-        ...
-
-    def end(self) -> list[StreamEvent]:
-        """The events at the end of the body; raises `ProviderError` if it was cut."""
-        ...
-
-
-class Wire(Protocol):
-    name: str
-    vendor: str  # how a message names the server ("the OpenAI-compatible server")
-    key_env: str
-    request_id_header: str
-    # Whether a thinking budget is sent (it adds to the room kept for the output).
-    thinks: bool
-
-    def lists_windows(self, base_url: str) -> bool:
-        """Whether the server at ``base_url`` may say a model's window (``GET /models``)."""
-        ...
-
-    def endpoint(self, base_url: str) -> str: ...
-
-    def headers(self, key: str | None) -> dict[str, str]: ...
-
-    def body(self, request: ModelRequest, config: ProviderConfig, model: str) -> bytes: ...
-
-    def parser(self) -> WireParser: ...
-
-    def whole_answer(self, raw: bytes) -> list[str] | None: ...
-
-    def http_error(
-        self, status: int, raw: bytes, headers: Mapping[str, str], has_key: bool
-    ) -> ProviderError: ...
 
 
 @dataclass

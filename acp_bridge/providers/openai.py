@@ -43,8 +43,8 @@ from .base import (
 from .config import ProviderConfig
 from .convert_openai import openai_messages
 from .errors import stream_error
-from .vendor_wire import VendorWire
 from .vendors import OPENAI
+from .wire import Wire
 
 __all__ = ["OpenAIParser", "OpenAIWire"]
 
@@ -58,7 +58,7 @@ FINISH_REASONS: Final[dict[str, FinishReason]] = {
 _EMPTY: Final[list[StreamEvent]] = []
 
 
-class OpenAIWire(VendorWire):
+class OpenAIWire(Wire):
     name = OPENAI.name
     vendor = "the OpenAI-compatible server"
     request_id_header = "x-request-id"

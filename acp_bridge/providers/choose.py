@@ -114,13 +114,12 @@ def _unchosen(
         # No stored key means none: the environment's is not sent to a local server.
         choice = Choice(_with_base_url(settings, env), stored.key or "", "acp-bridge setup")
         return _checked(choice, env)
-    for provider, vendor in VENDORS.items():
-        variable = vendor.key_env
-        if env.get(variable):
-            settings = {"provider": provider, **profile, **given}
+    for vendor in VENDORS.values():
+        if env.get(vendor.key_env):
+            settings = {"provider": vendor.name, **profile, **given}
             settings.pop("api_key_env", None)  # the variable that was found
-            choice = Choice(_with_base_url(settings, env), None, f"{variable} in the environment")
-            return choice
+            source = f"{vendor.key_env} in the environment"
+            return Choice(_with_base_url(settings, env), None, source)
     raise AuthRequired(f"acp-bridge has no model provider configured. {setup_hint(config_file)}")
 
 

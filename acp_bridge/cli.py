@@ -40,6 +40,7 @@ from .cli_values import retries as _retries
 from .cli_values import seconds as _seconds
 from .cli_values import variable_names as _variable_names
 from .paths import ENV_STATE_DIR, resolve_state_dir
+from .providers.vendors import ANTHROPIC, OPENAI, VENDORS
 from .serve_cli import PROVIDERS, serve_command
 from .stderr_log import install as install_stderr_logging
 
@@ -73,8 +74,9 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
         "--provider",
         default=d(None),
         choices=PROVIDERS,
-        help="model provider: 'anthropic' (Messages API), 'openai' (any OpenAI-compatible "
-        "Chat Completions server), or 'fake', the keyless scripted provider (default: the "
+        help="model provider: "
+        + ", ".join(f"'{v.name}' ({v.speaks})" for v in VENDORS.values())
+        + ", or 'fake', the keyless scripted provider (default: the "
         "config file's profile, else what `acp-bridge setup` stored, else the provider whose "
         "key is in the environment; --script alone means fake)",
     )
@@ -168,7 +170,7 @@ def _context_options(p: argparse.ArgumentParser, d: Any) -> None:
 
 
 def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
-    g = p.add_argument_group("real providers (--provider anthropic|openai)")
+    g = p.add_argument_group(f"real providers (--provider {'|'.join(VENDORS)})")
     g.add_argument(
         "--model",
         action="append",
@@ -182,15 +184,16 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
         type=_base_url,
         default=d(None),
         metavar="URL",
-        help="API base URL (default: https://api.anthropic.com for anthropic, "
-        "https://api.openai.com/v1 for openai)",
+        help="API base URL (default: "
+        + ", ".join(f"{v.base_url} for {v.name}" for v in VENDORS.values())
+        + ")",
     )
     g.add_argument(
         "--api-key-env",
         default=d(None),
         metavar="NAME",
         help="environment variable holding the API key "
-        "(default: ANTHROPIC_API_KEY or OPENAI_API_KEY)",
+        f"(default: {' or '.join(v.key_env for v in VENDORS.values())})",
     )
     g.add_argument(
         "--max-tokens",
@@ -211,13 +214,13 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
         type=_positive_int,
         default=d(None),
         metavar="N",
-        help="anthropic: enable extended thinking with this token budget",
+        help=f"{ANTHROPIC.name}: enable extended thinking with this token budget",
     )
     g.add_argument(
         "--reasoning-effort",
         default=d(None),
         metavar="LEVEL",
-        help="openai: reasoning effort to ask for (e.g. low, medium, high)",
+        help=f"{OPENAI.name}: reasoning effort to ask for (e.g. low, medium, high)",
     )
     g.add_argument(
         "--max-retries",

@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 from .paths import FILE_MODE, config_dir, make_private_dirs, read_small_file
 from .providers.choose import Stored
 from .providers.config import ConfigError
+from .providers.vendors import VENDORS
 
 __all__ = [
     "KEYRING_SERVICE",
@@ -170,7 +171,7 @@ def load_stored() -> Stored | None:
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not valid JSON"
         raise ConfigError(f"cannot read {path} ({reason}): run `acp-bridge setup` again") from None
-    if not isinstance(data, dict) or data.get("provider") not in ("anthropic", "openai"):
+    if not isinstance(data, dict) or data.get("provider") not in VENDORS:
         raise ConfigError(f"{path} is not a setup this version knows: run `acp-bridge setup` again")
     where = data.get("key")
     key: str | None = None

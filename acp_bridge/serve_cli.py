@@ -21,11 +21,11 @@ if TYPE_CHECKING:
     from .providers.config import ProviderConfig
     from .server import ServeOptions
 
+from .providers.vendors import FAKE, PROVIDERS
+
 __all__ = ["BUILTIN_SCRIPT", "PROVIDERS", "serve_command", "serve_refusing", "setup_command"]
 
 log = logging.getLogger("acp_bridge.cli")
-
-PROVIDERS = ("fake", "anthropic", "openai")
 
 
 def _pass_env(flags: Sequence[tuple[str, ...]] | None) -> tuple[str, ...]:
@@ -56,7 +56,7 @@ def serve_command(args: argparse.Namespace, state_dir: str) -> int:
     from .server import ServeOptions
 
     load: Callable[[], Callable[[], Provider]]
-    if args.provider == "fake" or (args.provider is None and args.script):
+    if args.provider == FAKE or (args.provider is None and args.script):
         load = functools.partial(_load_fake_provider, args.script, _flags(args), args)
     else:
         load = _http_loader(args)
@@ -133,7 +133,7 @@ def _http_loader(args: argparse.Namespace) -> Callable[[], Callable[[], Provider
 
         try:
             choice = _choose_provider(args)
-            if choice.provider == "fake":
+            if choice.provider == FAKE:
                 return _load_fake_provider(args.script, choice.settings, args)
             config = _http_config(args, choice)
             log.info(
@@ -156,7 +156,7 @@ def _http_config(args: argparse.Namespace, choice: Choice) -> ProviderConfig:
     from .providers.build import provider_config
     from .providers.config import ConfigError
 
-    if choice.provider not in PROVIDERS or choice.provider == "fake":
+    if choice.provider not in PROVIDERS or choice.provider == FAKE:
         raise ConfigError(f"unknown provider {choice.provider!r} (known: {', '.join(PROVIDERS)})")
     context = context_config(choice.settings, context_window=args.context_window)
     return provider_config(choice.settings, idle_timeout=args.idle_timeout or None, context=context)

@@ -20,7 +20,8 @@ from urllib.parse import urlsplit
 
 from .credentials import Store, forget, load_stored, save, setup_file
 from .paths import default_config_file
-from .providers.config import DEFAULT_BASE_URLS, DEFAULT_MODELS, ConfigError
+from .providers.config import ConfigError
+from .providers.vendors import ANTHROPIC, LOCAL_SERVERS, OPENAI, SERVICES, VENDORS
 from .redact import SECRETS
 
 __all__ = ["run_logout", "run_setup"]
@@ -36,24 +37,18 @@ class Kind:
 
 
 KINDS: Final = (
-    Kind("Anthropic (Claude models)", "anthropic", False, True),
-    Kind("OpenAI", "openai", False, True),
+    Kind(f"{ANTHROPIC.title} (Claude models)", ANTHROPIC.name, False, True),
+    Kind(OPENAI.title, OPENAI.name, False, True),
     Kind(
-        "Another OpenAI-compatible service (DeepSeek, OpenRouter, Groq, ...)", "openai", True, True
+        f"Another OpenAI-compatible service ({', '.join(SERVICES)}, ...)", OPENAI.name, True, True
     ),
     Kind(
-        "A local server: Ollama, LM Studio, vLLM, llama.cpp",
-        "openai",
+        "A local server: " + ", ".join(name for name, _ in LOCAL_SERVERS),
+        OPENAI.name,
         True,
         False,
-        "http://127.0.0.1:11434/v1",
+        LOCAL_SERVERS[0][1],
     ),
-)
-LOCAL_SERVERS: Final = (
-    ("Ollama", "http://127.0.0.1:11434/v1"),
-    ("LM Studio", "http://127.0.0.1:1234/v1"),
-    ("vLLM", "http://127.0.0.1:8000/v1"),
-    ("llama.cpp", "http://127.0.0.1:8080/v1"),
 )
 TEST_PROMPT: Final = "Reply with the single word: ok"
 LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
@@ -62,16 +57,16 @@ LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
 def server_name(provider: str, base_url: str | None) -> str:
     """What setup calls the server: a local one by the usual port of its kind
     (Ollama, not the ``openai`` provider that speaks to it), else its vendor."""
-    url = urlsplit(base_url or DEFAULT_BASE_URLS[provider])
+    url = urlsplit(base_url or VENDORS[provider].base_url)
     if url.hostname in LOOPBACK:
         for name, usual in LOCAL_SERVERS:
             if url.port == urlsplit(usual).port:
                 return name
         return "a local server"
-    if provider == "anthropic":
-        return "Anthropic"
-    if url.hostname == urlsplit(DEFAULT_BASE_URLS["openai"]).hostname:
-        return "OpenAI"
+    if provider == ANTHROPIC.name:
+        return ANTHROPIC.title
+    if url.hostname == urlsplit(OPENAI.base_url).hostname:
+        return OPENAI.title
     return "an OpenAI-compatible service"
 
 
@@ -144,9 +139,9 @@ def _setup(store: Store) -> int:
     else:
         key = ask_secret("API key, if the server needs one (Enter for none)", required=False)
     key = key or None
-    default_model = None if kind.asks_base_url else DEFAULT_MODELS[kind.provider]
+    default_model = None if kind.asks_base_url else VENDORS[kind.provider].model
     model = ask("Model", default_model)
-    url = base_url or DEFAULT_BASE_URLS[kind.provider]
+    url = base_url or VENDORS[kind.provider].base_url
     name = server_name(kind.provider, url)
     say(f"Testing with one tiny request to {model} on {name} at {url} ...")
     error = test_request(kind.provider, base_url, model, key)
@@ -189,7 +184,7 @@ def _show_current() -> None:
         return
     if stored is None:
         return
-    where = DEFAULT_BASE_URLS[stored.provider] if stored.base_url is None else stored.base_url
+    where = VENDORS[stored.provider].base_url if stored.base_url is None else stored.base_url
     name = server_name(stored.provider, where)
     say(
         f"Stored now: {name} at {where}, model {stored.model or 'default'} "

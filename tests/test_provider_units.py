@@ -143,3 +143,18 @@ def test_anthropic_redacted_thinking_is_accepted_and_not_shown() -> None:
     )
     assert parser.feed("content_block_start", start) == []
     assert parser.feed("content_block_stop", '{"type":"content_block_stop","index":0}') == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("provider", "room"), [("anthropic", 5024), ("openai", 1024)])
+async def test_a_thinking_budget_adds_to_the_output_room_where_the_wire_sends_it(
+    provider: str, room: int
+) -> None:
+    """The wire declares whether it sends a thinking budget (`Wire.thinks`):
+    Anthropic's adds to the room kept for the output; OpenAI's wire sends none."""
+    from acp_bridge.providers.build import http_provider_factory, provider_config
+
+    settings = {"provider": provider, "max_tokens": 1024, "thinking_budget": 4000}
+    config = provider_config(settings, idle_timeout=None)
+    info = await http_provider_factory(config, None, key="k" * 40)().model_info()
+    assert info.max_output_tokens == room

@@ -33,6 +33,8 @@ from acp_bridge.loop.turn import Turn, TurnConfig
 from acp_bridge.loop.updates import UpdateFrames
 from acp_bridge.providers.base import (
     ModelRequest,
+    Provider,
+    ProviderStream,
     ReasoningDelta,
     StreamEvent,
     TextDelta,
@@ -43,7 +45,7 @@ from acp_bridge.transport.outbox import Outbox
 pytestmark = pytest.mark.anyio
 
 
-class FedProvider:
+class FedProvider(Provider):
     """Streams the events the test sends, one at a time."""
 
     name = "fed"
@@ -59,7 +61,7 @@ class FedProvider:
         yield _Fed(self._events)
 
 
-class _Fed:
+class _Fed(ProviderStream):
     def __init__(self, events: MemoryObjectReceiveStream[StreamEvent]) -> None:
         self._events = events
 

@@ -23,7 +23,8 @@ import pytest
 
 from acp_bridge.loop.stream import IdleWatch, StepStream, consume
 from acp_bridge.loop.updates import CHUNK_SUFFIX, UpdateFrames
-from acp_bridge.providers.base import TextDelta
+from acp_bridge.providers import base
+from acp_bridge.providers.base import ProviderStream, TextDelta
 from acp_bridge.transport.merge import MERGE_ABOVE
 from acp_bridge.transport.outbox import BATCH_BYTES, HIGH_WATER, Outbox
 
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.anyio
 CHUNKS = 2000
 
 
-class Events:
+class Events(ProviderStream):
     """A provider stream of ``count`` text deltas, none of which waits."""
 
     def __init__(self, count: int) -> None:
@@ -51,7 +52,7 @@ class Events:
         return False
 
 
-class Provider:
+class Provider(base.Provider):
     @asynccontextmanager
     async def stream(self, request: Any) -> AsyncIterator[Events]:
         yield Events(CHUNKS)

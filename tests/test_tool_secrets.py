@@ -23,7 +23,7 @@ from support.bridge import running_bridge
 from support.harness import report, tool_call
 from test_tools import REPORT, Played
 from test_tools import play as play_in_either_mode
-from workspace_editor import WorkspaceEditor
+from workspace_editor import FULL_CAPABILITIES, WorkspaceEditor
 
 from acp_bridge.client import AcpClient, PromptResult, bridge_command
 from acp_bridge.log.check import check_log
@@ -227,3 +227,38 @@ async def test_the_provider_key_is_redacted_from_tool_results(tmp_path: Path) ->
     bodies = json.dumps([r.body for r in server.requests])
     for text in (log.read_text(), stderr.read_text(), json.dumps(client.transcript), bodies):
         assert KEY not in text
+
+
+async def test_the_provider_key_variable_is_empty_for_commands(tmp_path: Path) -> None:
+    """The provider declares the variable of its key (`Provider.key_env`), here one
+    that looks like no secret: a command the model runs sees it set empty."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    editor = WorkspaceEditor(workspace)
+    editor.permission_answers = ["allow_once"]
+    env = {**os.environ, "LLM_SERVICE": KEY}
+    command = 'echo "key=[$LLM_SERVICE]"'
+    replies = [
+        Reply(_openai_tool_call("call_a", "run_command", {"command": command})),
+        Reply(openai_text(["Ran."])),
+    ]
+    with WireServer(replies) as server:
+        bridge = bridge_command(
+            "--provider", "openai", "--base-url", server.url, "--api-key-env", "LLM_SERVICE",
+            "--model", "m", "--state-dir", str(tmp_path / "state"),
+        )  # fmt: skip
+        async with running_bridge(bridge, env=env) as client:
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as tg:
+                    editor.install(client, tg)
+                    await client.initialize(FULL_CAPABILITIES)
+                    sid = await client.new_session(str(workspace))
+                    result = await client.prompt(sid, "Run it")
+                    editor.released.set()
+                    tg.cancel_scope.cancel()
+            assert await client.finish(within=15) == 0
+    assert result.stop_reason == "end_turn"
+    (create,) = [params for method, params in editor.calls if method == "terminal/create"]
+    assert {"name": "LLM_SERVICE", "value": ""} in create["env"]
+    tool_message = json.dumps(server.requests[1].body["messages"][-1])
+    assert "key=[]" in tool_message, tool_message

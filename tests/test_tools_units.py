@@ -267,6 +267,8 @@ def test_a_loaded_session_gets_its_mode_and_remembered_choices_back() -> None:
 
     from acp_bridge.acp.tool_session import tool_state
     from acp_bridge.loop.turn import TurnConfig
+    from acp_bridge.providers.script_format import parse_script
+    from acp_bridge.providers.scripted import ScriptedProvider
 
     agent = SimpleNamespace(
         client_capabilities={"terminal": True},
@@ -274,7 +276,12 @@ def test_a_loaded_session_gets_its_mode_and_remembered_choices_back() -> None:
         config=TurnConfig(),
     )
     session = SimpleNamespace(
-        provider=object(), id="s", cwd="/w", log=None, outbox=None, frames=None
+        provider=ScriptedProvider(parse_script({"responses": [{"events": []}]})),
+        id="s",
+        cwd="/w",
+        log=None,
+        outbox=None,
+        frames=None,
     )
     records = [
         {"type": "session/mode", "mode": "read_only"},

@@ -35,6 +35,7 @@ from acp_bridge.providers.base import (
     ModelRequest,
     Provider,
     ProviderError,
+    ProviderStream,
     Retrying,
     StreamEvent,
     TextDelta,
@@ -130,7 +131,7 @@ async def test_bad_additional_directories_are_refused_naming_the_field(tmp_path:
 # -- a provider that retries by itself -------------------------------------------------
 
 
-class RetryingProvider:
+class RetryingProvider(Provider):
     """Fails once, says it retries, then answers."""
 
     name = "retrying"
@@ -150,7 +151,7 @@ class RetryingProvider:
         )
 
 
-class _Events:
+class _Events(ProviderStream):
     def __init__(self, events: list[StreamEvent]) -> None:
         self._events = iter(events)
 
@@ -223,7 +224,7 @@ def test_a_provider_retry_is_logged_and_shown_as_a_notice_never_as_reasoning() -
 # -- a provider stream that ends without its finish event ----------------------------
 
 
-class UnfinishedProvider:
+class UnfinishedProvider(Provider):
     """Streams its events, then ends without `Finish` (whatever the wire format)."""
 
     name = "unfinished"
@@ -498,7 +499,7 @@ async def test_in_flight_settle_waits_for_cleanup_and_is_bounded() -> None:
 # -- the fast Stop: a stream aborted synchronously -------------------------------------
 
 
-class GatedProvider:
+class GatedProvider(Provider):
     """Streams forever; once stopped, its request takes until ``gate`` to be released."""
 
     name = "gated"
@@ -522,7 +523,7 @@ class GatedProvider:
             self.released = True
 
 
-class _Endless:
+class _Endless(ProviderStream):
     def __init__(self) -> None:
         self.stopped = False
 

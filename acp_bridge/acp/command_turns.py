@@ -79,7 +79,7 @@ def _model(session: Session, wanted: str | None) -> str:
     from .tool_session import config_options_of
 
     provider = session.provider
-    current = str(getattr(provider, "model", None) or provider.name)
+    current = provider.model or provider.name
     offered = config_options.offer(provider)
     models = [str(o["value"]) for o in offered[0]["options"]] if offered else []
     if wanted is None:
@@ -122,17 +122,16 @@ def _mode(session: Session, wanted: str | None) -> str:
 
 async def _status(turn: Turn) -> str:
     from ..context.estimate import next_request_tokens
-    from ..context.windows import model_info_of
 
     session = turn.session
     provider = session.provider
-    info = await model_info_of(provider)
+    info = await provider.model_info()
     window = session.context.window(info)
     tools = () if session.tools is None else session.tools.registry.specs()
     used = next_request_tokens(session.log.records, session.history(), turn.system, tools)
     share = f" ({100 * used / window:.0f}%)" if window else ""
     lines = [
-        f"Model: {getattr(provider, 'model', None) or provider.name} ({provider.name})",
+        f"Model: {provider.model or provider.name} ({provider.name})",
         f"Mode: {session.tools.mode if session.tools is not None else 'none (no tools)'}",
         f"Context: about {used:,} of {window:,} tokens{share}, {len(session.history())} messages",
         f"Session: {session.id}",

@@ -8,40 +8,34 @@ applies from the next model request.  Also the prompt check for images.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from ..jsonrpc.errors import RpcError
+from ..providers.base import Provider
 
-__all__ = ["MODEL_OPTION", "check_prompt", "model_options", "offer", "set_option"]
+__all__ = ["MODEL_OPTION", "check_prompt", "offer", "set_option"]
 
 MODEL_OPTION = "model"
 
 
-def offer(provider: object) -> list[dict[str, Any]] | None:
-    """The config options for a session of ``provider`` (None: it has none)."""
-    config = getattr(provider, "config", None)
-    models = getattr(config, "models", None)
-    if not models:
+def offer(provider: Provider) -> list[dict[str, Any]] | None:
+    """The config options for a session of ``provider`` (None: it has none):
+    the model option, its models to choose from, the current one selected."""
+    if not provider.models:
         return None
-    return model_options(models, getattr(provider, "model", models[0]))
-
-
-def model_options(models: Sequence[str], current: str) -> list[dict[str, Any]]:
-    """The model option: ``models`` to choose from, ``current`` selected."""
     return [
         {
             "id": MODEL_OPTION,
             "name": "Model",
             "category": "model",
             "type": "select",
-            "currentValue": current,
-            "options": [{"value": m, "name": m} for m in models],
+            "currentValue": provider.model,
+            "options": [{"value": m, "name": m} for m in provider.models],
         }
     ]
 
 
-def set_option(provider: object, params: dict[str, Any]) -> None:
+def set_option(provider: Provider, params: dict[str, Any]) -> None:
     """Apply ``session/set_config_option`` to the provider (the model option)."""
     options = offer(provider)
     config_id = params.get("configId")
@@ -51,20 +45,19 @@ def set_option(provider: object, params: dict[str, Any]) -> None:
         raise RpcError.invalid_params("configId", f"no config option {config_id!r}")
     value = params.get("value")
     allowed = [o["value"] for o in options[0]["options"]]
-    if value not in allowed:
+    if not isinstance(value, str) or value not in allowed:
         raise RpcError.invalid_params("value", f"must be one of {', '.join(allowed)}")
-    provider.model = value  # type: ignore[attr-defined]
+    provider.model = value
 
 
-def check_prompt(provider: object, blocks: list[dict[str, Any]]) -> None:
+def check_prompt(provider: Provider, blocks: list[dict[str, Any]]) -> None:
     """Refuse an image the provider's model cannot take, naming the block."""
-    config = getattr(provider, "config", None)
-    if config is None or getattr(config, "images", True):
+    if provider.images:
         return
     for i, block in enumerate(blocks):
         if block["type"] == "image":
             raise RpcError.invalid_params(
                 f"prompt[{i}]",
-                f"model {getattr(provider, 'model', '?')} does not take images here "
+                f"model {provider.model} does not take images here "
                 "(the profile sets images = false); remove the image or choose another setup",
             )

@@ -59,14 +59,8 @@ def tool_state(
     """The tool state of a new session, or of one whose log ``records`` are
     loaded (its last mode and its remembered permission choices)."""
     mode, rules = from_records(records, session.cwd)
-    provider_config = getattr(session.provider, "config", None)
-    key_env = getattr(provider_config, "key_env", None)
     env = _shared(
-        env_policy(
-            os.environ,
-            key_env=key_env if isinstance(key_env, str) else None,
-            passed=agent.config.pass_env,
-        ),
+        env_policy(os.environ, key_env=session.provider.key_env, passed=agent.config.pass_env),
         lambda env: (env.hidden, env.values),
     )
     SECRETS.add(env.values, min_length=1)

@@ -12,17 +12,15 @@ The window of the session's model, in order of precedence:
    ``claude-`` model);
 5. `DEFAULT_WINDOW`, a conservative 32,768 tokens.
 
-A provider that knows more about its model implements ``async def
-model_info(self) -> ModelInfo``; `model_info_of` asks it, or answers from the
-defaults for one that does not.
+Each provider answers for its model with ``Provider.model_info``
+(`acp_bridge.providers.base`): a `ModelInfo` from `resolve_window`.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from .config import ContextConfig, Price
 
@@ -31,7 +29,6 @@ __all__ = [
     "KNOWN_WINDOWS",
     "ModelInfo",
     "known_window",
-    "model_info_of",
     "resolve_window",
 ]
 
@@ -53,7 +50,6 @@ _PREFIXES: Final = (("claude-", 200_000),)
 class ModelInfo:
     """What the agent loop knows of the session's current model."""
 
-    model: str | None
     context_window: int
     # Where the window came from: flag, config, server, script, known or default.
     window_source: str
@@ -90,23 +86,3 @@ def resolve_window(
     if known is not None:
         return known, "known"
     return DEFAULT_WINDOW, "default"
-
-
-async def model_info_of(provider: Any) -> ModelInfo:
-    """The provider's `ModelInfo`, or the defaults for a provider that has none."""
-    method = getattr(provider, "model_info", None)
-    if callable(method):
-        info = method()
-        if isinstance(info, ModelInfo):
-            return info  # asked once per step: `inspect.isawaitable` costs more than this
-        if inspect.isawaitable(info):
-            info = await info
-        if isinstance(info, ModelInfo):
-            return info
-    config = getattr(provider, "context", None)
-    if not isinstance(config, ContextConfig):
-        config = ContextConfig()
-    model = getattr(provider, "model", None)
-    model = model if isinstance(model, str) else None
-    window, source = resolve_window(model, config)
-    return ModelInfo(model, window, source, price=config.prices.get(model or ""))

@@ -42,10 +42,7 @@ class SessionCore:
         from ..context.config import ContextConfig
         from ..context.session import SessionContext
 
-        config = getattr(self.provider, "context", None)
-        if not isinstance(config, ContextConfig):
-            config = ContextConfig()
-        self.context = SessionContext(config, self.cwd)
+        self.context = SessionContext(self.provider.context or ContextConfig(), self.cwd)
 
     def history(self) -> Sequence[dict[str, Any]]:
         """The model history: ``derive_messages`` of the log (invariant I4), kept

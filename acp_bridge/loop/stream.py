@@ -176,11 +176,10 @@ async def consume(
     queued = outbox.backlog
     async with session.provider.stream(request) as events:
         turn.events = events
-        # A stream that can hand out the events it has ready in one call
-        # (the scripted provider's `take_ready`) saves a coroutine per event.
-        take_ready = getattr(events, "take_ready", None)
+        # The events a stream has ready, in one call (`ProviderStream.take_ready`).
+        take_ready = events.take_ready
         while True:
-            ready: Sequence[Any] = () if take_ready is None else take_ready(READY_MAX)
+            ready: Sequence[Any] = take_ready(READY_MAX)
             if not ready:
                 try:
                     ready = (await events.__anext__(),)

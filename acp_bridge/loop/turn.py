@@ -260,9 +260,6 @@ class Turn:
 
     async def _steps(self) -> StopReason | None:
         """Run steps until a stop reason; None when the turn was stopped."""
-        # The context machinery loads off the start-up path (see acp_bridge.server).
-        from ..context.windows import model_info_of
-
         rec = self.rec
         session = self.session
         tools = () if session.tools is None else session.tools.registry.specs()
@@ -274,7 +271,7 @@ class Turn:
                 return None  # stopped before this step: no model request at all
             if rec.step >= self.config.max_steps:
                 return "max_turn_requests"
-            self.info = await model_info_of(session.provider)
+            self.info = await session.provider.model_info()
             await self._before_request()
             if self.over:
                 return None
@@ -360,7 +357,6 @@ class Turn:
 
     async def _command(self) -> StopReason:
         """A ``/compact`` turn: compact now, and answer with what happened."""
-        from ..context.windows import model_info_of
         from ..log.compaction import nothing_to_compact_update
         from .compact import compact
 
@@ -368,7 +364,7 @@ class Turn:
         if self.command[0] != "compact":
             assert self.answer_command is not None
             return await self.answer_command(self)
-        self.info = await model_info_of(self.session.provider)
+        self.info = await self.session.provider.model_info()
         self._enter(TurnState.COMPACTING)
         outcome = await compact(self, "command", self.command[1])
         if outcome.status == "nothing":

@@ -32,7 +32,8 @@ from .base import (
 from .config import ProviderConfig
 from .convert_anthropic import anthropic_messages
 from .errors import stream_error
-from .vendor_wire import VendorWire
+from .vendors import ANTHROPIC
+from .wire import Wire
 
 __all__ = ["API_VERSION", "AnthropicParser", "AnthropicWire"]
 
@@ -51,11 +52,12 @@ STOP_REASONS: Final[dict[str, FinishReason]] = {
 _EMPTY: Final[list[StreamEvent]] = []
 
 
-class AnthropicWire(VendorWire):
-    name = "anthropic"
-    vendor = "Anthropic"
+class AnthropicWire(Wire):
+    name = ANTHROPIC.name
+    vendor = ANTHROPIC.title
     request_id_header = "request-id"
     path = "/v1/messages"
+    thinks = True
 
     def headers(self, key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}

@@ -17,9 +17,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from ..redact import scrub
+
+if TYPE_CHECKING:
+    from ..context.config import ContextConfig
+    from ..context.windows import ModelInfo
 
 # The image types every provider takes (Anthropic's list; OpenAI's vision
 # models take the same four): a prompt's image of another type is refused
@@ -207,15 +211,58 @@ class ProviderStream(Protocol):
         """
         ...
 
+    def take_ready(self, limit: int) -> Sequence[StreamEvent]:
+        """Up to ``limit`` next events that need no wait, as `__anext__` would hand
+        them out; none when the next must be awaited (always correct, only
+        slower).  The hot loop asks this first: the scripted stream saves a
+        coroutine per event, and streams half as fast again."""
+        return ()
+
 
 class Provider(Protocol):
-    """A model backend.
+    """A model backend, and what it can do.
 
     ``stream(request)`` returns an async context manager that yields a
     `ProviderStream`.  Leaving the context manager (normally, by error, or by
     cancellation) must release the underlying request.
+
+    What it can do is declared here, never probed; a provider that declares
+    itself a subclass (the tests' doubles) takes the defaults below.
+    `model_info` says the window, the room kept for the output, the price and
+    whether usage is estimated when a response reports none.
     """
 
-    name: str
+    name: str  # ``fake`` or a vendor's (`acp_bridge.providers.vendors`)
+    # The model requests go to now (the editor may set another of `models`); "": none named.
+    model: str = ""
+
+    @property
+    def models(self) -> Sequence[str]:
+        """The models the editor may choose among (the first is the default); none: no choice."""
+        return ()
+
+    @property
+    def images(self) -> bool:
+        """Whether a prompt may hold images (if not, one is refused where it arrives)."""
+        return True
+
+    @property
+    def key_env(self) -> str | None:
+        """The variable holding its API key, kept from the tools' commands."""
+        return None
+
+    @property
+    def context(self) -> ContextConfig | None:
+        """The system prompt's settings, the windows and prices (None: the defaults)."""
+        return None
+
+    async def model_info(self) -> ModelInfo:
+        """What the turn needs to know of the current model (`acp_bridge.context.windows`)."""
+        from ..context.config import ContextConfig
+        from ..context.windows import ModelInfo, resolve_window
+
+        context = self.context or ContextConfig()
+        window, source = resolve_window(self.model or None, context)
+        return ModelInfo(window, source, price=context.prices.get(self.model))
 
     def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[ProviderStream]: ...

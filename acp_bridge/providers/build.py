@@ -7,15 +7,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..context.config import ContextConfig, context_config
-from .config import (
-    DEFAULT_BASE_URLS,
-    DEFAULT_KEY_ENVS,
-    DEFAULT_MODELS,
-    ConfigError,
-    ProviderConfig,
-    base_url_problem,
-)
+from .config import ConfigError, ProviderConfig, base_url_problem
 from .retry import RetryPolicy
+from .vendors import ANTHROPIC, VENDORS
 
 if TYPE_CHECKING:
     from .base import Provider
@@ -32,7 +26,8 @@ def provider_config(
     """A checked `ProviderConfig` from merged settings (profile keys, flags winning);
     the system prompt file is read into ``context`` (`context_config`) when not given."""
     provider = settings["provider"]
-    models = settings.get("model") or [DEFAULT_MODELS[provider]]
+    vendor = VENDORS[provider]
+    models = settings.get("model") or [vendor.model]
     if isinstance(models, str):
         models = [models]
     if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
@@ -45,9 +40,9 @@ def provider_config(
     for name, value in (("max_tokens", max_tokens), ("thinking_budget", budget)):
         if value is not None and (not isinstance(value, int) or value < 1):
             raise ConfigError(f"{name} must be a positive integer, not {value!r}")
-    if budget is not None and budget < 1024 and provider == "anthropic":
+    if budget is not None and budget < 1024 and vendor is ANTHROPIC:
         raise ConfigError(f"thinking_budget must be at least 1024 tokens, not {budget}")
-    base_url = settings.get("base_url") or DEFAULT_BASE_URLS[provider]
+    base_url = settings.get("base_url") or vendor.base_url
     problem = base_url_problem(base_url) if isinstance(base_url, str) else "expected a string"
     if problem is not None:
         raise ConfigError(f"base_url: {problem}, got {base_url!r}")
@@ -59,7 +54,7 @@ def provider_config(
         provider=provider,
         models=tuple(models),
         base_url=base_url,
-        key_env=settings.get("api_key_env") or DEFAULT_KEY_ENVS[provider],
+        key_env=settings.get("api_key_env") or vendor.key_env,
         max_tokens=max_tokens,
         thinking_budget=budget,
         reasoning_effort=settings.get("reasoning_effort"),
@@ -75,11 +70,12 @@ def http_provider_factory(
 ) -> Callable[[], Provider]:
     """Import the HTTP stack (only now) and return a per-session provider factory
     (``key``: one that `acp-bridge setup` stored; else the one in ``config.key_env``)."""
-    from .http import HttpProvider, Wire
+    from .http import HttpProvider
     from .recording import Recorder
+    from .wire import Wire
 
     wire: Wire
-    if config.provider == "anthropic":
+    if config.provider == ANTHROPIC.name:
         from .anthropic import AnthropicWire
 
         wire = AnthropicWire(config.key_env)

@@ -7,7 +7,8 @@ In order, the first that names a provider wins:
 2. the config file's profile (``--config`` or the default config file, the
    profile named by ``--profile`` or ``default``), if it sets ``provider``;
 3. what ``acp-bridge setup`` stored (`acp_bridge.credentials`);
-4. a key in the environment: ``ANTHROPIC_API_KEY``, then ``OPENAI_API_KEY``.
+4. a key in the environment: ``ANTHROPIC_API_KEY``, then ``OPENAI_API_KEY``
+   (`acp_bridge.providers.vendors`).
 
 When nothing does, or the chosen vendor's own API is chosen without a key,
 `AuthRequired` says what to set: the server then answers ``session/new``
@@ -23,13 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-from .config import DEFAULT_BASE_URLS, DEFAULT_KEY_ENVS
+from .vendors import LOCAL_SERVERS, VENDORS
 
-__all__ = ["BASE_URL_ENVS", "AuthRequired", "Choice", "Stored", "choose", "setup_hint"]
-
-BASE_URL_ENVS: Final = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+__all__ = ["AuthRequired", "Choice", "Stored", "choose", "setup_hint"]
 
 
 class AuthRequired(Exception):
@@ -67,9 +66,10 @@ class Choice:
 
 def setup_hint(config_file: str) -> str:
     return (
-        "Set ANTHROPIC_API_KEY or OPENAI_API_KEY in the environment the editor starts "
-        "acp-bridge with, or run `acp-bridge setup` in a terminal (an API key, or the URL of "
-        f"a local server such as Ollama), or add a [profiles.default] to {config_file}. "
+        f"Set {' or '.join(v.key_env for v in VENDORS.values())} in the environment the editor "
+        "starts acp-bridge with, or run `acp-bridge setup` in a terminal (an API key, or the URL "
+        f"of a local server such as {LOCAL_SERVERS[0][0]}), or add a [profiles.default] to "
+        f"{config_file}. "
         "For the keyless demo, start it with --provider fake."
     )
 
@@ -114,12 +114,12 @@ def _unchosen(
         # No stored key means none: the environment's is not sent to a local server.
         choice = Choice(_with_base_url(settings, env), stored.key or "", "acp-bridge setup")
         return _checked(choice, env)
-    for provider, variable in DEFAULT_KEY_ENVS.items():
-        if env.get(variable):
-            settings = {"provider": provider, **profile, **given}
+    for vendor in VENDORS.values():
+        if env.get(vendor.key_env):
+            settings = {"provider": vendor.name, **profile, **given}
             settings.pop("api_key_env", None)  # the variable that was found
-            choice = Choice(_with_base_url(settings, env), None, f"{variable} in the environment")
-            return choice
+            source = f"{vendor.key_env} in the environment"
+            return Choice(_with_base_url(settings, env), None, source)
     raise AuthRequired(f"acp-bridge has no model provider configured. {setup_hint(config_file)}")
 
 
@@ -129,16 +129,17 @@ def _with_stored_key(
     """A provider chosen by a flag or a profile, whose key variable is unset, takes
     the key that setup stored for the same provider at the same URL."""
     provider = choice.provider
-    if provider not in DEFAULT_BASE_URLS:
+    vendor = VENDORS.get(provider)
+    if vendor is None:
         return choice
-    variable = str(choice.settings.get("api_key_env") or DEFAULT_KEY_ENVS[provider])
+    variable = str(choice.settings.get("api_key_env") or vendor.key_env)
     if env.get(variable):
         return choice
     setup = stored()
     if setup is None or setup.provider != provider:
         return choice
-    here = str(choice.settings.get("base_url") or DEFAULT_BASE_URLS[provider]).rstrip("/")
-    there = (setup.base_url or DEFAULT_BASE_URLS[provider]).rstrip("/")
+    here = str(choice.settings.get("base_url") or vendor.base_url).rstrip("/")
+    there = (setup.base_url or vendor.base_url).rstrip("/")
     if here != there:
         return choice
     settings = {**choice.settings, "api_key_env": setup.key_label}
@@ -146,24 +147,24 @@ def _with_stored_key(
 
 
 def _with_base_url(settings: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
-    provider = settings["provider"]
-    variable = BASE_URL_ENVS.get(provider)
-    if not settings.get("base_url") and variable and env.get(variable):
-        settings = {**settings, "base_url": env[variable]}
+    vendor = VENDORS.get(settings["provider"])
+    if not settings.get("base_url") and vendor and env.get(vendor.base_url_env):
+        settings = {**settings, "base_url": env[vendor.base_url_env]}
     return settings
 
 
 def _checked(choice: Choice, env: Mapping[str, str]) -> Choice:
     """Refuse a vendor's own API without a key (a local server may need none)."""
     provider = choice.provider
-    if provider not in DEFAULT_BASE_URLS:
+    vendor = VENDORS.get(provider)
+    if vendor is None:
         return choice
-    base_url = str(choice.settings.get("base_url") or DEFAULT_BASE_URLS[provider])
-    if base_url.rstrip("/") != DEFAULT_BASE_URLS[provider].rstrip("/"):
+    base_url = str(choice.settings.get("base_url") or vendor.base_url)
+    if base_url.rstrip("/") != vendor.base_url.rstrip("/"):
         return choice
     if choice.key:
         return choice
-    variable = str(choice.settings.get("api_key_env") or DEFAULT_KEY_ENVS[provider])
+    variable = str(choice.settings.get("api_key_env") or vendor.key_env)
     if env.get(variable):
         return choice
     raise AuthRequired(

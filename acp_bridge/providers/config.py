@@ -41,9 +41,6 @@ if TYPE_CHECKING:
     from ..context.config import ContextConfig
 
 __all__ = [
-    "DEFAULT_BASE_URLS",
-    "DEFAULT_KEY_ENVS",
-    "DEFAULT_MODELS",
     "FLAG_KEYS",
     "ConfigError",
     "ProviderConfig",
@@ -51,12 +48,6 @@ __all__ = [
     "load_profile",
 ]
 
-DEFAULT_BASE_URLS: Final = {
-    "anthropic": "https://api.anthropic.com",
-    "openai": "https://api.openai.com/v1",
-}
-DEFAULT_KEY_ENVS: Final = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
-DEFAULT_MODELS: Final = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}
 # The keys a command-line flag can also set (the flag wins over the profile).
 FLAG_KEYS: Final = (
     "provider",

@@ -29,7 +29,6 @@ from collections import deque
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol
 
 import anyio
 import httpx
@@ -50,47 +49,15 @@ from .base import (
 from .config import ProviderConfig
 from .recording import RecordedResponse, Recorder
 from .retry import RetryPolicy
+from .wire import Wire, WireParser
 
-__all__ = ["HttpProvider", "Wire", "WireParser"]
+__all__ = ["HttpProvider"]
 
 log = logging.getLogger("acp_bridge.providers")
 # httpx and httpcore never see a key in a log line: their debug output names
 # headers, so keep them quiet whatever the bridge's log level.
 logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
-
-
-class WireParser(Protocol):
-    """Reads one response's server-sent events into stream events."""
-
-    def feed(self, event: str, data: str) -> list[StreamEvent]:
-        """The events for one SSE event; raises `ProviderError` for an in-stream error."""
-        ...
-
-    def end(self) -> list[StreamEvent]:
-        """The events at the end of the body; raises `ProviderError` if it was cut."""
-        ...
-
-
-class Wire(Protocol):
-    name: str
-    vendor: str  # how a message names the server ("the OpenAI-compatible server")
-    key_env: str
-    request_id_header: str
-
-    def endpoint(self, base_url: str) -> str: ...
-
-    def headers(self, key: str | None) -> dict[str, str]: ...
-
-    def body(self, request: ModelRequest, config: ProviderConfig, model: str) -> bytes: ...
-
-    def parser(self) -> WireParser: ...
-
-    def whole_answer(self, raw: bytes) -> list[str] | None: ...
-
-    def http_error(
-        self, status: int, raw: bytes, headers: Mapping[str, str], has_key: bool
-    ) -> ProviderError: ...
 
 
 @dataclass
@@ -104,6 +71,9 @@ class HttpProvider:
 
     def __post_init__(self) -> None:
         self.name = self.wire.name
+        # What it can do (see `Provider`): the configured models, images or not, its key.
+        config = self.config
+        self.models, self.images, self.key_env = config.models, config.images, config.key_env
         self.model = self.config.models[0]
         self._client: httpx.AsyncClient | None = None
         self.context = self.config.context or ContextConfig()
@@ -118,17 +88,16 @@ class HttpProvider:
         if (
             not context.context_window
             and model not in context.context_windows
-            and self.wire.name == "openai"
-            and "api.openai.com" not in self.config.base_url  # its listing has no lengths
+            and self.wire.lists_windows(self.config.base_url)
         ):
             from .models import server_window
 
             reported = await server_window(self.client(), self.config.base_url, model)
         window, source = resolve_window(model, context, reported=reported)
         max_output = self.config.max_tokens
-        if self.wire.name == "anthropic" and self.config.thinking_budget:
+        if self.wire.thinks and self.config.thinking_budget:
             max_output = max(max_output, self.config.thinking_budget + 1024)
-        return ModelInfo(model, window, source, max_output, context.prices.get(model))
+        return ModelInfo(window, source, max_output, context.prices.get(model))
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -158,7 +127,7 @@ class HttpProvider:
                 await stream.aclose()
 
 
-class HttpStream:
+class HttpStream(ProviderStream):
     """The async iterator of one model request (all its attempts)."""
 
     def __init__(

@@ -43,7 +43,8 @@ from .base import (
 from .config import ProviderConfig
 from .convert_openai import openai_messages
 from .errors import stream_error
-from .vendor_wire import VendorWire
+from .vendors import OPENAI
+from .wire import Wire
 
 __all__ = ["OpenAIParser", "OpenAIWire"]
 
@@ -57,8 +58,8 @@ FINISH_REASONS: Final[dict[str, FinishReason]] = {
 _EMPTY: Final[list[StreamEvent]] = []
 
 
-class OpenAIWire(VendorWire):
-    name = "openai"
+class OpenAIWire(Wire):
+    name = OPENAI.name
     vendor = "the OpenAI-compatible server"
     request_id_header = "x-request-id"
     path = "/chat/completions"
@@ -76,7 +77,7 @@ class OpenAIWire(VendorWire):
         max_tokens = request.max_tokens or config.max_tokens
         # OpenAI's own API wants the newer name (its reasoning models refuse
         # the old one); compatible servers know only the old one.
-        official = "api.openai.com" in config.base_url
+        official = _official(config.base_url)
         body["max_completion_tokens" if official else "max_tokens"] = max_tokens
         effort = config.reasoning_effort
         if effort:
@@ -97,6 +98,9 @@ class OpenAIWire(VendorWire):
 
     def parser(self) -> OpenAIParser:
         return OpenAIParser()
+
+    def lists_windows(self, base_url: str) -> bool:
+        return not _official(base_url)  # its listing has no lengths
 
     def whole_answer(self, raw: bytes) -> list[str] | None:
         """A complete ``chat.completion`` as the one chunk (and ``[DONE]``) of a
@@ -123,6 +127,11 @@ class OpenAIWire(VendorWire):
             "usage": obj.get("usage"),
         }
         return [orjson.dumps(chunk).decode(), "[DONE]"]
+
+
+def _official(base_url: str) -> bool:
+    """Whether ``base_url`` is OpenAI's own API (not a compatible server)."""
+    return OPENAI.base_url.split("/")[2] in base_url
 
 
 class OpenAIParser:

@@ -45,6 +45,7 @@ from acp_bridge.providers.base import (
     Usage,
 )
 from acp_bridge.providers.script_check import PreparedScript, ScriptError
+from acp_bridge.providers.vendors import FAKE
 
 if TYPE_CHECKING:  # the models load with the first request (pydantic: not at start-up)
     from acp_bridge.providers.script_format import Script, ScriptResponse
@@ -73,7 +74,12 @@ class ScriptedProvider:
     message.
     """
 
-    name: str = "fake"
+    name: str = FAKE
+    # What it can do (`Provider`): no model names, nor a choice; images; no key.
+    model = ""
+    models: tuple[str, ...] = ()
+    images = True
+    key_env = None
 
     def __init__(
         self, script: Script | PreparedScript, context: ContextConfig | None = None
@@ -83,12 +89,12 @@ class ScriptedProvider:
         self._cursor = 0
         self.context = context or ContextConfig()
 
-    def model_info(self) -> ModelInfo:
+    async def model_info(self) -> ModelInfo:
         """The window of ``--context-window`` (or the default; a script's usage
         events may report one).  No output reserve, no usage estimates."""
         window, source = resolve_window(None, self.context)
         price = self.context.prices.get(self.name)
-        return ModelInfo(None, window, source, 0, price, estimate_usage=False)
+        return ModelInfo(window, source, 0, price, estimate_usage=False)
 
     @property
     def script(self) -> Script:
@@ -265,10 +271,7 @@ class _ScriptStream:
         raise StopAsyncIteration
 
     def take_ready(self, limit: int) -> list[StreamEvent]:
-        """Up to ``limit`` next events that need no wait, taken from the stream
-        as `__anext__` would hand them out one by one (the caller yields to the
-        event loop for them); [] when the next one must be awaited (a pause, a
-        hang, a failure, the end).  A hot loop saves a coroutine per event."""
+        """See `ProviderStream.take_ready`: [] before a pause, a hang, a failure, the end."""
         endless = self._endless
         if endless is not None:
             return [] if self._endless_seconds else [endless] * limit

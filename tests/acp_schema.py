@@ -45,7 +45,13 @@ from support.harness import ACP_SCHEMA
 
 from acp_bridge.check.schema import AcpSchema
 
-__all__ = ["AcpSchema", "load_acp_schema", "load_acp_unstable_schema", "load_pinned_sdk_schema"]
+__all__ = [
+    "AcpSchema",
+    "load_acp_schema",
+    "load_acp_unstable_schema",
+    "load_pinned_sdk_schema",
+    "load_pinned_sdk_unstable_schema",
+]
 
 
 def load_acp_unstable_schema() -> AcpSchema:
@@ -97,6 +103,20 @@ def load_pinned_sdk_schema() -> AcpSchema:
     ``plan`` entries, elicitation, commands with input hints)."""
     schema = _load(pinned_sdk_schema_path())
     assert schema is not None
+    return schema
+
+
+def load_pinned_sdk_unstable_schema() -> AcpSchema:
+    """The unstable schema of the pinned TypeScript SDK package, never the override:
+    the shapes of the editor's system prompt (``systemPrompt``,
+    ``sessionCapabilities.systemPrompt``) and of plans by id (``plan_update``,
+    ``plan_removed``, ``clientCapabilities.plan``)."""
+    path = pinned_sdk_schema_path().parent / "schema.unstable.json"
+    schema = _load(path)
+    if schema is None:
+        from test_ts_sdk_client import unavailable
+
+        unavailable(f"the pinned TypeScript SDK has no {path.name}")
     return schema
 
 

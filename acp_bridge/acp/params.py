@@ -214,3 +214,45 @@ def prompt_blocks(
     if not out:
         raise RpcError.invalid_params("prompt", "must contain at least one content block")
     return out
+
+
+# The ``systemPrompt`` modes this agent applies (advertised as
+# ``sessionCapabilities.systemPrompt`` with ``mode.override``).
+SYSTEM_PROMPT_MODES: Final = ("append", "override")
+
+
+def system_prompt(params: dict[str, Any]) -> dict[str, Any] | None:
+    """``systemPrompt`` of session/new, load, resume or fork: ``{mode, content}``
+    with the content's text blocks (type and text only), or None when omitted or
+    null.  A mode other than `SYSTEM_PROMPT_MODES`, an empty ``content`` or a
+    block that is not text is ``-32602`` naming the field: the session is then
+    not created, loaded, resumed or forked (never a silent ``append``)."""
+    value: dict[str, Any] | None = optional(params, "systemPrompt", dict)
+    if value is None:
+        return None
+    where = "systemPrompt."
+    mode = require(value, "mode", str, where)
+    if mode not in SYSTEM_PROMPT_MODES:
+        raise RpcError.invalid_params(
+            "systemPrompt.mode",
+            f'must be "append" or "override" (the modes this agent supports), got {echo(mode)}',
+        )
+    blocks: list[Any] = require(value, "content", list, where)
+    if not blocks:
+        raise RpcError.invalid_params("systemPrompt.content", "must not be empty")
+    content: list[dict[str, Any]] = []
+    for i, block in enumerate(blocks):
+        bwhere = f"systemPrompt.content[{i}]."
+        if not isinstance(block, dict):
+            raise RpcError.invalid_params(f"systemPrompt.content[{i}]", "must be an object")
+        kind = require(block, "type", str, bwhere)
+        if kind != "text":
+            raise RpcError.invalid_params(
+                f"{bwhere}type",
+                f"content type {echo(kind)} is not supported in a system prompt (only text)",
+            )
+        _annotations(block, bwhere)
+        _meta(block, bwhere)
+        content.append({"type": "text", "text": require(block, "text", str, bwhere)})
+    _meta(value, where)
+    return {"mode": mode, "content": content}

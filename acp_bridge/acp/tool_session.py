@@ -59,6 +59,9 @@ def tool_state(
     """The tool state of a new session, or of one whose log ``records`` are
     loaded (its last mode and its remembered permission choices)."""
     mode, rules = from_records(records, session.cwd)
+    from ..tools.plan import plans_of
+
+    plans = plans_of(records)
     provider_config = getattr(session.provider, "config", None)
     key_env = getattr(provider_config, "key_env", None)
     env = _shared(
@@ -88,6 +91,7 @@ def tool_state(
         mode=mode,
         rules=rules,
         on_remember=_KeepForProject(agent, session),
+        plans=plans if plans.by_id else None,
     )
 
 
@@ -152,14 +156,22 @@ class _KeepForProject:
 
 
 def registry_for(capabilities: ClientCapabilities) -> ToolRegistry:
-    """The tools of a session: every registered tool, and ``ask_user`` when the
-    editor can show a form question (``elicitation.form``)."""
-    if not capabilities.elicitation_form:
-        return TOOLS
-    from ..tools.ask_user import AskUser
+    """The tools of a session: every registered tool, ``ask_user`` when the
+    editor can show a form question (``elicitation.form``), and the plan tool
+    that keeps plans by id in place of the built-in one when the editor does
+    (``plan``)."""
+    from ..tools.plan import NAME, PlansById, UpdatePlan
 
+    by_id = capabilities.plan and type(TOOLS.get(NAME)) is UpdatePlan
+    if not capabilities.elicitation_form and not by_id:
+        return TOOLS
     registry = ToolRegistry(list(TOOLS))
-    registry.register(AskUser())
+    if capabilities.elicitation_form:
+        from ..tools.ask_user import AskUser
+
+        registry.register(AskUser())
+    if by_id:
+        registry.register(PlansById())
     return registry
 
 

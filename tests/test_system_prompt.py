@@ -158,6 +158,16 @@ async def test_load_resume_and_fork_keep_or_replace_it(tmp_path: Path) -> None:
     ]
     fork = read_records(state / f"{ids['fork']}.jsonl")
     assert prompt_records(fork)[-1] == system_prompt("override", "Beta rule.")
+
+    # A new process loading it keeps it too (the record is read back).
+    async def again(client: AcpClient, ran: Ran) -> None:
+        base = {"sessionId": ids["sid"], "cwd": str(cwd), "mcpServers": []}
+        assert "result" in await client.request("session/load", base)
+        await client.prompt(ids["sid"], "Six")
+
+    schema = load_pinned_sdk_unstable_schema()
+    rerun = await run(tmp_path, "openai", [reply("openai", "Ok.")], again, schema=schema)
+    assert rerun.system(0).startswith("Beta rule.")
     out = io.StringIO()
     assert print_show(str(ran.state), ids["sid"], out) == 0
     shown = out.getvalue()

@@ -169,8 +169,7 @@ def timeline(records: Iterable[Record]) -> list[str]:
                 f"    attempt {record.get('attempt')}: {record.get('outcome')} ({shown} shown)"
             )
         elif kind in _DETAILS:
-            # Under its turn, or under the session for a session-level record.
-            lines.append(("    " if record.get("turn") else "  ") + _DETAILS[kind](record))
+            lines.append("    " + _DETAILS[kind](record))
         elif kind == "step/end":
             lines.append(f"    step ends: {record.get('reason')} after {at - step_at:.2f}s")
         elif kind == "turn/end":
@@ -232,13 +231,7 @@ def _compaction(record: Record) -> str:
     return head
 
 
-def _system_prompt(record: Record) -> str:
-    text = _quote(_blocks_text(record.get("content")))
-    return f"system prompt from the editor ({record.get('mode')}): {text}"
-
-
 _DETAILS: dict[str, Callable[[Record], str]] = {
-    "session/system-prompt": _system_prompt,
     "agent/request-error": _request_error,
     "compaction": _compaction,
     "agent/internal-error": _internal_error,

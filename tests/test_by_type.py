@@ -19,12 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_bridge.acp import stored
-from acp_bridge.context.session import (
-    COST_TYPES,
-    SYSTEM_PROMPT_TYPES,
-    client_prompt_of,
-    cost_so_far,
-)
+from acp_bridge.context.session import COST_TYPES, cost_so_far
 from acp_bridge.log.by_type import Typed, of_types
 from acp_bridge.log.derive import REGENERATE_TYPES, replaced_turns
 from acp_bridge.log.records import RECORD_TYPES
@@ -40,7 +35,6 @@ READERS: list[tuple[str, Callable[[list[Record]], Any], Container[str]]] = [
     ("_markers", _markers, MARKER_TYPES),
     ("replaced_turns", replaced_turns, REGENERATE_TYPES),
     ("plans_of", plans_of, PLAN_TYPES),
-    ("client_prompt_of", client_prompt_of, SYSTEM_PROMPT_TYPES),
     ("from_records", lambda records: from_records(records, "/w"), STATE_TYPES),
     ("cost_so_far", cost_so_far, COST_TYPES),
     ("_last_turn", stored._last_turn, stored.TURN_STARTS),

@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
-from acp_schema import AcpSchema, load_acp_schema, load_pinned_sdk_schema
+from acp_schema import load_acp_schema, load_pinned_sdk_schema
 from provider_server import (
     Reply,
     WireServer,
@@ -77,13 +77,11 @@ async def run(
     extra: tuple[str, ...] = (),
     models: list[dict[str, Any]] | None = None,
     capabilities: dict[str, Any] | None = None,
-    schema: AcpSchema | None = None,
 ) -> Ran:
     """Run the bridge against a `WireServer` of ``replies`` and play the editor.
 
-    Every frame is checked against the ACP schema: ``schema`` if given, else
-    the newest stable one for a client that opted in to compaction updates,
-    which the older one lacks."""
+    Every frame is checked against the ACP schema: the newest stable one for a
+    client that opted in to compaction updates, which the older one lacks."""
     state = tmp_path / "state"
     env = dict(os.environ)
     env["ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"] = KEY
@@ -107,9 +105,9 @@ async def run(
             await client.finish(within=15)
     for log in ran.logs():
         check_log(log)
-    if schema is None:
-        opted = bool(((capabilities or {}).get("session") or {}).get("compaction") is not None)
-        schema = load_pinned_sdk_schema() if opted else load_acp_schema()
+    opted = bool(((capabilities or {}).get("session") or {}).get("compaction") is not None)
+    schema = load_pinned_sdk_schema() if opted else load_acp_schema()
+    assert schema is not None
     schema.check_transcript(client.transcript)
     return ran
 

@@ -48,9 +48,6 @@ SESSION_CAPABILITIES: Final[dict[str, dict[str, Any]]] = {
     # session/new, load, resume and fork take them (a load or resume without
     # them keeps those of the session's start).
     "additionalDirectories": {},
-    # The editor's system prompt, appended or replacing the built-in
-    # instructions (`acp_bridge.context.system_prompt`); kept with the session.
-    "systemPrompt": {"mode": {"override": {}}},
 }
 
 TERMINAL_METHOD_ID: Final = "setup"

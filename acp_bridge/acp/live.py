@@ -51,7 +51,6 @@ class LiveMethods:
         table = self.table
         cwd = P.absolute_path(params, "cwd")
         extra_dirs = P.additional_directories(params)
-        prompt = P.system_prompt(params)
         table.mcp.editor_specs(params)  # checked before anything is created
         await require_directory(cwd, "cwd")
         # The provider first: if it cannot start, the editor is told why and
@@ -68,14 +67,11 @@ class LiveMethods:
         table.lock(session_id, path)
         slog = SessionLog(path, table.outbox)
         session = table.make_session(session_id, cwd, slog, provider, extra_dirs)
-        session.context.client_prompt = prompt
         await table.prepare_context(session)
         start = answers.session_start_fields(
             session_id, cwd, provider.name, extra_dirs, table.client_info, table.client_capabilities
         )
         slog.append("session/start", 0, 0, **start)
-        if prompt is not None:
-            slog.append("session/system-prompt", 0, 0, **prompt)
         await table.mcp.attach(session, params)
         table.sessions[session_id] = session
         slog.sync()

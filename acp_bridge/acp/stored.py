@@ -89,7 +89,6 @@ class StoredMethods:
         # Resent in full by the editor on a load or resume; when it sends
         # none, the session keeps those its session/new had.
         dirs = P.additional_directories(params)
-        P.system_prompt(params)  # checked before the session is opened
         table.mcp.editor_specs(params)  # checked before the session is opened
         await self._after_opening(session_id)
         session = table.sessions.get(session_id)
@@ -197,11 +196,11 @@ class StoredMethods:
             extra = [d for d in stored if isinstance(d, str)]
         # What the session reads of its log: its tools' state and its cost so
         # far (loaded off the start-up path, as `SessionTable.make_session`).
-        from ..context.session import COST_TYPES, SYSTEM_PROMPT_TYPES
+        from ..context.session import COST_TYPES
         from ..tools.plan import PLAN_TYPES
         from ..tools.state import STATE_TYPES
 
-        kept = records.of_types(STATE_TYPES | COST_TYPES | SYSTEM_PROMPT_TYPES | PLAN_TYPES)
+        kept = records.of_types(STATE_TYPES | COST_TYPES | PLAN_TYPES)
         session = table.make_session(session_id, cwd, slog, provider, extra, kept)
         table.sessions[session_id] = session
         await table.prepare_context(session)
@@ -227,7 +226,6 @@ class StoredMethods:
             opened = await self._open(params)
             session, records, others = opened.session, opened.items, opened.others
             held += [records, others]
-            self.table.set_system_prompt(session, P.system_prompt(params))
             await self.table.mcp.attach(session, params)
             if not opened.now:
                 session.context.reload()  # the instruction files are read again
@@ -263,7 +261,6 @@ class StoredMethods:
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
         opened = await self._open(params)
         session, others = opened.session, opened.others
-        self.table.set_system_prompt(session, P.system_prompt(params))
         await self.table.mcp.attach(session, params)
         # No replay: only what the editor needs to use the session again.
         title = title_of(others.of_types(TITLE_TYPES))
@@ -367,7 +364,6 @@ class StoredMethods:
         params: dict[str, Any],
     ) -> dict[str, Any]:
         table = self.table
-        prompt = P.system_prompt(params)  # checked before the fork is written
         source_path = self._stored_path(source_id)
         if source_id in table.sessions:
             await table.outbox.drain()
@@ -404,11 +400,6 @@ class StoredMethods:
             raise
         session = await self._register(session_id, cwd, reopened.log, Typed(records))
         session.prompts.turns = _last_turn(records)
-        # The editor's system prompt given now, else the source's latest (a
-        # record of it after the last turn copied is not in the fork's records).
-        from ..context.session import client_prompt_of
-
-        table.set_system_prompt(session, prompt or client_prompt_of(loaded.records))
         # Its MCP servers, like a new session's: the editor's (mcpServers) and the configured.
         await table.mcp.attach(session, params)
         await table.mcp.ready(session)

@@ -110,7 +110,7 @@ class SessionTable:
     ) -> Session:
         """A session with its tools (as ``records`` of its log left them, if reopened)."""
         # Loaded off the start-up path (see `acp_bridge.server`).
-        from ..context.session import client_prompt_of, cost_so_far
+        from ..context.session import cost_so_far
         from ..log.compaction import opted_in
         from . import tool_session
 
@@ -123,7 +123,6 @@ class SessionTable:
 
         opt_in(session, self.client_capabilities)
         context.cost, context.currency = cost_so_far(records or ())
-        context.client_prompt = client_prompt_of(records or ())
         self.used(session)
         return session
 
@@ -145,17 +144,6 @@ class SessionTable:
         from . import tool_session
 
         await tool_session.add_project_rules(self, session)
-
-    def set_system_prompt(self, session: Session, prompt: dict[str, Any] | None) -> None:
-        """The editor's ``systemPrompt`` (`params.system_prompt`) of a load, resume
-        or fork of ``session``: None keeps the one it has; a new one is recorded
-        (``session/system-prompt``) and applies from the next model request on."""
-        context = session.context
-        if prompt is None or prompt == context.client_prompt:
-            return
-        context.client_prompt = prompt
-        context.reload()
-        session.log.append("session/system-prompt", 0, 0, **prompt)
 
     # -- locks -------------------------------------------------------------------
 

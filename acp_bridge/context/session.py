@@ -16,10 +16,10 @@ import anyio.to_thread
 from .config import ContextConfig
 from .estimate import RequestEstimate
 from .instructions import read_instructions
-from .system_prompt import ClientPrompt, environment, system_prompt
+from .system_prompt import environment, system_prompt
 from .windows import ModelInfo
 
-__all__ = ["SessionContext", "client_prompt_of", "cost_so_far"]
+__all__ = ["SessionContext", "cost_so_far"]
 
 # The system prompts built lately, each kept once (`SessionContext.system_prompt`).
 _SHARED: dict[str, str] = {}
@@ -36,8 +36,6 @@ class SessionContext:
     # The client advertised ``session.compaction``: compaction_update is sent.
     compaction_updates: bool = False
     system: str | None = None
-    # The editor's system prompt, ``{mode, content}`` (`client_prompt_of`).
-    client_prompt: Mapping[str, Any] | None = None
     # The session's cost so far (with prices), and its currency.
     cost: float = 0.0
     currency: str | None = None
@@ -65,8 +63,7 @@ class SessionContext:
         found = read_instructions(self.cwd, self.config.config_dir)
         self.instruction_files = tuple(item.path for item in found)
         env = environment(self.cwd, self.additional_directories, tools, found)
-        client = None if self.client_prompt is None else ClientPrompt.of(self.client_prompt)
-        return system_prompt(self.config, env, client)
+        return system_prompt(self.config, env)
 
     def reload(self) -> None:
         """Read the instruction files again before the next request."""
@@ -88,21 +85,6 @@ class SessionContext:
         self.currency = price.currency
         self.cost += price.of(input_tokens, output_tokens)
         return {"cost": {"amount": round(self.cost, 6), "currency": price.currency}}
-
-
-# The types `client_prompt_of` reads (`acp_bridge.log.by_type`).
-SYSTEM_PROMPT_TYPES: Final = frozenset({"session/system-prompt"})
-
-
-def client_prompt_of(records: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The editor's system prompt a log ends with, ``{mode, content}`` (the last
-    ``session/system-prompt`` record), or None; only records of
-    `SYSTEM_PROMPT_TYPES` count."""
-    found: dict[str, Any] | None = None
-    for record in records:
-        if record.get("type") == "session/system-prompt":
-            found = {"mode": record.get("mode"), "content": record.get("content")}
-    return found
 
 
 # The types `cost_so_far` reads (`acp_bridge.log.by_type`).

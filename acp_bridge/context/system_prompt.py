@@ -10,13 +10,8 @@
 2. ``--system FILE`` (or the config file's ``system``): with ``--system-mode
    append`` (the default) its text follows the default prompt; with
    ``replace`` it is the prompt instead of the default;
-3. the editor's system prompt (ACP ``systemPrompt``, `ClientPrompt`): with
-   ``append`` its text follows 1 and 2; with ``override`` it replaces them
-   both, and only the environment section of the default prompt stays (the
-   working directory, the operating system, the date: facts of this session,
-   not instructions);
-4. the instruction files (`acp_bridge.context.instructions`), each under its
-   path, whatever the modes.
+3. the instruction files (`acp_bridge.context.instructions`), each under its
+   path, whatever the mode.
 
 It is a pure function of a `PromptEnvironment`; `environment` gathers the
 facts of this machine.  The prompt is built when a session is created or
@@ -28,30 +23,14 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..providers.notes import INTERRUPTED_NOTE
 from .config import ContextConfig
 from .instructions import Instructions
 
-__all__ = ["ClientPrompt", "PromptEnvironment", "default_prompt", "environment", "system_prompt"]
-
-
-@dataclass(frozen=True, slots=True)
-class ClientPrompt:
-    """The editor's system prompt: ``append`` or ``override``, and its text."""
-
-    mode: str
-    text: str
-
-    @classmethod
-    def of(cls, value: Mapping[str, Any]) -> ClientPrompt:
-        """From ``{mode, content}`` as a ``session/system-prompt`` record keeps it
-        (the texts of its blocks, one paragraph each)."""
-        texts = [str(block.get("text", "")).strip() for block in value.get("content") or ()]
-        return cls(str(value.get("mode")), "\n\n".join(text for text in texts if text))
+__all__ = ["PromptEnvironment", "default_prompt", "environment", "system_prompt"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,20 +65,14 @@ def environment(
     )
 
 
-def system_prompt(
-    config: ContextConfig, env: PromptEnvironment, client: ClientPrompt | None = None
-) -> str:
+def system_prompt(config: ContextConfig, env: PromptEnvironment) -> str:
     """The whole system prompt of a session (see the module docstring)."""
-    if client is not None and client.mode == "override":
-        parts = [client.text, _environment(env)]
-    elif config.system is not None and config.system_mode == "replace":
+    if config.system is not None and config.system_mode == "replace":
         parts = [config.system.strip()]
     else:
         parts = [default_prompt(env)]
         if config.system is not None and config.system.strip():
             parts.append(config.system.strip())
-    if client is not None and client.mode == "append":
-        parts.append(client.text)
     instructions = _instructions(env.instructions)
     if instructions:
         parts.append(instructions)

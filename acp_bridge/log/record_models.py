@@ -238,13 +238,6 @@ class McpServer(Record):
     error: StrictStr | None = None
 
 
-class SessionSystemPrompt(Record):
-    """``session/system-prompt``: the editor's system prompt for the session."""
-
-    mode: NonEmpty
-    content: list[dict[str, Any]]
-
-
 RECORD_MODELS: Final[dict[str, type[Record]]] = {
     "session/start": SessionStart,
     "turn/start": TurnStart,
@@ -271,7 +264,6 @@ RECORD_MODELS: Final[dict[str, type[Record]]] = {
     "compaction": Compaction,
     "command/answer": CommandAnswer,
     "mcp/server": McpServer,
-    "session/system-prompt": SessionSystemPrompt,
 }
 """The model of each known record type (every type of `records.RECORD_TYPES` has one)."""
 

@@ -318,17 +318,6 @@ class PermissionRule(RecordBase):
     )
 
 
-class SessionSystemPrompt(RecordBase):
-    """The editor's system prompt for the session (``systemPrompt`` of session/new, load,
-    resume or fork, as it was sent): it applies from the next model request on, until
-    another one replaces it."""
-
-    level = "session"
-    type: Literal["session/system-prompt"]
-    mode: Literal["append", "override"]
-    content: list[TextBlock] = Field(min_length=1)
-
-
 class TurnStart(RecordBase):
     level = "turn"
     type: Literal["turn/start"]
@@ -585,7 +574,6 @@ RECORDS: Final[tuple[type[RecordBase], ...]] = (
     Compaction,
     CommandAnswer,
     McpServer,
-    SessionSystemPrompt,
 )
 """Every record type's model (the schema lists them in this order)."""
 

@@ -38,11 +38,6 @@ Session level (turn 0, step 0)
                      model sees, the server's name, a hash of the schema),
                      ``failed`` (with the error); may come at any point
                      after ``session/start``
-  ``session/system-prompt`` ``{mode, content}``: the editor's system prompt
-                     (``systemPrompt`` of session/new, load, resume or fork:
-                     ``append`` or ``override``, its text blocks as sent); the
-                     last one applies from the next model request on; may
-                     come at any point after ``session/start``
 
 Turn lifecycle
   ``turn/start``     ``{regenerates?, prompt?, command?}``  a regenerate names
@@ -257,9 +252,7 @@ COMPACTION_TRIGGERS: Final[frozenset[str]] = frozenset(get_args(CompactionTrigge
 FINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
 
 # Session-level records that may come at any point after session/start.
-SESSION_SETTING_TYPES: Final = frozenset(
-    {"session/mode", "permission/rule", "mcp/server", "session/system-prompt"}
-)
+SESSION_SETTING_TYPES: Final = frozenset({"session/mode", "permission/rule", "mcp/server"})
 
 RECORD_TYPES: Final = frozenset(
     {
@@ -286,6 +279,5 @@ RECORD_TYPES: Final = frozenset(
         "compaction",
         "command/answer",
         "mcp/server",
-        "session/system-prompt",
     }
 )

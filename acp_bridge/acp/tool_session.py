@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping
-from typing import Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -25,6 +25,9 @@ from ..tools.state import ToolState, from_records
 from ..update_builders import config_option_update
 from . import answers, config_options
 from . import params as P
+
+if TYPE_CHECKING:
+    from ..tools.plan import Plans
 
 log = logging.getLogger("acp_bridge.tools")
 
@@ -59,9 +62,6 @@ def tool_state(
     """The tool state of a new session, or of one whose log ``records`` are
     loaded (its last mode and its remembered permission choices)."""
     mode, rules = from_records(records, session.cwd)
-    from ..tools.plan import plans_of
-
-    plans = plans_of(records)
     provider_config = getattr(session.provider, "config", None)
     key_env = getattr(provider_config, "key_env", None)
     env = _shared(
@@ -91,8 +91,16 @@ def tool_state(
         mode=mode,
         rules=rules,
         on_remember=_KeepForProject(agent, session),
-        plans=plans if plans.by_id else None,
+        plans=_plans(records),
     )
+
+
+def _plans(records: Iterable[Mapping[str, Any]]) -> Plans | None:
+    """The plans a reopened session's ``records`` end with (None: it has none)."""
+    from ..tools.plan import plans_of
+
+    plans = plans_of(records)
+    return plans if plans.by_id else None
 
 
 T = TypeVar("T")

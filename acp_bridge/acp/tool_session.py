@@ -109,7 +109,8 @@ T = TypeVar("T")
 # session keeps a reference, not a copy (an idle session's memory is most of
 # what a thousand of them cost).  Neither is changed once made.  (The tool
 # registry is `TOOLS` itself for most editors, and a copy of what it holds now
-# for one that asks questions: not shared, so that it is never stale.)
+# for one that asks questions or keeps plans by id: not shared, so that it is
+# never stale.)
 _SHARED: dict[tuple[type, Hashable], Any] = {}
 _SHARED_MAX = 64
 

@@ -21,6 +21,9 @@ __all__ = [
     "config_option_update",
     "current_mode_update",
     "notice_update",
+    "plan_items_update",
+    "plan_markdown_update",
+    "plan_removed",
     "plan_update",
     "session_info_update",
     "text_chunk",
@@ -110,10 +113,28 @@ def notice_update(severity: str, title: str, description: str | None = None) -> 
 
 def plan_update(entries: Iterable[Mapping[str, Any]]) -> Update:
     """The ``plan`` update of a plan's entries (the whole list: the client replaces its plan)."""
-    return {
-        "sessionUpdate": "plan",
-        "entries": [
-            {"content": e["content"], "priority": e["priority"], "status": e["status"]}
-            for e in entries
-        ],
-    }
+    return {"sessionUpdate": "plan", "entries": _plan_entries(entries)}
+
+
+def plan_items_update(plan_id: str, entries: Iterable[Mapping[str, Any]]) -> Update:
+    """A ``plan_update`` of one plan by id, as its entries (a client with
+    ``clientCapabilities.plan`` replaces that plan, keeping the others)."""
+    plan = {"type": "items", "planId": plan_id, "entries": _plan_entries(entries)}
+    return {"sessionUpdate": "plan_update", "plan": plan}
+
+
+def plan_markdown_update(plan_id: str, content: str) -> Update:
+    """A ``plan_update`` of one plan by id, as Markdown the model wrote."""
+    plan = {"type": "markdown", "planId": plan_id, "content": content}
+    return {"sessionUpdate": "plan_update", "plan": plan}
+
+
+def plan_removed(plan_id: str) -> Update:
+    """A ``plan_removed``: the client drops the plan of that id."""
+    return {"sessionUpdate": "plan_removed", "planId": plan_id}
+
+
+def _plan_entries(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"content": e["content"], "priority": e["priority"], "status": e["status"]} for e in entries
+    ]

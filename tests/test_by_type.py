@@ -26,7 +26,7 @@ from acp_bridge.log.records import RECORD_TYPES
 from acp_bridge.log.replay import MARKER_TYPES, _markers
 from acp_bridge.sessions.info import title_of
 from acp_bridge.tools.plan import NAME as PLAN
-from acp_bridge.tools.plan import PLAN_TYPES, latest_plan
+from acp_bridge.tools.plan import PLAN_TYPES, plans_of
 from acp_bridge.tools.state import STATE_TYPES, from_records
 
 Record = dict[str, Any]
@@ -34,7 +34,7 @@ Record = dict[str, Any]
 READERS: list[tuple[str, Callable[[list[Record]], Any], Container[str]]] = [
     ("_markers", _markers, MARKER_TYPES),
     ("replaced_turns", replaced_turns, REGENERATE_TYPES),
-    ("latest_plan", latest_plan, PLAN_TYPES),
+    ("plans_of", plans_of, PLAN_TYPES),
     ("from_records", lambda records: from_records(records, "/w"), STATE_TYPES),
     ("cost_so_far", cost_so_far, COST_TYPES),
     ("_last_turn", stored._last_turn, stored.TURN_STARTS),
@@ -58,7 +58,13 @@ fields = st.fixed_dictionaries(
         "regenerates": st.integers(1, 4),
         "name": st.sampled_from([PLAN, "read_file"]),
         "status": st.sampled_from(["dispatched", "failed"]),
-        "input": st.just({"entries": [{"content": "a step", "status": "pending"}]}),
+        "input": st.sampled_from(
+            [
+                {"entries": [{"content": "a step", "status": "pending"}]},
+                {"plan_id": "b", "markdown": "# Steps"},
+                {"plan_id": "b", "remove": True},
+            ]
+        ),
         "tool_call_id": st.sampled_from(["c1", "c2"]),
         "is_error": st.booleans(),
         "mode": st.sampled_from(["ask", "read_only", "nonsense"]),

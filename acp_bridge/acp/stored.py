@@ -215,9 +215,10 @@ class StoredMethods:
         # What the session reads of its log: its tools' state and its cost so
         # far (loaded off the start-up path, as `SessionTable.make_session`).
         from ..context.session import COST_TYPES
+        from ..tools.plan import PLAN_TYPES
         from ..tools.state import STATE_TYPES
 
-        kept = records.of_types(STATE_TYPES | COST_TYPES)
+        kept = records.of_types(STATE_TYPES | COST_TYPES | PLAN_TYPES)
         session = table.make_session(session_id, cwd, slog, provider, extra, kept)
         if sent_prompt is not None:
             client_prompt.keep(session, sent_prompt)
@@ -255,6 +256,7 @@ class StoredMethods:
                 await self.table.prepare_context(session)
             self.table.outbox.widen_stdout()  # a bulk write: no Stop waits behind it
             from ..notices import opted_in
+            from ..tools.base import ClientCapabilities
 
             frames = replay_frame_list(
                 records,
@@ -263,6 +265,7 @@ class StoredMethods:
                 kinds=others.kinds,
                 compaction=session.context.compaction_updates,
                 notices=opted_in(session),
+                plans=ClientCapabilities.from_initialize(self.table.client_capabilities).plan,
             )
             # Queued in pieces: the writer joins a batch's frames anyway.
             send = self.table.outbox.send

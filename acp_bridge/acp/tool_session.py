@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping
-from typing import Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -25,6 +25,9 @@ from ..tools.state import ToolState, from_records
 from ..update_builders import config_option_update
 from . import answers, config_options
 from . import params as P
+
+if TYPE_CHECKING:
+    from ..tools.plan import Plans
 
 log = logging.getLogger("acp_bridge.tools")
 
@@ -82,7 +85,16 @@ def tool_state(
         mode=mode,
         rules=rules,
         on_remember=_KeepForProject(agent, session),
+        plans=_plans(records),
     )
+
+
+def _plans(records: Iterable[Mapping[str, Any]]) -> Plans | None:
+    """The plans a reopened session's ``records`` end with (None: it has none)."""
+    from ..tools.plan import plans_of
+
+    plans = plans_of(records)
+    return plans if plans.by_id else None
 
 
 T = TypeVar("T")
@@ -91,7 +103,8 @@ T = TypeVar("T")
 # session keeps a reference, not a copy (an idle session's memory is most of
 # what a thousand of them cost).  Neither is changed once made.  (The tool
 # registry is `TOOLS` itself for most editors, and a copy of what it holds now
-# for one that asks questions: not shared, so that it is never stale.)
+# for one that asks questions or keeps plans by id: not shared, so that it is
+# never stale.)
 _SHARED: dict[tuple[type, Hashable], Any] = {}
 _SHARED_MAX = 64
 
@@ -146,14 +159,22 @@ class _KeepForProject:
 
 
 def registry_for(capabilities: ClientCapabilities) -> ToolRegistry:
-    """The tools of a session: every registered tool, and ``ask_user`` when the
-    editor can show a form question (``elicitation.form``)."""
-    if not capabilities.elicitation_form:
-        return TOOLS
-    from ..tools.ask_user import AskUser
+    """The tools of a session: every registered tool, ``ask_user`` when the
+    editor can show a form question (``elicitation.form``), and the plan tool
+    that keeps plans by id in place of the built-in one when the editor does
+    (``plan``)."""
+    from ..tools.plan import NAME, PlansById, UpdatePlan
 
+    by_id = capabilities.plan and type(TOOLS.get(NAME)) is UpdatePlan
+    if not capabilities.elicitation_form and not by_id:
+        return TOOLS
     registry = ToolRegistry(list(TOOLS))
-    registry.register(AskUser())
+    if capabilities.elicitation_form:
+        from ..tools.ask_user import AskUser
+
+        registry.register(AskUser())
+    if by_id:
+        registry.register(PlansById())
     return registry
 
 

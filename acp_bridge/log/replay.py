@@ -51,8 +51,11 @@ load's answer (`acp_bridge.commands.catalog`).
 A slash command's turn (``turn/start`` with ``command``) replays its blocks
 as the user's message and its ``command/answer`` as the agent's message.
 
-The latest plan the model showed (`acp_bridge.tools.plan.latest_plan`: its
-last ``update_plan`` call that succeeded) comes last, as a ``plan`` update.
+The plans the model showed come last (`acp_bridge.tools.plan.plans_of`: its
+``update_plan`` calls that succeeded): for a client that keeps plans by id
+(``plans``: ``clientCapabilities.plan``) one ``plan_update`` per plan, in its
+items or Markdown form, else one ``plan`` update of the entries of them all
+(a session with one plan: its latest entries, as before plans had ids).
 
 A regenerate turn started by the ``/regenerate`` command keeps the command
 the editor sent in its ``turn/start`` (``prompt``), replayed as the user's
@@ -76,7 +79,6 @@ from typing import Any, Final, TypeVar
 import orjson
 
 from ..update_builders import (
-    plan_update,
     session_info_update,
     text_chunk,
     tool_call,
@@ -149,12 +151,17 @@ def title_from_prompt(blocks: Iterable[Mapping[str, Any]]) -> str | None:
 
 
 def replay_updates(
-    records: Iterable[Record | DeltaRun], *, compaction: bool = False, notices: bool = False
+    records: Iterable[Record | DeltaRun],
+    *,
+    compaction: bool = False,
+    notices: bool = False,
+    plans: bool = False,
 ) -> list[dict[str, Any]]:
     """The ``session/update`` params that replay a session (see the module docstring).
 
     ``notices``: the client takes ACP notices, which are live only, so the
-    thought chunks marked ``_meta.acpBridge.notice`` are left out.
+    thought chunks marked ``_meta.acpBridge.notice`` are left out.  ``plans``:
+    the client keeps plans by id (``clientCapabilities.plan``).
     """
     records = list(records)
     session_id = _session_id(records)
@@ -188,7 +195,7 @@ def replay_updates(
             key, spec = now, (kind, message_id, meta, replaced)
         texts.append(text)
 
-    _walk(records, update, chunk, None, compaction=compaction, notices=notices)
+    _walk(records, update, chunk, None, compaction=compaction, notices=notices, plans=plans)
     flush()
     return updates
 
@@ -232,6 +239,7 @@ def replay_frames(
     kinds: Sequence[str] | None = None,
     compaction: bool = False,
     notices: bool = False,
+    plans: bool = False,
 ) -> bytes:
     """The serialized frames of `replay_updates`, joined: ``frame(update)`` of each.
 
@@ -246,7 +254,13 @@ def replay_frames(
     """
     return b"".join(
         replay_frame_list(
-            records, frame, others=others, kinds=kinds, compaction=compaction, notices=notices
+            records,
+            frame,
+            others=others,
+            kinds=kinds,
+            compaction=compaction,
+            notices=notices,
+            plans=plans,
         )
     )
 
@@ -259,6 +273,7 @@ def replay_frame_list(
     kinds: Sequence[str] | None = None,
     compaction: bool = False,
     notices: bool = False,
+    plans: bool = False,
 ) -> list[bytes]:
     """`replay_frames` in pieces (each one or more whole frames): what the
     writer joins anyway, not joined twice (a long log's replay is megabytes)."""
@@ -278,6 +293,7 @@ def replay_frame_list(
         kinds=kinds,
         compaction=compaction,
         notices=notices,
+        plans=plans,
         chunks=runs.chunks,
     )
     runs.flush()
@@ -397,6 +413,7 @@ def _walk(
     kinds: Sequence[str] | None = None,
     compaction: bool,
     notices: bool,
+    plans: bool = False,
     chunks: ChunksSink | None = None,
 ) -> None:
     """The one walk of a replay: each update to ``update``, except the text
@@ -406,7 +423,7 @@ def _walk(
     list), or to ``chunk`` one by one without it.  ``others`` must be given
     when ``records`` holds runs (`without_deltas` of the records they stand
     for); ``kinds``, the type of each of them, if the read had those."""
-    from ..tools.plan import PLAN_TYPES, latest_plan
+    from ..tools.plan import PLAN_TYPES, plans_of
 
     # What the walk looks up ahead and the plan come from the other records:
     # a pass over these is a quarter of one over a long log, and with their
@@ -457,9 +474,8 @@ def _walk(
             update_kind = chunk_updates.get(part_kind)
             if update_kind is not None:
                 chunk(update_kind, text, message_id, marker, was_replaced)
-    plan = latest_plan(planning)
-    if plan is not None:
-        update(plan_update(plan))
+    for item in plans_of(planning).shown(by_id=plans):
+        update(item)
 
 
 def _run_chunks(

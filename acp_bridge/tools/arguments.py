@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 __all__ = [
     "AskArgs",
@@ -20,6 +20,7 @@ __all__ = [
     "EditArgs",
     "FindArgs",
     "PlanArgs",
+    "PlanByIdArgs",
     "PlanEntry",
     "ReadArgs",
     "SearchArgs",
@@ -99,6 +100,33 @@ class PlanEntry(BaseModel):
 
 class PlanArgs(BaseModel):
     entries: list[PlanEntry]
+
+
+class PlanByIdArgs(BaseModel):
+    """``update_plan`` for an editor that keeps plans by id: several plans, each
+    a list of steps or Markdown, and a plan removed (`acp_bridge.tools.plan`)."""
+
+    plan_id: str = Field(
+        default="main",
+        min_length=1,
+        description='Which plan: one id per plan you keep (default "main")',
+    )
+    entries: list[PlanEntry] | None = Field(
+        default=None, description="The plan's steps: the whole list, each call"
+    )
+    markdown: str | None = Field(
+        default=None, min_length=1, description="The plan as Markdown, instead of entries"
+    )
+    remove: bool = Field(
+        default=False, description="Remove this plan (then give neither entries nor markdown)"
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> PlanByIdArgs:
+        given = (self.entries is not None) + (self.markdown is not None) + self.remove
+        if given != 1:
+            raise ValueError("give exactly one of entries, markdown or remove: true")
+        return self
 
 
 # -- ask_user (ask_user.py) ------------------------------------------------------

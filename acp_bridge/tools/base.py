@@ -53,6 +53,8 @@ from .paths import resolve
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from .plan import Plans
+
 ToolKind = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
 ]
@@ -87,6 +89,8 @@ class ClientCapabilities:
     terminal: bool = False
     # ``elicitation.form``: the editor shows form questions (`acp_bridge.tools.ask_user`).
     elicitation_form: bool = False
+    # ``plan``: the editor keeps plans by id (`acp_bridge.tools.plan`).
+    plan: bool = False
 
     @classmethod
     def from_initialize(cls, caps: dict[str, Any] | None) -> ClientCapabilities:
@@ -100,6 +104,7 @@ class ClientCapabilities:
             terminal=caps.get("terminal") is True,
             elicitation_form=isinstance(elicitation, dict)
             and isinstance(elicitation.get("form"), dict),
+            plan=isinstance(caps.get("plan"), dict),
         )
 
 
@@ -138,6 +143,8 @@ class ToolContext:
     allowed: tuple[str, ...] = ()
     # Sends a session/update of the turn (a plan); nothing once the turn ended.
     emit: Callable[[dict[str, Any]], None] | None = None
+    # The session's plans (`acp_bridge.tools.plan`).
+    plans: Plans | None = None
 
     def resolve(self, path: str) -> str:
         """``path`` made absolute (relative paths are taken from the session's cwd)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..log.writer import SessionLog
 from ..redact import SECRETS, Redactor
@@ -18,6 +18,9 @@ from ..update_builders import current_mode_update
 from .base import ClientCapabilities, EditorRequest
 from .modes import DEFAULT_MODE, MODES, config_option
 from .registry import TOOLS, ToolRegistry
+
+if TYPE_CHECKING:
+    from .plan import Plans
 
 
 @dataclass
@@ -41,6 +44,16 @@ class ToolState:
     cancel_deadline: float = 5.0
     # Keeps an "always" answer for the session's project too (`acp_bridge.tools.rules_store`).
     on_remember: Callable[[str, str], None] | None = None
+    # The session's plans (`acp_bridge.tools.plan`), made at the first tool call
+    # of a session that has none (an idle session holds no empty one).
+    plans: Plans | None = None
+
+    def plan_store(self) -> Plans:
+        if self.plans is None:
+            from .plan import Plans
+
+            self.plans = Plans()
+        return self.plans
 
     def set_mode(self, mode: str, via: str) -> bool:
         """Switch the mode (``via``: ``set_mode`` or ``config_option``); False if unchanged."""

@@ -219,3 +219,39 @@ async def test_what_the_bridge_cannot_use_is_refused_and_changes_nothing(
 
     ran = await run(tmp_path, 1, play)
     assert len(ran.logs()) == 1  # no fork was written
+
+
+async def test_a_fork_of_an_earlier_turn_and_a_new_process_keep_the_one_in_force(
+    tmp_path: Path,
+) -> None:
+    """The prompt given after the turns a fork copies still goes with the fork, and a
+    load in a new process (the log read back) keeps the one in force."""
+    cwd = project(tmp_path)
+    ids: dict[str, str] = {}
+
+    async def first(client: AcpClient, ran: Ran) -> None:
+        sid = ids["a"] = await new_session(client, cwd, said("append", "Answer in French."))
+        for text in ("One", "Two"):
+            assert (await client.prompt(sid, text)).stop_reason == "end_turn"
+        resumed = await client.request(
+            "session/resume",
+            {"sessionId": sid, "cwd": str(cwd), "systemPrompt": said("override", "Be Zed.")},
+        )
+        assert "result" in resumed, resumed
+        fork = await client.request("_acp-bridge/fork_at_turn", {"sessionId": sid, "turn": 1})
+        forked = fork["result"]["sessionId"]
+        assert (await client.prompt(forked, "Forked")).stop_reason == "end_turn"
+        assert ran.system(2).startswith("Be Zed.")
+
+    await run(tmp_path, 3, first)
+
+    async def second(client: AcpClient, ran: Ran) -> None:
+        loaded = await client.request(
+            "session/load", {"sessionId": ids["a"], "cwd": str(cwd), "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        assert (await client.prompt(ids["a"], "Three")).stop_reason == "end_turn"
+        assert ran.system(0).startswith("Be Zed.")
+        assert "French" not in ran.system(0)
+
+    await run(tmp_path, 1, second)

@@ -15,10 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..log.writer import SessionLog
-from ..loop.recorder import TurnRecorder
-
-__all__ = ["COMMAND", "CompactRecorder", "instructions_of"]
+__all__ = ["COMMAND", "instructions_of"]
 
 COMMAND: Final = "compact"
 
@@ -33,16 +30,3 @@ def instructions_of(blocks: Sequence[Mapping[str, Any]]) -> str | None:
     if head != "/" + COMMAND:
         return None
     return (tail + " " + rest).strip() if tail else rest.strip()
-
-
-class CompactRecorder(TurnRecorder):
-    """A turn's recorder whose turn starts as a ``/compact`` (no user message)."""
-
-    def __init__(self, slog: SessionLog, turn: int, command: list[dict[str, Any]]) -> None:
-        super().__init__(slog, turn)
-        self.command = command
-
-    def turn_start(self, content: list[dict[str, Any]], prompt: list[dict[str, Any]]) -> None:
-        if self.closed:
-            return
-        self.log.append("turn/start", self.turn, 0, command=COMMAND, prompt=self.command)

@@ -14,10 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..log.writer import SessionLog
-from ..loop.recorder import TurnRecorder
-
-__all__ = ["COMMAND", "RegenerateRecorder", "is_command", "target_turn"]
+__all__ = ["COMMAND", "is_command", "target_turn"]
 
 COMMAND: Final = "regenerate"
 
@@ -40,22 +37,3 @@ def target_turn(records: Sequence[Mapping[str, Any]]) -> int | None:
             turn: int = record["turn"]
             return turn
     return None
-
-
-class RegenerateRecorder(TurnRecorder):
-    """A turn's recorder whose turn starts as a regenerate of ``target``."""
-
-    def __init__(
-        self, slog: SessionLog, turn: int, target: int, command: list[dict[str, Any]] | None
-    ) -> None:
-        super().__init__(slog, turn)
-        self.target = target
-        self.command = command
-
-    def turn_start(self, content: list[dict[str, Any]], prompt: list[dict[str, Any]]) -> None:
-        if self.closed:
-            return
-        fields: dict[str, Any] = {"regenerates": self.target}
-        if self.command is not None:
-            fields["prompt"] = self.command
-        self.log.append("turn/start", self.turn, 0, **fields)

@@ -68,7 +68,7 @@ class TurnKind:
 
     @classmethod
     def compact(cls, command: list[dict[str, Any]], instructions: str | None) -> TurnKind:
-        """``/compact [instructions]`` (`acp_bridge.sessions.compact`)."""
+        """``/compact [instructions]`` (see `acp_bridge.commands`)."""
         start = {"command": "compact", "prompt": command}
         return cls("compact", start, instructions=instructions or None)
 

@@ -505,9 +505,10 @@ class Turn:
 
     def abort_undispatched(self) -> None:
         """Complete calls of the step that were never dispatched: ABORTED_BEFORE_DISPATCH."""
-        if self.tools is not None:
-            self.tools.queue.extend(self._pending_tools)
-            self.tools.abort_rest()
+        tools = self.tools
+        if tools is not None and (self._pending_tools or tools.queue):
+            tools.queue.extend(self._pending_tools)
+            tools.abort_rest()
         self._pending_tools = []
 
     def _end(self, ending: Ending) -> None:

@@ -15,6 +15,10 @@ STARTING, RUNNING_TOOLS, or STREAMING after a request the provider refused
 as too long; then to STREAMING, or to the ending): see `Turn._before_request`
 and `acp_bridge.loop.compact`.  A ``/compact`` turn is only that.
 
+What the turn is (a prompt, a regenerate, a ``/compact``, a slash command)
+is its `TurnKind`, given to the constructor: nothing of a turn is set after
+it is built, and its one recorder starts it as the kind says.
+
 One place changes the state: `Turn._enter`, through the table.  One question
 says whether the turn goes on: `Turn.over` (a stop was asked, or the ending
 began); `Turn.ended` says the ending is recorded (the fence: nothing more

@@ -200,3 +200,27 @@ async def test_clear_starts_the_model_history_over(
     assert transcript_snapshot(
         agent, logs=True, history=True, paths={CWD: "<cwd>"}
     ) == snapshot.use_extension(SessionSnapshot)
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("/regenerate", ("regenerate", "")),
+        ("  /regenerate \n", ("regenerate", "")),
+        ("/regenerate it please", None),  # words after it: text for the model
+        ("/compact", ("compact", "")),
+        ("/compact  keep   the  names", ("compact", "keep   the  names")),
+        ("/compact\nkeep the names", ("compact", "keep the names")),
+        ("/model  big   one", ("model", "big one")),
+        ("/clear", ("clear", "")),
+        ("/frobnicate the widget", None),
+        ("hello /help", None),
+    ],
+)
+def test_a_prompt_names_a_command_one_way(text: str, parsed: tuple[str, str] | None) -> None:
+    """One parser tells a command's prompt from a prompt for the model, for every
+    kind of command turn (a regenerate, a compaction, a simple command)."""
+    from acp_bridge.commands.catalog import parse
+
+    assert parse([{"type": "text", "text": text}]) == parsed
+    assert parse([{"type": "text", "text": text}, {"type": "text", "text": "more"}]) is None

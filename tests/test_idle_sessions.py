@@ -179,7 +179,7 @@ async def test_an_idle_prompt_queue_holds_no_lock() -> None:
     assert queue._lock is None
     host = Host()
     queue.arrived(1)
-    assert await queue.run(1, [], [], cast(Any, host)) is None
+    assert await queue.run(1, cast(Any, host)) is None
     assert host.started == 1
     assert queue._lock is None
     assert queue.waiting == {}
@@ -211,7 +211,7 @@ async def test_prompts_that_wait_share_the_lock_until_the_last() -> None:
         await held.wait()
         for rid in (1, 2):
             queue.arrived(rid)
-            tg.start_soon(queue.run, rid, [], [], cast(Any, Slow()))
+            tg.start_soon(queue.run, rid, cast(Any, Slow()))
         # A cheap barrier: both runs have queued on the held lock.
         await anyio.wait_all_tasks_blocked()
         assert queue._lock is not None

@@ -27,6 +27,7 @@ from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reopen import closing_records, last_turn
 from acp_bridge.log.writer import RecordWriter, SessionLog
 from acp_bridge.loop.ending import Closing, record_stop
+from acp_bridge.loop.lifecycle import TurnKind
 from acp_bridge.loop.recorder import TurnRecorder
 from acp_bridge.loop.stream import StepStream
 from acp_bridge.providers.base import (
@@ -155,7 +156,7 @@ def _tools(turn: StubTurn, data: st.DataObject, ids: list[str]) -> None:
 def _drive(turn: StubTurn, data: st.DataObject) -> None:
     """A random turn of the live recorder, left open at a random point."""
     rec = turn.rec
-    rec.turn_start([{"type": "text", "text": "hi"}], [{"type": "text", "text": "hi"}])
+    rec.turn_start()
     for number in range(data.draw(st.integers(1, 3))):
         rec.step_start()
         ids = _stream(turn, data, number)
@@ -184,7 +185,11 @@ def test_the_live_stop_closes_a_turn_as_a_crash_does(data: st.DataObject, cause:
     writer = MemoryWriter()
     slog = SessionLog("memory.jsonl", cast(RecordWriter, writer))
     slog.append("session/start", 0, 0, session_id="sess_live", cwd="/project", provider="scripted")
-    turn = StubTurn(TurnRecorder(slog, 1), StubSession(writer), cause)
+    turn = StubTurn(
+        TurnRecorder(slog, 1, TurnKind.prompt([{"type": "text", "text": "hi"}])),
+        StubSession(writer),
+        cause,
+    )
     _drive(turn, data)
     prefix = writer.records()
 

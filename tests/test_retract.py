@@ -29,7 +29,7 @@ from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import read_records
 from acp_bridge.log.writer import SessionLog
 from acp_bridge.loop.session import Session
-from acp_bridge.loop.turn import Turn, TurnConfig
+from acp_bridge.loop.turn import Turn, TurnConfig, TurnKind
 from acp_bridge.loop.updates import UpdateFrames
 from acp_bridge.providers.base import (
     ModelRequest,
@@ -93,7 +93,7 @@ async def stop_after(play: Play, tmp_path: Path) -> tuple[str, list[dict[str, An
             turn = Turn(
                 session,
                 1,
-                [{"type": "text", "text": "Go"}],
+                TurnKind.prompt([{"type": "text", "text": "Go"}]),
                 TurnConfig(idle_timeout=None),
                 tg.start_soon,
             )

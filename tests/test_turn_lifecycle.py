@@ -21,7 +21,7 @@ from acp_bridge.log.reader import read_records
 from acp_bridge.log.writer import SessionLog
 from acp_bridge.loop.lifecycle import Ending
 from acp_bridge.loop.session import Session
-from acp_bridge.loop.turn import Turn, TurnConfig, TurnState
+from acp_bridge.loop.turn import Turn, TurnConfig, TurnKind, TurnState
 from acp_bridge.loop.updates import UpdateFrames
 from acp_bridge.providers.base import StreamEvent, TextDelta
 from acp_bridge.transport.outbox import Outbox
@@ -148,7 +148,13 @@ async def test_a_synchronous_stop_ends_the_turn_once_and_its_task_returns(
         )
         returned = anyio.Event()
         async with send, receive, anyio.create_task_group() as tg:
-            turn = Turn(session, 1, [{"type": "text", "text": "Go"}], TurnConfig(), tg.start_soon)
+            turn = Turn(
+                session,
+                1,
+                TurnKind.prompt([{"type": "text", "text": "Go"}]),
+                TurnConfig(),
+                tg.start_soon,
+            )
 
             async def run() -> None:
                 await turn.run()

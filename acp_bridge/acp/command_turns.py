@@ -1,57 +1,43 @@
 """Running ``/model``, ``/mode``, ``/status``, ``/clear`` and ``/help``.
 
 Each is a turn of its own, queued like a prompt
-(`acp_bridge.acp.prompt_turns.run_command`): it gives the turn a
-`CommandRecorder` (``turn/start {command, prompt}``, no user message, no
-step) and `answer` (called by the turn in place of a model request) does the
-command's work, logs its answer as ``command/answer {text}``, shows it as an
+(`acp_bridge.acp.prompt_turns.run_command`) and built by `command_kind`: its
+``turn/start`` is ``{command, prompt}`` (no user message, no step), and its
+answer (run by the turn in place of a model request) does the command's
+work, logs what it says as ``command/answer {text}``, shows it as an
 ``agent_message_chunk`` and ends the turn with ``end_turn``.  A command that
 cannot do what it was asked (an unknown model) says why in its answer.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from functools import partial
+from typing import Any, Final
 
 from ..commands.catalog import COMMANDS
 from ..jsonrpc.errors import RpcError
 from ..log.records import StopReason
 from ..log.replay import command_answer
-from ..log.writer import SessionLog
-from ..loop.recorder import TurnRecorder
 from ..loop.session import Session
+from ..loop.turn import Turn, TurnKind
 from ..update_builders import config_option_update
 
-if TYPE_CHECKING:
-    from ..loop.turn import Turn
-
-__all__ = ["ANSWER_RECORD", "CommandRecorder", "answer"]
+__all__ = ["ANSWER_RECORD", "command_kind"]
 
 ANSWER_RECORD: Final = "command/answer"
 
 
-class CommandRecorder(TurnRecorder):
-    """A turn's recorder whose turn starts as a slash command (no user message)."""
-
-    def __init__(self, slog: SessionLog, turn: int, name: str, command: list[dict[str, Any]]):
-        super().__init__(slog, turn)
-        self.name = name
-        self.command = command
-        # For /clear: how many messages the model history had before it.
-        self.cleared = 0
-
-    def turn_start(self, content: list[dict[str, Any]], prompt: list[dict[str, Any]]) -> None:
-        if self.closed:
-            return
-        if self.name == "clear":
-            self.cleared = len(self.log.history.messages())
-        self.log.append("turn/start", self.turn, 0, command=self.name, prompt=self.command)
+def command_kind(
+    session: Session, name: str, argument: str, command: list[dict[str, Any]]
+) -> TurnKind:
+    """The turn of ``/name argument``, made just before it starts (under the
+    session's prompt lock): a ``/clear`` counts now the messages it clears."""
+    cleared = len(session.log.history.messages()) if name == "clear" else 0
+    return TurnKind.command(name, command, partial(_answer, name, argument, cleared))
 
 
-async def answer(turn: Turn) -> StopReason:
+async def _answer(name: str, argument: str, cleared: int, turn: Turn) -> StopReason:
     """Do the turn's command and show what it did; the stop reason."""
-    assert turn.command is not None
-    name, argument = turn.command
     session = turn.session
     assert isinstance(session, Session)  # the agent's sessions have tools and a provider
     if name == "model":
@@ -61,7 +47,6 @@ async def answer(turn: Turn) -> StopReason:
     elif name == "status":
         text = await _status(turn)
     elif name == "clear":
-        cleared = turn.rec.cleared if isinstance(turn.rec, CommandRecorder) else 0
         text = _clear(cleared)
     else:
         text = _help()

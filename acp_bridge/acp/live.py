@@ -19,8 +19,6 @@ from ..log.reader import session_path
 from ..log.writer import SessionLog
 from ..paths import create_private_file, make_private_dirs
 from ..sessions import client_prompt as client_prompt_log
-from ..sessions.compact import instructions_of
-from ..sessions.regenerate import is_command
 from . import answers, config_options
 from . import params as P
 from .edge import Handler
@@ -132,18 +130,17 @@ class LiveMethods:
         except RpcError:
             session.prompts.withdraw(reply.id)
             raise
-        if is_command(blocks):
-            return await run_regenerate(self.table, reply, session, params["prompt"])
-        instructions = instructions_of(blocks)
-        if instructions is not None:
-            return await run_compact(self.table, reply, session, params["prompt"], instructions)
         from ..commands import catalog
 
         command = catalog.parse(blocks)
-        if command is not None:
-            return await run_command(self.table, reply, session, params["prompt"], *command)
-        await run_prompt(self.table, reply, session, blocks, params["prompt"])
-        return None
+        if command is None:
+            return await run_prompt(self.table, reply, session, blocks, params["prompt"])
+        name, argument = command
+        if name == "regenerate":
+            return await run_regenerate(self.table, reply, session, params["prompt"])
+        if name == "compact":
+            return await run_compact(self.table, reply, session, params["prompt"], argument)
+        return await run_command(self.table, reply, session, params["prompt"], name, argument)
 
     def cancel(self, params: dict[str, Any]) -> None:
         """``session/cancel`` (a notification)."""

@@ -1,16 +1,17 @@
 """Running a prompt's turn for a session of the table, and answering it.
 
 Used by the live ``session/prompt`` (a plain prompt, ``/regenerate``,
-``/compact``) and by the stored ``_acp-bridge/regenerate``: a turn is queued
-on its session (`acp_bridge.loop.prompts.PromptQueue`), run, and answered the
-moment it ends.  The bookkeeping of a session's prompts lives in its queue;
-this module is what the protocol adds: the log check before a turn starts,
-the first turn's announcements, and the answer.
+``/compact``, a slash command) and by the stored ``_acp-bridge/regenerate``:
+a turn is queued on its session (`acp_bridge.loop.prompts.PromptQueue`),
+built whole when its time comes (its `TurnKind` says what it is), run, and
+answered the moment it ends.  The bookkeeping of a session's prompts lives in
+its queue; this module is what the protocol adds: the log check before a turn
+starts, the first turn's announcements, and the answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import (
@@ -26,12 +27,12 @@ from ..log.lock import SessionLocked
 from ..log.logfile import LogFileLost
 from ..log.replay import title_from_prompt, title_update
 from ..loop.session import Session
-from ..loop.turn import Turn
-from ..sessions.regenerate import RegenerateRecorder, target_turn
+from ..loop.turn import Turn, TurnKind
+from ..sessions.regenerate import target_turn
 from .edge import to_rpc_error
 from .table import SessionTable
 
-__all__ = ["run_command", "run_compact", "run_prompt", "run_regenerate"]
+__all__ = ["run_command", "run_compact", "run_prompt", "run_regenerate", "run_turn"]
 
 
 async def run_prompt(
@@ -40,27 +41,42 @@ async def run_prompt(
     session: Session,
     blocks: list[dict[str, Any]],
     raw: list[dict[str, Any]],
-    prepare: Callable[[Turn], None] | None = None,
 ) -> None:
-    """Queue a turn for ``session``, run it, and answer ``reply`` when it ends
-    (``prepare`` adjusts the turn before it starts: a regenerate's recorder)."""
+    """A prompt's turn for ``session``, answered when it ends."""
+    await run_turn(table, reply, session, blocks, lambda: TurnKind.prompt(blocks, raw))
 
-    def before_start() -> bool:
+
+async def run_turn(
+    table: SessionTable,
+    reply: Reply,
+    session: Session,
+    blocks: list[dict[str, Any]],
+    kind: Callable[[], TurnKind],
+) -> None:
+    """Queue a turn for ``session``, run it, and answer ``reply`` when it ends.
+
+    ``kind`` makes the turn's `TurnKind` when its time comes (under the
+    session's prompt lock, just before it is built: a regenerate's target is
+    the latest user turn then); ``blocks`` are the user's message (none for a
+    command): the session's title, and what the MCP servers add to it.
+    """
+
+    def before_start() -> TurnKind | None:
         if table.closing:
             # The editor is gone or we were told to stop: start nothing.
-            return False
+            return None
         _check_log_writable(table, session)
         _read_back(session)
         if not _before_turn(table, session, blocks):
-            return False
+            return None
         table.mcp.before_turn(session, blocks)
-        return True
+        return kind()
 
     await session.log.read_back()  # the records an idle session dropped
     table.used(session)
     try:
-        host = _PromptHost(table, reply, session, before_start, prepare)
-        turn = await session.prompts.run(reply.id, blocks, raw, host)
+        host = _PromptHost(table, reply, session, before_start)
+        turn = await session.prompts.run(reply.id, host)
     except (RpcError, BridgeError):
         raise  # refused before it started: the error is the answer
     except BaseException:
@@ -83,14 +99,9 @@ async def run_command(
     argument: str,
 ) -> None:
     """A slash command's turn (`acp_bridge.acp.command_turns`), answered like a prompt."""
-    from .command_turns import CommandRecorder, answer
+    from .command_turns import command_kind
 
-    def prepare(turn: Turn) -> None:
-        turn.rec = CommandRecorder(session.log, turn.number, name, raw)
-        turn.command = (name, argument)
-        turn.answer_command = answer
-
-    await run_prompt(table, reply, session, [], raw, prepare)
+    await run_turn(table, reply, session, [], lambda: command_kind(session, name, argument, raw))
 
 
 async def run_regenerate(
@@ -108,11 +119,10 @@ async def run_regenerate(
         prompts.withdraw(reply.id)
         raise NothingToRegenerate(session.id)
 
-    def prepare(turn: Turn) -> None:
-        now = target_turn(session.log.records) or target
-        turn.rec = RegenerateRecorder(session.log, turn.number, now, command)
+    def kind() -> TurnKind:
+        return TurnKind.regenerate(target_turn(session.log.records) or target, command)
 
-    await run_prompt(table, reply, session, [], command or [], prepare)
+    await run_turn(table, reply, session, [], kind)
 
 
 async def run_compact(
@@ -123,13 +133,7 @@ async def run_compact(
     instructions: str,
 ) -> None:
     """A ``/compact`` turn for ``session``, queued and answered like a prompt."""
-    from ..sessions.compact import CompactRecorder  # loaded off the start-up path
-
-    def prepare(turn: Turn) -> None:
-        turn.rec = CompactRecorder(session.log, turn.number, command)
-        turn.command = ("compact", instructions or None)
-
-    await run_prompt(table, reply, session, [], command, prepare)
+    await run_turn(table, reply, session, [], lambda: TurnKind.compact(command, instructions))
 
 
 def _before_turn(table: SessionTable, session: Session, blocks: list[dict[str, Any]]) -> bool:
@@ -198,17 +202,6 @@ def _read_back(session: Session) -> None:
         raise LogNotWritable(log.path, f"{exc.strerror}", 0, lost=True) from None
 
 
-def _run_turn(table: SessionTable, turn: Turn) -> Callable[[], Coroutine[Any, Any, None]]:
-    async def run() -> None:
-        table.running.add(turn)
-        try:
-            await turn.run()
-        finally:
-            table.running.discard(turn)
-
-    return run
-
-
 class _PromptHost:
     """What the queue needs for one prompt's turn (`acp_bridge.loop.prompts.PromptHost`)."""
 
@@ -217,20 +210,11 @@ class _PromptHost:
         table: SessionTable,
         reply: Reply,
         session: Session,
-        before_start: Callable[[], bool],
-        prepare: Callable[[Turn], None] | None,
+        before_start: Callable[[], TurnKind | None],
     ) -> None:
-        self.config, self.spawn = table.config, table.spawn
+        self.config, self.spawn, self.running = table.config, table.spawn, table.running
         self._table, self._reply, self._session = table, reply, session
         self.before_start = before_start
-        self._prepare = prepare
-
-    def prepare(self, turn: Turn) -> None:
-        if self._prepare is not None:
-            self._prepare(turn)  # e.g. a regenerate turn's own recorder
-
-    def run_turn(self, turn: Turn) -> Callable[[], Coroutine[Any, Any, None]]:
-        return _run_turn(self._table, turn)
 
     def answer(self, turn: Turn) -> None:
         _answer(self._table, self._reply, self._session, turn)

@@ -1,4 +1,4 @@
-"""The slash commands a session offers, and how a prompt names one."""
+"""The slash commands a session offers, and how a prompt names one (`parse`)."""
 
 from __future__ import annotations
 
@@ -54,8 +54,6 @@ COMMANDS: Final = (
     ),
     Command("help", "List the commands"),
 )
-# The commands `acp_bridge.acp.command_turns` answers (the others have turns of their own).
-SIMPLE: Final = frozenset({"model", "mode", "status", "clear", "help"})
 BY_NAME: Final = {c.name: c for c in COMMANDS}
 
 # What each open session was last shown, to announce only a change.
@@ -94,8 +92,14 @@ _last_shown: list[dict[str, Any]] = []
 
 
 def parse(blocks: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
-    """``(name, argument)`` for a prompt that is one of the `SIMPLE` commands,
-    else None (an unknown ``/word`` is text for the model)."""
+    """``(name, argument)`` for a prompt that is one of the `COMMANDS`, else
+    None (an unknown ``/word`` is text for the model, and so is
+    ``/regenerate`` with words after it).
+
+    The prompt is one text block starting with ``/name``; the argument is
+    the rest, its whitespace collapsed, except ``/compact``'s instructions
+    for the summary, which keep theirs.
+    """
     if len(blocks) != 1 or blocks[0].get("type") != "text":
         return None
     text = str(blocks[0].get("text", "")).strip()
@@ -103,6 +107,8 @@ def parse(blocks: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
         return None
     head, _, rest = text[1:].partition(" ")
     name, _, tail = head.partition("\n")
-    if name not in SIMPLE:
+    if name not in BY_NAME or (name == "regenerate" and text != "/regenerate"):
         return None
+    if name == "compact":
+        return name, (tail + " " + rest).strip() if tail else rest.strip()
     return name, " ".join((tail + " " + rest).split())

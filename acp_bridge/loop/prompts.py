@@ -15,21 +15,20 @@ told about:
 * `run` waits for the prompt's turn, runs it, and answers the moment it ends
   (the turn's updates and records are already queued ahead of the answer on
   the one ordered writer).  What the protocol edge supplies for one prompt
-  (its settings, how to spawn and answer) is one `PromptHost`.
+  (its settings, the kind of turn to build, how to answer) is one `PromptHost`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 
 from ..jsonrpc.errors import RequestId
 from ..log.upcast import gc_paused
-from .lifecycle import TurnConfig
+from .lifecycle import TurnConfig, TurnKind
 from .session_core import SessionCore
 from .turn import Spawn, Turn
 
@@ -47,17 +46,15 @@ class PromptHost(Protocol):
     @property
     def spawn(self) -> Spawn: ...
 
-    def before_start(self) -> bool:
+    @property
+    def running(self) -> set[Turn]:
+        """Where a turn is while its task runs (an abandoned one included)."""
+        ...
+
+    def before_start(self) -> TurnKind | None:
         """Called under the queue's lock just before the turn would start:
-        False starts nothing (shutdown); it may raise to refuse the prompt."""
-        ...
-
-    def prepare(self, turn: Turn) -> None:
-        """Adjust the turn before it starts (a regenerate's own recorder)."""
-        ...
-
-    def run_turn(self, turn: Turn) -> Callable[[], Coroutine[Any, Any, None]]:
-        """What runs the turn (awaited in the prompt's own task)."""
+        the kind of turn to build (a regenerate's target is known only now),
+        or None to start nothing (shutdown); it may raise to refuse the prompt."""
         ...
 
     def answer(self, turn: Turn) -> None:
@@ -102,20 +99,14 @@ class PromptQueue:
         if turn is not None and turn.request_id == request_id:
             stop(turn, "user", spawn)
 
-    async def run(
-        self,
-        request_id: RequestId,
-        blocks: list[dict[str, Any]],
-        raw: list[dict[str, Any]],
-        host: PromptHost,
-    ) -> Turn | None:
+    async def run(self, request_id: RequestId, host: PromptHost) -> Turn | None:
         """Run one prompt's turn when its time comes; None when it started none."""
         lock = self._lock
         if lock is None:
             lock = self._lock = asyncio.Lock()
         self._users += 1
         try:
-            return await self._run(lock, request_id, blocks, raw, host)
+            return await self._run(lock, request_id, host)
         finally:
             self._users -= 1
             if not self._users:
@@ -124,12 +115,7 @@ class PromptQueue:
                 self.waiting = {}  # a dict that held entries keeps its table
 
     async def _run(
-        self,
-        lock: asyncio.Lock,
-        request_id: RequestId,
-        blocks: list[dict[str, Any]],
-        raw: list[dict[str, Any]],
-        host: PromptHost,
+        self, lock: asyncio.Lock, request_id: RequestId, host: PromptHost
     ) -> Turn | None:
         config, spawn = host.config, host.spawn
         await lock.acquire()
@@ -155,30 +141,24 @@ class PromptQueue:
 
         try:
             cancelled_early = self.waiting.pop(request_id, False)
-            if not host.before_start():
+            kind = host.before_start()
+            if not kind:
                 return None
             self.turns += 1
-            turn = Turn(
-                self.session,
-                self.turns,
-                blocks,
-                config,
-                spawn,
-                raw_prompt=raw,
-                answer=ended,
-            )
+            turn = Turn(self.session, self.turns, kind, config, spawn, answer=ended)
             turn.request_id = request_id
-            host.prepare(turn)
             self.active = turn
             if cancelled_early:
                 # A cancel arrived before this turn could start: it still
                 # records the user's message, then ends as cancelled.
                 turn.cancel("user")
+            host.running.add(turn)
             try:
                 # In this task: a task of its own would cost a spawn and a
                 # trip through the event loop at each end.
-                await host.run_turn(turn)()
+                await turn.run()
             finally:
+                host.running.discard(turn)
                 if not turn.ended:
                     # The handler is being torn down (shutdown): stop the turn
                     # as a disconnect and give it the deadline to record that.

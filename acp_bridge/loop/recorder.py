@@ -4,7 +4,10 @@
 shape as the log sees it (which step is open, which stream, which tool calls
 still lack a result, which tool calls announced to the editor still lack a
 final status), so the turn's ending can close whatever is open without
-keeping flags of its own.  That shape is `acp_bridge.log.open_turn.OpenTurn`,
+keeping flags of its own.  The one difference between the kinds of turn
+(a prompt, a regenerate, a ``/compact``, a slash command) is how the turn
+starts: the recorder is given the turn's `TurnKind` when it is made, and
+``turn_start`` writes what the kind says.  That shape is `acp_bridge.log.open_turn.OpenTurn`,
 fed every record the recorder appends: the same fold reopen uses after a
 crash and the checker uses on any log.
 
@@ -33,6 +36,7 @@ from ..update_builders import tool_call_update
 
 if TYPE_CHECKING:
     from ..log.writer import SessionLog
+    from .lifecycle import TurnKind
 
 log = logging.getLogger("acp_bridge.turn")
 
@@ -43,9 +47,10 @@ __all__ = ["OpenStream", "TurnRecorder", "usage_record"]
 
 
 class TurnRecorder:
-    def __init__(self, slog: SessionLog, turn: int) -> None:
+    def __init__(self, slog: SessionLog, turn: int, kind: TurnKind) -> None:
         self.log = slog
         self.turn = turn
+        self.kind = kind
         # What of the turn is open in the log, from the records appended.
         self.open = OpenTurn(turn=turn)
         self.closed = False
@@ -87,11 +92,11 @@ class TurnRecorder:
 
     # -- turn and steps -----------------------------------------------------
 
-    def turn_start(self, content: list[dict[str, Any]], prompt: list[dict[str, Any]]) -> None:
-        """``turn/start`` and the user's message: its history blocks and the
-        ACP content blocks exactly as the editor sent them."""
-        self._append("turn/start", 0)
-        self._append("user/message", 0, {"content": content, "prompt": prompt})
+    def turn_start(self) -> None:
+        """``turn/start`` and, for a prompt, the user's message (`TurnKind`)."""
+        self._append("turn/start", 0, self.kind.start)
+        if self.kind.message is not None:
+            self._append("user/message", 0, self.kind.message)
 
     def step_start(self) -> None:
         if not self._append("step/start", self.step + 1):

@@ -15,6 +15,10 @@ STARTING, RUNNING_TOOLS, or STREAMING after a request the provider refused
 as too long; then to STREAMING, or to the ending): see `Turn._before_request`
 and `acp_bridge.loop.compact`.  A ``/compact`` turn is only that.
 
+What the turn is (a prompt, a regenerate, a ``/compact``, a slash command)
+is its `TurnKind`, given to the constructor: nothing of a turn is set after
+it is built, and its one recorder starts it as the kind says.
+
 One place changes the state: `Turn._enter`, through the table.  One question
 says whether the turn goes on: `Turn.over` (a stop was asked, or the ending
 began); `Turn.ended` says the ending is recorded (the fence: nothing more
@@ -74,6 +78,7 @@ from .lifecycle import TRANSITIONS as TRANSITIONS
 from .lifecycle import Ending
 from .lifecycle import IllegalTransition as IllegalTransition
 from .lifecycle import TurnConfig as TurnConfig
+from .lifecycle import TurnKind as TurnKind
 from .lifecycle import TurnState as TurnState
 from .recorder import TurnRecorder
 from .session_core import SessionCore
@@ -105,20 +110,21 @@ class Turn:
         self,
         session: SessionCore,
         number: int,
-        prompt: list[dict[str, Any]],
+        kind: TurnKind,
         config: TurnConfig,
         spawn: Spawn,
         *,
-        raw_prompt: list[dict[str, Any]] | None = None,
         answer: Callable[[Turn], None] | None = None,
     ) -> None:
+        """A turn of ``kind`` (`TurnKind`: a prompt, a regenerate, a
+        ``/compact`` or a slash command), whole: nothing of it is changed
+        after this.  ``answer`` is called the moment it ends."""
         self.session = session
         self.spawn = spawn
         self.number = number
-        self.prompt = prompt
-        self.raw_prompt = prompt if raw_prompt is None else raw_prompt
+        self.kind = kind
         self.config = config
-        self.rec = TurnRecorder(session.log, number)
+        self.rec = TurnRecorder(session.log, number, kind)
         self.in_flight = InFlight()
         # Set once the turn has ended and answered (asyncio's event: an
         # anyio one costs several times more to make, once per turn).
@@ -156,11 +162,6 @@ class Turn:
         # The turn's prompt did not fit even after compaction: it leaves the history.
         self.left_out = False
         self.overflow_why = "it was compacted"
-        # A command turn: ("compact", its instructions), or a slash command
-        # of `acp_bridge.commands` and its argument.
-        self.command: tuple[str, str | None] | None = None
-        # A slash command's answer (set by the protocol edge with `command`).
-        self.answer_command: Callable[[Turn], Awaitable[StopReason]] | None = None
 
     @property
     def ended(self) -> bool:
@@ -225,7 +226,7 @@ class Turn:
     async def run(self) -> None:
         # A replay may have widened stdout: a Stop must not wait behind a full one.
         self.session.outbox.narrow_stdout()
-        self.rec.turn_start(self.prompt, self.raw_prompt)
+        self.rec.turn_start()
         reason: StopReason | None = None
         ending: Ending
         try:
@@ -264,8 +265,10 @@ class Turn:
         session = self.session
         tools = () if session.tools is None else session.tools.registry.specs()
         self.system = await session.context.system_prompt(tools)
-        if self.command is not None:
-            return await self._command()
+        if self.kind.answer is not None:
+            return await self.kind.answer(self)  # a slash command
+        if self.kind.name == "compact":
+            return await self._compact_now()
         while True:
             if self.over:
                 return None  # stopped before this step: no model request at all
@@ -355,18 +358,14 @@ class Turn:
             )
             raise exc
 
-    async def _command(self) -> StopReason:
+    async def _compact_now(self) -> StopReason:
         """A ``/compact`` turn: compact now, and answer with what happened."""
         from ..log.compaction import nothing_to_compact_update
         from .compact import compact
 
-        assert self.command is not None
-        if self.command[0] != "compact":
-            assert self.answer_command is not None
-            return await self.answer_command(self)
         self.info = await self.session.provider.model_info()
         self._enter(TurnState.COMPACTING)
-        outcome = await compact(self, "command", self.command[1])
+        outcome = await compact(self, "command", self.kind.instructions)
         if outcome.status == "nothing":
             self.emit(nothing_to_compact_update())
         return "end_turn"
@@ -506,9 +505,10 @@ class Turn:
 
     def abort_undispatched(self) -> None:
         """Complete calls of the step that were never dispatched: ABORTED_BEFORE_DISPATCH."""
-        if self.tools is not None:
-            self.tools.queue.extend(self._pending_tools)
-            self.tools.abort_rest()
+        tools = self.tools
+        if tools is not None and (self._pending_tools or tools.queue):
+            tools.queue.extend(self._pending_tools)
+            tools.abort_rest()
         self._pending_tools = []
 
     def _end(self, ending: Ending) -> None:

@@ -4,31 +4,19 @@ A regenerate is a turn of its own whose ``turn/start`` names the user turn it
 answers again (``regenerates``) and that has no user message: the replies it
 replaces stay in the log, and `acp_bridge.log.derive.derive_messages` leaves
 them out of the model history (see `replaced_turns`).  Started by the
-``/regenerate`` command (a prompt whose only text is that command; the
-command is kept in ``turn/start.prompt`` so a replay shows it) or by the
-``_acp-bridge/regenerate`` extension method.
+``/regenerate`` command (a prompt whose only text is that command, see
+`acp_bridge.commands.catalog.parse`; the command is kept in
+``turn/start.prompt`` so a replay shows it) or by the
+``_acp-bridge/regenerate`` extension method; its turn is
+`acp_bridge.loop.lifecycle.TurnKind.regenerate`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
-from ..log.writer import SessionLog
-from ..loop.recorder import TurnRecorder
-
-__all__ = ["COMMAND", "RegenerateRecorder", "is_command", "target_turn"]
-
-COMMAND: Final = "regenerate"
-
-
-def is_command(blocks: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether a prompt is the ``/regenerate`` command (one text block, nothing else)."""
-    return (
-        len(blocks) == 1
-        and blocks[0].get("type") == "text"
-        and str(blocks[0].get("text", "")).strip() == "/" + COMMAND
-    )
+__all__ = ["target_turn"]
 
 
 def target_turn(records: Sequence[Mapping[str, Any]]) -> int | None:
@@ -40,22 +28,3 @@ def target_turn(records: Sequence[Mapping[str, Any]]) -> int | None:
             turn: int = record["turn"]
             return turn
     return None
-
-
-class RegenerateRecorder(TurnRecorder):
-    """A turn's recorder whose turn starts as a regenerate of ``target``."""
-
-    def __init__(
-        self, slog: SessionLog, turn: int, target: int, command: list[dict[str, Any]] | None
-    ) -> None:
-        super().__init__(slog, turn)
-        self.target = target
-        self.command = command
-
-    def turn_start(self, content: list[dict[str, Any]], prompt: list[dict[str, Any]]) -> None:
-        if self.closed:
-            return
-        fields: dict[str, Any] = {"regenerates": self.target}
-        if self.command is not None:
-            fields["prompt"] = self.command
-        self.log.append("turn/start", self.turn, 0, **fields)

@@ -27,7 +27,7 @@ from . import answers, config_options
 from . import params as P
 
 if TYPE_CHECKING:
-    from ..tools.plan import Plans
+    from ..tools.plans import Plans
 
 log = logging.getLogger("acp_bridge.tools")
 

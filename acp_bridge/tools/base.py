@@ -53,7 +53,7 @@ from .paths import resolve
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from .plan import Plans
+    from .plans import Plans
 
 ToolKind = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"

@@ -26,16 +26,14 @@ client takes (`Plans.shown`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from ..update_builders import (
-    plan_items_update,
-    plan_markdown_update,
     plan_removed,
     plan_update,
 )
 from .base import LazyArgs, Tool, ToolContext, ToolError, ToolOutput
+from .plans import Plans, plan_shown
 
 if TYPE_CHECKING:
     from .arguments import PlanArgs, PlanByIdArgs
@@ -47,42 +45,6 @@ NAME: Final = "update_plan"
 MAIN: Final = "main"
 
 Update = dict[str, Any]
-
-
-@dataclass(slots=True)
-class Plans:
-    """A session's plans by id, in the order they were first shown: each is
-    ``{"entries": [...]}`` or ``{"markdown": str}``."""
-
-    by_id: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def apply(self, args: PlanByIdArgs) -> None:
-        """Set or remove the plan ``args`` names."""
-        if args.remove:
-            self.by_id.pop(args.plan_id, None)
-        elif args.markdown is not None:
-            self.by_id[args.plan_id] = {"markdown": args.markdown}
-        else:
-            self.by_id[args.plan_id] = {"entries": [e.model_dump() for e in args.entries or ()]}
-
-    def whole_list(self) -> list[dict[str, Any]] | None:
-        """The entries of every plan that is a list, as one (None: there is none)."""
-        lists = [plan["entries"] for plan in self.by_id.values() if "entries" in plan]
-        return [entry for entries in lists for entry in entries] if lists else None
-
-    def shown(self, *, by_id: bool) -> list[Update]:
-        """The updates that show every plan: one ``plan_update`` per plan for a
-        client that keeps plans by id, else one ``plan`` of `whole_list` (if any)."""
-        if not by_id:
-            entries = self.whole_list()
-            return [] if entries is None else [plan_update(entries)]
-        return [_plan_update(plan_id, plan) for plan_id, plan in self.by_id.items()]
-
-
-def _plan_update(plan_id: str, plan: Mapping[str, Any]) -> Update:
-    if "markdown" in plan:
-        return plan_markdown_update(plan_id, plan["markdown"])
-    return plan_items_update(plan_id, plan["entries"])
 
 
 class UpdatePlan(Tool["PlanArgs"]):
@@ -135,7 +97,7 @@ class PlansById(Tool["PlanByIdArgs"]):
             ctx.emit(plan_removed(plan_id))
             return ToolOutput(f"The plan {plan_id!r} is removed.")
         plans.apply(args)
-        ctx.emit(_plan_update(plan_id, plans.by_id[plan_id]))
+        ctx.emit(plan_shown(plan_id, plans.by_id[plan_id]))
         if args.markdown is not None:
             return ToolOutput(f"The plan {plan_id!r} is shown to the user, as Markdown.")
         return ToolOutput(f"The plan {plan_id!r}: " + _shown_text(plans.by_id[plan_id]["entries"]))

@@ -20,7 +20,7 @@ from .modes import DEFAULT_MODE, MODES, config_option
 from .registry import TOOLS, ToolRegistry
 
 if TYPE_CHECKING:
-    from .plan import Plans
+    from .plans import Plans
 
 
 @dataclass
@@ -50,7 +50,7 @@ class ToolState:
 
     def plan_store(self) -> Plans:
         if self.plans is None:
-            from .plan import Plans
+            from .plans import Plans
 
             self.plans = Plans()
         return self.plans

@@ -18,9 +18,10 @@ from ..jsonrpc.errors import RequestId, RpcError
 from ..log.reader import session_path
 from ..log.writer import SessionLog
 from ..paths import create_private_file, make_private_dirs
+from ..protocol import answers
 from ..sessions.compact import instructions_of
 from ..sessions.regenerate import is_command
-from . import answers, config_options
+from . import config_options
 from . import params as P
 from .edge import Handler
 from .prompt_turns import run_command, run_compact, run_prompt, run_regenerate

@@ -31,7 +31,7 @@ from ..jsonrpc.errors import RpcError
 from ..log.by_type import Typed
 from ..log.reader import LogCorrupt, session_path
 from ..log.reopen import read_to_reopen, reopen
-from ..log.replay import replay_frame_list, title_update
+from ..log.replay import title_update
 from ..log.replay_read import read_for_replay
 from ..log.upcast import load_log, pause_gc
 from ..loop.session import Session
@@ -232,9 +232,9 @@ class StoredMethods:
             self.table.outbox.widen_stdout()  # a bulk write: no Stop waits behind it
             from ..notices import opted_in
 
-            frames = replay_frame_list(
+            frames = self.table.dialect.replay_frames(
                 records,
-                session.frames.update,
+                session.frames,
                 others=others.records,
                 kinds=others.kinds,
                 compaction=session.context.compaction_updates,

@@ -16,6 +16,7 @@ from ..jsonrpc.connection import Connection
 from ..jsonrpc.errors import RpcError
 from ..loop.session import Session
 from ..loop.turn import TurnConfig
+from ..protocol import answers
 from ..redact import SECRETS
 from ..tools.base import ClientCapabilities
 from ..tools.modes import MODE_OPTION, MODES
@@ -23,7 +24,7 @@ from ..tools.registry import TOOLS, ToolRegistry
 from ..tools.secret_env import env_policy
 from ..tools.state import ToolState, from_records
 from ..update_builders import config_option_update
-from . import answers, config_options
+from . import config_options
 from . import params as P
 
 log = logging.getLogger("acp_bridge.tools")

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from acp_bridge.acp.edge import to_rpc_error
+from acp_bridge.errors import LogNotWritable
 from acp_bridge.protocol import V1, negotiate
 from acp_bridge.protocol.frames import UpdateFrames
 
@@ -58,9 +60,13 @@ def test_every_client_gets_v1_for_now(asked: int) -> None:
 class _Reply:
     def __init__(self) -> None:
         self.results: list[Any] = []
+        self.errors: list[Any] = []
 
     def result(self, value: Any) -> None:
         self.results.append(value)
+
+    def error(self, value: Any) -> None:
+        self.errors.append(value)
 
 
 def test_v1_ends_a_turn_with_the_prompts_answer() -> None:
@@ -86,3 +92,11 @@ def test_the_chunk_suffix_ends_a_chunk_of_the_builders_shape() -> None:
             "content": {"type": "text", "text": "hi"},
         }
     )
+
+
+def test_v1_ends_a_failed_turn_with_the_prompts_error() -> None:
+    reply = _Reply()
+    failure = LogNotWritable("/x/s.jsonl", "disk full", 2, lost=False)
+    V1.answer_turn(reply, None, error=failure)  # type: ignore[arg-type]
+    assert reply.results == []
+    assert [e.to_wire() for e in reply.errors] == [to_rpc_error(failure).to_wire()]

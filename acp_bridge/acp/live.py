@@ -82,7 +82,10 @@ class LiveMethods:
 
         # Answered first: the commands and what the MCP servers' start-up has to
         # say follow, for the session the editor now knows.
-        answer = {"sessionId": session_id, **tool_session.new_session_fields(session)}
+        answer = {
+            "sessionId": session_id,
+            **tool_session.new_session_fields(session, table.dialect),
+        }
         current_reply.get().result(answer)
         table.mcp.answered(session)
         announce(session)

@@ -28,7 +28,6 @@ from ..log.replay import title_from_prompt, title_update
 from ..loop.session import Session
 from ..loop.turn import Turn
 from ..sessions.regenerate import RegenerateRecorder, target_turn
-from .edge import to_rpc_error
 from .table import SessionTable
 
 __all__ = ["run_command", "run_compact", "run_prompt", "run_regenerate"]
@@ -148,9 +147,8 @@ def _before_turn(table: SessionTable, session: Session, blocks: list[dict[str, A
 
 
 def _answer(table: SessionTable, reply: Reply, session: Session, turn: Turn) -> None:
-    if turn.error is not None:
-        reply.error(to_rpc_error(turn.error))
-    else:
+    log_error = None
+    if turn.error is None:
         # Write the turn's records now, so a failure shows in this answer.
         table.outbox.write_log_now(session.log.file)
         log_error = session.log.file.error
@@ -159,8 +157,8 @@ def _answer(table: SessionTable, reply: Reply, session: Session, turn: Turn) -> 
 
             why = f"{log_error} ({session.log.path})"
             notify(session, "error", "The session log cannot be written", why, fallback=False)
-        # The turn's end on the wire, in the connection's dialect.
-        table.dialect.answer_turn(reply, turn.stop_reason, log_error=log_error)
+    # The turn's end on the wire, in the connection's dialect.
+    table.dialect.answer_turn(reply, turn.stop_reason, error=turn.error, log_error=log_error)
     table.outbox.flush_now()  # someone is waiting for this answer
 
 

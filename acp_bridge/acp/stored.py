@@ -209,7 +209,7 @@ class StoredMethods:
         """``modes`` and ``configOptions``, as a ``session/new`` answer has them."""
         from . import tool_session  # the tools load off the start-up path
 
-        return tool_session.new_session_fields(session)
+        return tool_session.new_session_fields(session, self.table.dialect)
 
     # -- load and resume ---------------------------------------------------------
 

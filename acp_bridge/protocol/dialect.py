@@ -10,7 +10,9 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ..errors import BridgeError
     from ..jsonrpc.connection import Reply
+    from ..jsonrpc.errors import RpcError
     from ..log.replay_read import DeltaRun
     from ..loop.output import SessionFrames
 
@@ -43,10 +45,22 @@ class Dialect(Protocol):
         (the chunk templates of the streaming path among them)."""
 
     def answer_turn(
-        self, reply: Reply, stop_reason: str | None, *, log_error: str | None = None
+        self,
+        reply: Reply,
+        stop_reason: str | None,
+        *,
+        error: BridgeError | RpcError | None = None,
+        log_error: str | None = None,
     ) -> None:
-        """Put the end of a prompt's turn on the wire (``log_error``: its
-        records could not all be written)."""
+        """Put the end of a prompt's turn on the wire: it stopped for
+        ``stop_reason`` (the log's, `acp_bridge.loop.stop`) or failed with
+        ``error``; ``log_error``: its records could not all be written."""
+
+    def session_fields(
+        self, model_options: list[dict[str, Any]] | None, mode: str | None
+    ) -> dict[str, Any]:
+        """A session's config options (and modes) in the answer of
+        ``session/new`` and of the methods that open a stored session."""
 
     def answer_unstarted(self, reply: Reply) -> None:
         """Answer a prompt whose turn never ran or never ended (a shutdown)."""

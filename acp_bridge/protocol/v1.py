@@ -1,8 +1,8 @@
 """ACP v1: the dialect of every client today.
 
-A turn ends on the wire as the answer of its ``session/prompt``, with its
-``stopReason`` (the stop reasons the engine records are v1's own, so the
-mapping is the identity, checked); updates are the shapes of
+A turn ends on the wire as the answer of its ``session/prompt``: its
+``stopReason`` (the stop reasons the log records are v1's own, `STOP_REASONS`,
+so the mapping is the identity), or the JSON-RPC error of its failure; updates are the shapes of
 `acp_bridge.update_builders`, serialized by `acp_bridge.protocol.frames`;
 ``session/load`` replays them (`acp_bridge.log.replay`); the answers of
 ``initialize`` and ``session/new`` are `acp_bridge.protocol.answers`.
@@ -13,11 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from ..acp.edge import to_rpc_error
 from . import answers
 from .frames import UpdateFrames
 
 if TYPE_CHECKING:
+    from ..errors import BridgeError
     from ..jsonrpc.connection import Reply
+    from ..jsonrpc.errors import RpcError
     from ..log.replay_read import DeltaRun
     from ..loop.output import SessionFrames
 
@@ -40,9 +43,19 @@ class _V1:
     def session_frames(self, session_id: str) -> UpdateFrames:
         return UpdateFrames(session_id)
 
+    session_fields = staticmethod(answers.session_fields)
+
     def answer_turn(
-        self, reply: Reply, stop_reason: str | None, *, log_error: str | None = None
+        self,
+        reply: Reply,
+        stop_reason: str | None,
+        *,
+        error: BridgeError | RpcError | None = None,
+        log_error: str | None = None,
     ) -> None:
+        if error is not None:
+            reply.error(to_rpc_error(error))
+            return
         result: dict[str, Any] = {"stopReason": stop_reason}
         if log_error is not None:
             result["_meta"] = {"acpBridge": {"logError": log_error}}

@@ -5,7 +5,7 @@ replay of ``session/load`` (`acp_bridge.log.replay`, which also builds the
 compaction updates through `acp_bridge.log.compaction`) build their updates
 here, so what a replay shows has the shape the editor saw live by
 construction.  The hot path of text chunks serializes a byte template
-(`acp_bridge.loop.updates.UpdateFrames`) that is itself made from
+(`acp_bridge.protocol.frames.UpdateFrames`) that is itself made from
 `text_chunk`.  Plain dicts in, plain dicts out; nothing here is imported
 from above the log, so both the loop and the log can use it.
 """

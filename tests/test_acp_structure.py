@@ -12,7 +12,7 @@ import pytest
 from acp_bridge import errors as E
 from acp_bridge.acp.edge import at_edge, to_rpc_error
 from acp_bridge.jsonrpc.errors import RpcError
-from acp_bridge.loop.updates import CHUNK_SUFFIX, UpdateFrames
+from acp_bridge.protocol.frames import CHUNK_SUFFIX, UpdateFrames
 from acp_bridge.update_builders import text_chunk
 
 PACKAGE = Path(__file__).resolve().parent.parent / "acp_bridge"

@@ -6,12 +6,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_bridge.loop.updates import UpdateFrames
+from acp_bridge.protocol.frames import UpdateFrames
 
 KINDS = st.sampled_from(["agent_message_chunk", "agent_thought_chunk"])
 # Ids and session ids with what JSON escapes, the ids' stand-ins themselves
 # among them; never the text's stand-in (no id holds it, see
-# `acp_bridge.loop.updates`: the reference itself cuts there).
+# `acp_bridge.protocol.frames`: the reference itself cuts there).
 IDS = st.one_of(
     st.just("\x01"), st.just("\x02"), st.text(st.sampled_from('ab"\\\x01\x02é\n/'), max_size=6)
 )

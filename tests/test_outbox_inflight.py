@@ -16,7 +16,7 @@ import anyio
 import orjson
 import pytest
 
-from acp_bridge.loop.updates import CHUNK_SUFFIX, UpdateFrames
+from acp_bridge.protocol.frames import CHUNK_SUFFIX, UpdateFrames
 from acp_bridge.transport import pipe as pipe_module
 from acp_bridge.transport.merge import MERGE_ABOVE, MERGE_TEXT_MAX, merge_chunk_frames
 from acp_bridge.transport.outbox import Outbox

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from acp_bridge.log import replay
 from acp_bridge.log.replay import replay_frames, replay_updates, without_deltas
-from acp_bridge.loop.updates import UpdateFrames
+from acp_bridge.protocol.frames import UpdateFrames
 
 Record = dict[str, Any]
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "snapshots"

@@ -27,7 +27,7 @@ from acp_bridge.log.reader import read_records
 from acp_bridge.log.replay import replay_frames, replay_updates, without_deltas
 from acp_bridge.log.replay_read import DeltaRun, read_for_replay
 from acp_bridge.log.upcast import load_log
-from acp_bridge.loop.updates import UpdateFrames
+from acp_bridge.protocol.frames import UpdateFrames
 from acp_bridge.testing import NO_CAPABILITIES, AgentLauncher
 
 Record = dict[str, Any]

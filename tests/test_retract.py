@@ -30,7 +30,7 @@ from acp_bridge.log.reader import read_records
 from acp_bridge.log.writer import SessionLog
 from acp_bridge.loop.session import Session
 from acp_bridge.loop.turn import Turn, TurnConfig, TurnKind
-from acp_bridge.loop.updates import UpdateFrames
+from acp_bridge.protocol.frames import UpdateFrames
 from acp_bridge.providers.base import (
     ModelRequest,
     Provider,

@@ -22,7 +22,7 @@ import anyio.lowlevel
 import pytest
 
 from acp_bridge.loop.stream import IdleWatch, StepStream, consume
-from acp_bridge.loop.updates import CHUNK_SUFFIX, UpdateFrames
+from acp_bridge.protocol.frames import CHUNK_SUFFIX, UpdateFrames
 from acp_bridge.providers import base
 from acp_bridge.providers.base import ProviderStream, TextDelta
 from acp_bridge.transport.merge import MERGE_ABOVE

@@ -22,7 +22,7 @@ from acp_bridge.log.writer import SessionLog
 from acp_bridge.loop.lifecycle import Ending
 from acp_bridge.loop.session import Session
 from acp_bridge.loop.turn import Turn, TurnConfig, TurnKind, TurnState
-from acp_bridge.loop.updates import UpdateFrames
+from acp_bridge.protocol.frames import UpdateFrames
 from acp_bridge.providers.base import StreamEvent, TextDelta
 from acp_bridge.transport.outbox import Outbox
 

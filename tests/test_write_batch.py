@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import orjson
 import pytest
 
-from acp_bridge.loop.updates import CHUNK_SUFFIX, UpdateFrames
+from acp_bridge.protocol.frames import CHUNK_SUFFIX, UpdateFrames
 from acp_bridge.transport.outbox import Outbox
 from acp_bridge.transport.pace import BOUNDS, IN_FLIGHT
 

@@ -17,10 +17,11 @@ from ..jsonrpc.connection import Connection
 from ..loop.session import Session
 from ..loop.turn import TurnConfig
 from ..mcp.hub import McpHub
+from ..protocol import negotiate
+from ..protocol.answers import PROTOCOL_VERSION
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
-from . import answers
-from .answers import PROTOCOL_VERSION
+from . import params as P
 from .auth import AuthMethods
 from .edge import edge_handlers
 from .live import LiveMethods
@@ -86,9 +87,11 @@ class Agent:
 
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         table = self.table
+        # One dialect for the connection, from the version the client asks for.
+        table.dialect = dialect = negotiate(P.protocol_version(params))
         # Recorded in each new session's log (session/start).
-        table.client_capabilities, table.client_info = answers.read_initialize(params)
-        return answers.initialize_answer(
+        table.client_capabilities, table.client_info = dialect.read_initialize(params)
+        return dialect.initialize_answer(
             table.client_capabilities,
             logout=self.auth.forget is not None,
             setup_command=self.auth.setup_command,

@@ -31,8 +31,8 @@ from typing import Any
 import anyio.to_thread
 
 from ..jsonrpc.errors import RpcError
+from ..protocol.answers import TERMINAL_METHOD_ID, auth_capabilities, auth_methods
 from . import params as P
-from .answers import TERMINAL_METHOD_ID, auth_capabilities, auth_methods
 from .edge import AGENT_METHOD_ID, Handler
 from .provider_slot import ProviderSlot
 

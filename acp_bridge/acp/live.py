@@ -18,8 +18,9 @@ from ..jsonrpc.errors import RequestId, RpcError
 from ..log.reader import session_path
 from ..log.writer import SessionLog
 from ..paths import create_private_file, make_private_dirs
+from ..protocol import answers
 from ..sessions import client_prompt as client_prompt_log
-from . import answers, config_options
+from . import config_options
 from . import params as P
 from .edge import Handler
 from .prompt_turns import run_command, run_compact, run_prompt, run_regenerate
@@ -84,7 +85,10 @@ class LiveMethods:
 
         # Answered first: the commands and what the MCP servers' start-up has to
         # say follow, for the session the editor now knows.
-        answer = {"sessionId": session_id, **tool_session.new_session_fields(session)}
+        answer = {
+            "sessionId": session_id,
+            **tool_session.new_session_fields(session, table.dialect),
+        }
         current_reply.get().result(answer)
         table.mcp.answered(session)
         announce(session)

@@ -29,7 +29,6 @@ from ..log.replay import title_from_prompt, title_update
 from ..loop.session import Session
 from ..loop.turn import Turn, TurnKind
 from ..sessions.regenerate import target_turn
-from .edge import to_rpc_error
 from .table import SessionTable
 
 __all__ = ["run_command", "run_compact", "run_prompt", "run_regenerate", "run_turn"]
@@ -80,11 +79,11 @@ async def run_turn(
     except (RpcError, BridgeError):
         raise  # refused before it started: the error is the answer
     except BaseException:
-        reply.result({"stopReason": "cancelled"})  # torn down (shutdown)
+        table.dialect.answer_unstarted(reply)  # torn down (shutdown)
         raise
     # The turn answered when it ended; this covers a prompt that started
     # no turn (shutdown) or one that never ended.  A second answer is dropped.
-    reply.result({"stopReason": "cancelled"})
+    table.dialect.answer_unstarted(reply)
     if turn is not None:
         # What the turn logged is queued: this fsync covers all of it.
         session.log.sync()
@@ -152,19 +151,18 @@ def _before_turn(table: SessionTable, session: Session, blocks: list[dict[str, A
 
 
 def _answer(table: SessionTable, reply: Reply, session: Session, turn: Turn) -> None:
-    if turn.error is not None:
-        reply.error(to_rpc_error(turn.error))
-    else:
-        result: dict[str, Any] = {"stopReason": turn.stop_reason}
+    log_error = None
+    if turn.error is None:
         # Write the turn's records now, so a failure shows in this answer.
         table.outbox.write_log_now(session.log.file)
-        if session.log.file.error is not None:
+        log_error = session.log.file.error
+        if log_error is not None:
             from ..notices import notify
 
-            result["_meta"] = {"acpBridge": {"logError": session.log.file.error}}
-            why = f"{session.log.file.error} ({session.log.path})"
+            why = f"{log_error} ({session.log.path})"
             notify(session, "error", "The session log cannot be written", why, fallback=False)
-        reply.result(result)
+    # The turn's end on the wire, in the connection's dialect.
+    table.dialect.answer_turn(reply, turn.stop_reason, error=turn.error, log_error=log_error)
     table.outbox.flush_now()  # someone is waiting for this answer
 
 

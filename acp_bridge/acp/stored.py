@@ -31,7 +31,7 @@ from ..jsonrpc.errors import RpcError
 from ..log.by_type import Typed
 from ..log.reader import LogCorrupt, session_path
 from ..log.reopen import read_to_reopen, reopen
-from ..log.replay import replay_frame_list, title_update
+from ..log.replay import title_update
 from ..log.replay_read import read_for_replay
 from ..log.upcast import load_log, pause_gc
 from ..log.writer import new_record
@@ -234,7 +234,7 @@ class StoredMethods:
         """``modes`` and ``configOptions``, as a ``session/new`` answer has them."""
         from . import tool_session  # the tools load off the start-up path
 
-        return tool_session.new_session_fields(session)
+        return tool_session.new_session_fields(session, self.table.dialect)
 
     # -- load and resume ---------------------------------------------------------
 
@@ -258,9 +258,9 @@ class StoredMethods:
             from ..notices import opted_in
             from ..tools.base import ClientCapabilities
 
-            frames = replay_frame_list(
+            frames = self.table.dialect.replay_frames(
                 records,
-                session.frames.update,
+                session.frames,
                 others=others.records,
                 kinds=others.kinds,
                 compaction=session.context.compaction_updates,

@@ -29,8 +29,8 @@ from ..log.logfile import LogFile
 from ..log.writer import SessionLog
 from ..loop.session import Session
 from ..loop.turn import Turn, TurnConfig
-from ..loop.updates import UpdateFrames
 from ..mcp.hub import McpHub
+from ..protocol import V1, Dialect
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
 from . import params as P
@@ -65,6 +65,8 @@ class SessionTable:
         self.closing = False
         # Turn tasks still running, including any abandoned at the deadline.
         self.running: set[Turn] = set()
+        # The connection's protocol dialect, chosen at initialize (v1 until then).
+        self.dialect: Dialect = V1
         # From initialize, for the session/start records.
         self.client_info: dict[str, Any] | None = None
         self.client_capabilities: dict[str, Any] | None = None
@@ -114,7 +116,8 @@ class SessionTable:
         from ..log.compaction import opted_in
         from . import tool_session
 
-        session = Session(session_id, cwd, slog, provider, self.outbox, UpdateFrames(session_id))
+        frames = self.dialect.session_frames(session_id)
+        session = Session(session_id, cwd, slog, provider, self.outbox, frames)
         session.tools = tool_session.tool_state(self, session, extra_dirs, records or ())
         context = session.context
         context.additional_directories = tuple(extra_dirs or ())

@@ -16,6 +16,7 @@ from ..jsonrpc.connection import Connection
 from ..jsonrpc.errors import RpcError
 from ..loop.session import Session
 from ..loop.turn import TurnConfig
+from ..protocol import Dialect, answers
 from ..redact import SECRETS
 from ..tools.base import ClientCapabilities
 from ..tools.modes import MODE_OPTION, MODES
@@ -23,7 +24,7 @@ from ..tools.registry import TOOLS, ToolRegistry
 from ..tools.secret_env import env_policy
 from ..tools.state import ToolState, from_records
 from ..update_builders import config_option_update
-from . import answers, config_options
+from . import config_options
 from . import params as P
 
 if TYPE_CHECKING:
@@ -200,9 +201,9 @@ def config_options_of(session: Session) -> list[dict[str, Any]]:
     return answers.config_options(config_options.offer(session.provider), _mode(session))
 
 
-def new_session_fields(session: Session) -> dict[str, Any]:
+def new_session_fields(session: Session, dialect: Dialect) -> dict[str, Any]:
     """``modes`` and ``configOptions`` of a ``session/new`` (or load) response."""
-    return answers.session_fields(config_options.offer(session.provider), _mode(session))
+    return dialect.session_fields(config_options.offer(session.provider), _mode(session))
 
 
 def _mode(session: Session) -> str | None:

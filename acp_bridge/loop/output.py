@@ -10,9 +10,25 @@ records before its frames (invariants I1 and I4).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
-__all__ = ["TurnOutput"]
+__all__ = ["SessionFrames", "TurnOutput"]
+
+
+class SessionFrames(Protocol):
+    """A session's ``session/update`` frames, as its dialect serializes them
+    (`acp_bridge.protocol.Dialect.session_frames`): the loop hands it updates
+    and the texts of chunks, never bytes of its own making."""
+
+    # What ends every chunk frame after its JSON text (`chunk_prefix`).
+    chunk_suffix: bytes
+
+    def chunk_prefix(self, kind: str, message_id: str) -> bytes:
+        """The bytes of a ``kind`` chunk's frame before its JSON text, made
+        once per stream (the streaming path adds only the text)."""
+
+    def update(self, update: dict[str, Any]) -> bytes:
+        """The frame (a complete line) of one update."""
 
 
 class TurnOutput(Protocol):

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..log.writer import SessionLog
 from ..providers.base import Provider
-from .output import TurnOutput
-from .updates import UpdateFrames
+from .output import SessionFrames, TurnOutput
 
 if TYPE_CHECKING:
     from ..context.session import SessionContext
@@ -30,7 +29,8 @@ class SessionCore:
     log: SessionLog
     provider: Provider
     outbox: TurnOutput
-    frames: UpdateFrames
+    # Its updates' frames, in the connection's dialect (`acp_bridge.protocol`).
+    frames: SessionFrames
     # Tools, mode and permissions (None: tool calls are answered "unavailable").
     tools: ToolState | None = field(default=None, kw_only=True)
     # Its system prompt, window and cost (the agent sets its directories and

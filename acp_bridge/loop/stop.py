@@ -1,4 +1,6 @@
-"""Mapping a step's outcome onto the ACP stop reason of the turn."""
+"""Mapping a step's outcome onto the stop reason of the turn (what its
+``turn/end`` records; the connection's dialect puts it on the wire,
+`acp_bridge.protocol`)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,6 @@ FINISH_TO_STOP: Final[dict[str, FinishStop]] = {
     "max_tokens": "max_tokens",
     "refusal": "refusal",
 }
-
-ACP_STOP_REASONS: Final = frozenset(
-    {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"}
-)
 
 
 def stop_reason_for_finish(finish: str | None) -> FinishStop | None:

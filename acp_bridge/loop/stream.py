@@ -35,7 +35,6 @@ from ..transport.outbox import BATCH_BYTES as OUTBOX_BATCH_BYTES
 from ..update_builders import tool_call
 from .assembler import StreamAssembler
 from .output import TurnOutput
-from .updates import CHUNK_SUFFIX
 from .usage import UsageTurn, report_usage
 
 __all__ = [
@@ -154,14 +153,16 @@ async def consume(
     """The hot loop: each event is fed, sent to the editor and logged, in that order."""
     session = turn.session
     outbox = session.outbox
-    text_prefix = session.frames.chunk_prefix("agent_message_chunk", stream.message_id)
-    thought_prefix = session.frames.chunk_prefix("agent_thought_chunk", stream.message_id)
+    frames = session.frames  # the connection's dialect: the chunks' bytes
+    text_prefix = frames.chunk_prefix("agent_message_chunk", stream.message_id)
+    thought_prefix = frames.chunk_prefix("agent_thought_chunk", stream.message_id)
+    suffix = frames.chunk_suffix
     prefixes: dict[type, tuple[bytes, str]] = {
         TextDelta: (text_prefix, "text"),
         ReasoningDelta: (thought_prefix, "reasoning"),
     }
     stream.chunk_prefixes = (text_prefix, thought_prefix)
-    outbox.merge_chunks(stream.chunk_prefixes, CHUNK_SUFFIX)
+    outbox.merge_chunks(stream.chunk_prefixes, suffix)
     feed, send, delta = stream.asm.feed, outbox.send, turn.rec.delta
     poll_input, write_batch = outbox.poll_input, outbox.write_batch
     high_water, batch_bytes = outbox.high_water, outbox.batch_bytes
@@ -211,7 +212,7 @@ async def consume(
                     feed(ev)
                     prefix, block_kind = chunk
                     text_ev: TextDelta = ev  # type: ignore[assignment]  # or ReasoningDelta: same fields
-                    frame = join((prefix, dumps(text_ev.text), CHUNK_SUFFIX))
+                    frame = join((prefix, dumps(text_ev.text), suffix))
                     send(frame)
                     delta(text_ev.index, block_kind, text_ev.text)
                     queued += len(frame)

@@ -1,7 +1,7 @@
 """Merging chunk frames: the same text in fewer frames, for an editor that reads slowly.
 
 A text chunk frame is a fixed prefix, a JSON string and a fixed suffix
-(`acp_bridge.loop.updates.UpdateFrames.chunk_prefix`).  When the ordered
+(`acp_bridge.protocol.frames.UpdateFrames.chunk_prefix`).  When the ordered
 writer has fallen behind the editor, consecutive chunk frames of one message
 say nothing the single frame carrying their joined text does not; sending
 that one instead cuts what the editor has to read (and what waits ahead of

@@ -1,4 +1,5 @@
-"""Serialized ``session/update`` frames for one session, built from byte templates.
+"""Serialized ``session/update`` frames for one session, built from byte templates
+(v1's `acp_bridge.loop.output.SessionFrames`).
 
 Chunks are the hot path: a frame is a fixed prefix, the JSON-encoded text and
 a fixed suffix, so each chunk costs one ``orjson.dumps`` of a string.  The
@@ -30,6 +31,8 @@ _PREFIX_PARTS: dict[str, tuple[bytes, bytes, bytes]] = {}
 
 class UpdateFrames:
     __slots__ = ("session_id",)
+
+    chunk_suffix = _SUFFIX
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id

@@ -1,8 +1,9 @@
 """The answers of ``initialize`` and ``session/new``, built from plain values.
 
-Used by `acp_bridge.acp.agent` (``initialize``), `acp_bridge.acp.live`
-(``session/new``) and the stored sessions' methods.  Pure functions of their
-arguments; nothing here imports the event loop, pydantic or the loop's classes.
+v1's (`acp_bridge.protocol.v1`): used through the dialect for ``initialize``,
+and by `acp_bridge.acp.live` (``session/new``) and the stored sessions'
+methods.  Pure functions of their arguments; nothing here imports the event
+loop, pydantic or the loop's classes.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from .. import __version__
+from ..acp import params as P
+from ..acp.edge import AGENT_METHOD_ID
 from ..tools.modes import config_option, mode_state
-from . import params as P
-from .edge import AGENT_METHOD_ID
 
 __all__ = [
     "MCP_CAPABILITIES",

@@ -86,15 +86,17 @@ class LocalWorkspace:
             raise ToolError(NO_TERMINAL)
         env = {**os.environ, **dict.fromkeys(call.hidden_env, "")}
         try:
-            process = await anyio.open_process(
-                ["/bin/sh", "-c", command],
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,  # never the bridge's stdin (the editor's messages)
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,  # one stream, as a terminal shows it
-                start_new_session=True,  # its own process group, killed as one
-            )
+            # Shielded: a Stop while it starts still gets a process to kill.
+            with anyio.CancelScope(shield=True):
+                process = await anyio.open_process(
+                    ["/bin/sh", "-c", command],
+                    cwd=cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,  # never the bridge's stdin (the editor's messages)
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,  # one stream, as a terminal shows it
+                    start_new_session=True,  # its own process group, killed as one
+                )
         except OSError as exc:
             raise ToolError(f"cannot run the command in {cwd}: {exc.strerror or exc}") from None
         return LocalTerminal(process)

@@ -219,3 +219,14 @@ async def test_a_stopped_local_command_is_killed_and_its_output_is_the_partial_r
     pid = int((ws / "pid").read_text())
     with anyio.fail_after(10):
         await wait_until(lambda: _gone(pid))
+
+
+async def test_what_a_local_command_leaves_in_the_background_ends_with_it(ws: Path) -> None:
+    """A command that exits leaving a child behind (holding its output open) is
+    answered, and the child is killed when the terminal is released."""
+    ctx = _ctx(ws, LocalWorkspace())
+    out = await _run(ctx, "sleep 60 & echo $! > child; echo done")
+    assert out.text.splitlines()[1:] == ["done", "[exit code 0]"]
+    child = int((ws / "child").read_text())
+    with anyio.fail_after(10):
+        await wait_until(lambda: _gone(child))

@@ -116,6 +116,8 @@ class LocalTerminal:
     _kept: bytearray = field(default_factory=bytearray)
     _truncated: bool = False
     _eof: anyio.Event = field(default_factory=anyio.Event)
+    # `wait` saw it exit and read what came within the drain time.
+    _drained: bool = False
 
     async def _pump(self) -> None:
         stream = self.process.stdout
@@ -139,6 +141,7 @@ class LocalTerminal:
             # What it printed last (a child that keeps the pipe open is not waited for).
             with anyio.move_on_after(_DRAIN_S):
                 await self._eof.wait()
+            self._drained = True
             tg.cancel_scope.cancel()
 
     async def kill(self) -> None:
@@ -147,7 +150,7 @@ class LocalTerminal:
 
     async def output(self) -> CommandOutput:
         with anyio.move_on_after(_DRAIN_S):
-            if not self._eof.is_set():
+            if not (self._eof.is_set() or self._drained):
                 await self._pump()
             await self.process.wait()
         code = self.process.returncode

@@ -15,18 +15,19 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
-import anyio.abc
 import anyio.to_thread
 
 from . import localfs
 from .outcome import ToolError, ToolOutput
 from .workspace import NO_TERMINAL, OUTPUT_BYTE_LIMIT, Call, CommandOutput, Target, Terminal
+
+if TYPE_CHECKING:
+    import anyio.abc
 
 __all__ = ["LOCAL_FILES", "LocalTerminal", "LocalWorkspace", "on_disk"]
 
@@ -84,6 +85,8 @@ class LocalWorkspace:
     async def start_command(self, call: Call, command: str, cwd: str) -> Terminal:
         if not self.commands:
             raise ToolError(NO_TERMINAL)
+        import subprocess  # at the first local command, not at start-up
+
         env = {**os.environ, **dict.fromkeys(call.hidden_env, "")}
         try:
             # Shielded: a Stop while it starts still gets a process to kill.
@@ -115,7 +118,7 @@ class LocalTerminal:
     content: list[dict[str, Any]] = field(default_factory=list)
     _kept: bytearray = field(default_factory=bytearray)
     _truncated: bool = False
-    _eof: anyio.Event = field(default_factory=anyio.Event)
+    _eof: anyio.Event = field(default_factory=lambda: anyio.Event())  # anyio loads it then
     # `wait` saw it exit and read what came within the drain time.
     _drained: bool = False
 

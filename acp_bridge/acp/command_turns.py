@@ -87,8 +87,6 @@ def _mode(session: Session, wanted: str | None) -> str:
     from .tool_session import set_mode_option
 
     tools = session.tools
-    if tools is None:
-        return "This session has no tools, so it has no modes."
     listing = "".join(f"\n- {mode}: {about}" for mode, (_, about) in MODES.items())
     if wanted is None:
         name, about = MODES[tools.mode]
@@ -112,12 +110,12 @@ async def _status(turn: Turn) -> str:
     provider = session.provider
     info = await provider.model_info()
     window = session.context.window(info)
-    tools = () if session.tools is None else session.tools.registry.specs()
+    tools = session.tools.registry.specs()
     used = next_request_tokens(session.log.records, session.history(), turn.system, tools)
     share = f" ({100 * used / window:.0f}%)" if window else ""
     lines = [
         f"Model: {provider.model or provider.name} ({provider.name})",
-        f"Mode: {session.tools.mode if session.tools is not None else 'none (no tools)'}",
+        f"Mode: {session.tools.mode}",
         f"Context: about {used:,} of {window:,} tokens{share}, {len(session.history())} messages",
         f"Session: {session.id}",
         f"Log: {session.log.path}",

@@ -143,7 +143,7 @@ class SessionTable:
         """Build the session's system prompt now (reading its instruction files), so
         that its first turn goes straight to the model."""
         # The tools themselves, not their specs: building JSON Schemas can wait.
-        await session.context.system_prompt(() if session.tools is None else session.tools.registry)
+        await session.context.system_prompt(session.tools.registry)
         from . import tool_session
 
         await tool_session.add_project_rules(self, session)

@@ -19,6 +19,7 @@ from ..loop.turn import TurnConfig
 from ..protocol import Dialect, answers
 from ..redact import SECRETS
 from ..tools.base import ClientCapabilities
+from ..tools.editor_workspace import choose
 from ..tools.modes import MODE_OPTION, MODES
 from ..tools.registry import TOOLS, ToolRegistry
 from ..tools.secret_env import env_policy
@@ -76,6 +77,7 @@ def tool_state(
         cwd=session.cwd,
         roots=[session.cwd, *(extra_dirs or [])],
         capabilities=capabilities,
+        workspace=_shared(choose(capabilities), repr),
         registry=registry_for(capabilities),
         request=agent.conn.request,
         log=session.log,
@@ -184,8 +186,6 @@ async def add_project_rules(agent: ToolHost, session: Session) -> None:
     from ..tools import rules_store
 
     tools = session.tools
-    if tools is None:
-        return
     try:
         project = await anyio.to_thread.run_sync(
             rules_store.rules_for, agent.state_dir, session.cwd
@@ -206,14 +206,12 @@ def new_session_fields(session: Session, dialect: Dialect) -> dict[str, Any]:
     return dialect.session_fields(config_options.offer(session.provider), _mode(session))
 
 
-def _mode(session: Session) -> str | None:
-    return None if session.tools is None else session.tools.mode
+def _mode(session: Session) -> str:
+    return session.tools.mode
 
 
 def _switch(session: Session, mode: object, field: str, via: str) -> None:
     tools = session.tools
-    if tools is None:
-        raise RpcError.invalid_params(field, "this session has no modes")
     if not isinstance(mode, str) or mode not in MODES:
         raise RpcError.invalid_params(field, f"must be one of {', '.join(MODES)}")
     if tools.set_mode(mode, via):

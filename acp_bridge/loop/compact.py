@@ -92,7 +92,7 @@ async def compact(turn: CompactingTurn, trigger: str, instructions: str | None =
     """Compact the session's history now (see the module docstring)."""
     session = turn.session
     assert turn.info is not None
-    tools = () if session.tools is None else session.tools.registry.specs()
+    tools = session.tools.registry.specs()
     window = session.context.window(turn.info)
     # A quarter of the history stays verbatim, at most a quarter of the window
     # (estimates can be far off when the provider refused a request as too long).

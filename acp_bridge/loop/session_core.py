@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..log.writer import SessionLog
 from ..providers.base import Provider
@@ -31,8 +31,10 @@ class SessionCore:
     outbox: TurnOutput
     # Its updates' frames, in the connection's dialect (`acp_bridge.protocol`).
     frames: SessionFrames
-    # Tools, mode and permissions (None: tool calls are answered "unavailable").
-    tools: ToolState | None = field(default=None, kw_only=True)
+    # Tools, mode, permissions and the workspace they act on (the agent gives
+    # them, `acp_bridge.acp.tool_session.tool_state`; a session made without
+    # them offers no tool, and a call is answered "unavailable").
+    tools: ToolState = field(default=cast("ToolState", None), kw_only=True)
     # Its system prompt, window and cost (the agent sets its directories and
     # the client's capabilities; see `acp_bridge.acp.agent.Agent.make_session`).
     context: SessionContext = field(init=False)
@@ -43,6 +45,13 @@ class SessionCore:
         from ..context.session import SessionContext
 
         self.context = SessionContext(self.provider.context or ContextConfig(), self.cwd)
+        if self.tools is None:
+            from ..tools.state import ToolState
+
+            self.tools = ToolState.without_tools(self.id, self.cwd, self.log, self._emit)
+
+    def _emit(self, update: dict[str, Any]) -> None:
+        self.outbox.send(self.frames.update(update))
 
     def history(self) -> Sequence[dict[str, Any]]:
         """The model history: ``derive_messages`` of the log (invariant I4), kept

@@ -288,8 +288,7 @@ def _retrying(turn: StreamingTurn, ev: Retrying) -> None:
 
 
 def _announce_tool(turn: StreamingTurn, ev: ToolCallStart) -> None:
-    tools = turn.session.tools
-    tool = None if tools is None else tools.registry.get(ev.name)
+    tool = turn.session.tools.registry.get(ev.name)
     turn.show_tool(
         tool_call(
             {

@@ -69,7 +69,6 @@ from ..providers.base import (
     StreamIdleTimeout,
 )
 from ..tools.texts import unavailable_tool_text as unavailable_tool_text
-from ..update_builders import tool_call_update
 from . import ending as endings
 from .assembler import AssemblyError
 from .compaction_shown import OpenCompaction
@@ -142,12 +141,10 @@ class Turn:
         # The live provider stream, while the hot loop iterates it.
         self.events: ProviderStream | None = None
         self._pending_tools: list[dict[str, Any]] = []
-        # Runs the step's tool calls (None for a session without tools).
-        self.tools: ToolRunner | None = None
-        if session.tools is not None:
-            from ..tools.runner import ToolRunner
+        # Runs the step's tool calls.
+        from ..tools.runner import ToolRunner
 
-            self.tools = ToolRunner(self, session.tools)
+        self.tools: ToolRunner = ToolRunner(self, session.tools)
         # The id of the session/prompt request this turn answers.
         self.request_id: object = None
         # The system prompt of the turn's requests, and the model as of the
@@ -263,7 +260,7 @@ class Turn:
         """Run steps until a stop reason; None when the turn was stopped."""
         rec = self.rec
         session = self.session
-        tools = () if session.tools is None else session.tools.registry.specs()
+        tools = session.tools.registry.specs()
         self.system = await session.context.system_prompt(tools)
         if self.kind.answer is not None:
             return await self.kind.answer(self)  # a slash command
@@ -315,7 +312,7 @@ class Turn:
         limit = session.context.config.compact_threshold * window
         if window > info.max_output_tokens:
             limit = min(limit, window - info.max_output_tokens)
-        tools = () if session.tools is None else session.tools.registry.specs()
+        tools = session.tools.registry.specs()
         records = session.log.records
         estimate = session.context.estimate
         tokens = estimate.next_request_tokens(records, session.history(), self.system, tools)
@@ -374,7 +371,7 @@ class Turn:
         session = self.session
         stream = StepStream()
         self.stream = stream
-        tools = () if session.tools is None else session.tools.registry.specs()
+        tools = session.tools.registry.specs()
         request = ModelRequest(messages=session.history(), tools=tools, system=self.system)
         self.usage_shown = False
         self.rec.stream_start(stream.attempt, stream.message_id, session.provider.name)
@@ -438,9 +435,6 @@ class Turn:
         its real (possibly partial) result, and the ending gives the calls not
         yet dispatched their aborted results.
         """
-        if self.tools is None:
-            self._answer_tool_calls()
-            return
         calls, self._pending_tools = self._pending_tools, []
         await self.tools.run(calls)
 
@@ -461,24 +455,6 @@ class Turn:
         finally:
             if self.state is TurnState.AWAITING_EDITOR:  # else the turn is ending
                 self._enter(TurnState.RUNNING_TOOLS)
-
-    def _answer_tool_calls(self) -> None:
-        rec = self.rec
-        for call in self._pending_tools:
-            text = unavailable_tool_text(call["name"])
-            rec.tool_call(call["id"], call["name"], call["input"], "unavailable")
-            rec.tool_result(call["id"], [{"type": "text", "text": text}], is_error=True)
-            self.show_tool(
-                tool_call_update(
-                    {
-                        "toolCallId": call["id"],
-                        "status": "failed",
-                        "rawInput": call["input"],
-                        "content": [{"type": "content", "content": {"type": "text", "text": text}}],
-                    }
-                )
-            )
-        self._pending_tools = []
 
     def show_tool(self, update: dict[str, Any]) -> None:
         """Record a tool call announcement or update, then send it (also used
@@ -506,7 +482,7 @@ class Turn:
     def abort_undispatched(self) -> None:
         """Complete calls of the step that were never dispatched: ABORTED_BEFORE_DISPATCH."""
         tools = self.tools
-        if tools is not None and (self._pending_tools or tools.queue):
+        if self._pending_tools or tools.queue:
             tools.queue.extend(self._pending_tools)
             tools.abort_rest()
         self._pending_tools = []

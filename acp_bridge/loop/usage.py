@@ -51,7 +51,7 @@ def estimate_usage(turn: UsageTurn, content: list[dict[str, Any]]) -> None:
     from ..context.estimate import estimate_json  # off the start-up path
 
     session = turn.session
-    tools = () if session.tools is None else session.tools.registry.specs()
+    tools = session.tools.registry.specs()
     # The session's incremental estimate: measuring the whole history again
     # after every reply grew with the session (milliseconds late in a long one).
     sent = session.context.estimate.request_tokens(session.history(), turn.system, tools)

@@ -104,9 +104,8 @@ class McpHub:
         reporter = Reporter(session, self.spawn)
         servers = SessionServers(specs, session.cwd, record=record, report=reporter)
         tools = session.tools
-        if tools is not None:
-            base = tools.registry
-            tools.registry = SessionTools(getattr(base, "base", base), servers)
+        base = tools.registry
+        tools.registry = SessionTools(getattr(base, "base", base), servers)
         self.sessions[session.id] = (servers, reporter)
         servers.start(self.spawn)
 

@@ -28,10 +28,11 @@ resolved path, for this call only.
 
 `ToolContext` is the session seen from a running call: its directories, the
 editor's advertised capabilities, editor requests that a Stop cancels, and
-`ToolContext.read_text`/`write_text` which use the editor when it offers file
-access and the local file system otherwise; both resolve the path again when
-they use it and refuse it unless it still lies in the session's directories
-or in a path allowed for the call (`acp_bridge.tools.localfs`).  A tool that
+`ToolContext.read_text`/`write_text` through the session's workspace (the
+editor, or the local disk: `acp_bridge.tools.workspace`); both resolve the
+path again when they use it and refuse it unless it still lies in the
+session's directories or in a path allowed for the call
+(`ToolContext.target`, `acp_bridge.tools.localfs`).  A tool that
 can give a real partial result when it is stopped (a command's output so
 far) sets ``ctx.partial`` before re-raising the cancellation.
 """
@@ -40,15 +41,17 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, cast
 
-import anyio
-import anyio.to_thread
-
 from . import localfs
+from .editor_workspace import choose
+from .local_workspace import on_disk
+from .outcome import ToolError as ToolError
+from .outcome import ToolOutput as ToolOutput
 from .paths import resolve
+from .workspace import Target, Workspace
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -60,23 +63,6 @@ ToolKind = Literal[
 ]
 
 A = TypeVar("A", bound="BaseModel")
-R = TypeVar("R")
-
-
-class ToolError(Exception):
-    """A tool failed in a way the model should read (its message is the result)."""
-
-
-@dataclass
-class ToolOutput:
-    """A tool's result.  ``text`` goes back to the model; ``content`` is extra
-    ACP tool-call content for the editor (a diff, a terminal); ``raw_output``
-    is the ``rawOutput`` of the final update."""
-
-    text: str
-    is_error: bool = False
-    content: list[dict[str, Any]] = field(default_factory=list)
-    raw_output: dict[str, Any] | None = None
 
 
 EditorRequest = Callable[[str, dict[str, Any]], Awaitable[Any]]
@@ -145,91 +131,45 @@ class ToolContext:
     emit: Callable[[dict[str, Any]], None] | None = None
     # The session's plans (`acp_bridge.tools.plan`).
     plans: Plans | None = None
+    # Where files are read and written and commands run: the session's, chosen
+    # once from the editor's capabilities (`acp_bridge.tools.workspace.choose`).
+    workspace: Workspace | None = None
 
     def resolve(self, path: str) -> str:
         """``path`` made absolute (relative paths are taken from the session's cwd)."""
         return resolve(path, self.cwd)
 
-    async def read_text(self, path: str, line: int | None = None, limit: int | None = None) -> str:
-        """A text file (or the editor's unsaved buffer of it) through ``fs/read_text_file``
-        when the editor offers it, else from the local disk.
+    def __post_init__(self) -> None:
+        if self.workspace is None:
+            self.workspace = choose(self.capabilities)
 
-        Either way ``path`` is resolved now (symlinks included) and must lie in
-        the session's directories or in a path allowed for this call; the
-        editor is sent the resolved path (`acp_bridge.tools.localfs`)."""
-        if self.capabilities.read_text_file:
-            params: dict[str, Any] = {
-                "sessionId": self.session_id,
-                "path": await self._confined(path, "read"),
-            }
-            if line is not None:
-                params["line"] = line
-            if limit is not None:
-                params["limit"] = limit
-            result = await self.request("fs/read_text_file", params)
-            content = result.get("content") if isinstance(result, dict) else None
-            if not isinstance(content, str):
-                raise ToolError(f"the editor returned no content for {path}")
-            return content
+    async def target(self, path: str, verb: str) -> Target:
+        """``path`` resolved now (symlinks included) and checked: inside the
+        session's directories or a path allowed for this call, not a system
+        path, not a special file.  The one confinement every workspace
+        operation goes through (`acp_bridge.tools.workspace`)."""
         roots, allowed = self.roots, self.allowed
 
-        def read() -> str:
-            return localfs.read_text(path, localfs.Bounds.of(roots, allowed), line, limit)
-
-        return await _on_disk("read", path, read)
-
-    async def write_text(self, path: str, content: str) -> None:
-        """Write through ``fs/write_text_file`` if the editor offers it, else to the
-        local disk: atomically, in the real directory ``path`` resolves to now."""
-        if self.capabilities.write_text_file:
-            target = await self._confined(path, "written")
-            await self.settle(
-                "fs/write_text_file",
-                {"sessionId": self.session_id, "path": target, "content": content},
-            )
-            return
-        roots, allowed = self.roots, self.allowed
-
-        def write() -> None:
-            localfs.write_text(path, localfs.Bounds.of(roots, allowed), content)
-
-        try:
-            await _on_disk("write", path, write)
-        except anyio.get_cancelled_exc_class():
-            # Left to its worker thread: the rename may still happen.
-            self.partial = ToolOutput(
-                f"The user stopped the turn while {path} was being written: it holds "
-                "either its old content or all of the new one.",
-                is_error=True,
-            )
-            raise
-
-    async def _confined(self, path: str, verb: str) -> str:
-        """``path`` resolved and checked now, spelled from its root as the session names it."""
-        roots, allowed = self.roots, self.allowed
-
-        def check() -> str:
+        def check() -> Target:
             bounds = localfs.Bounds.of(roots, allowed)
             real = localfs.confine(path, bounds, verb)
             localfs.check_regular(real, path)
-            return bounds.spelled(real)
+            return Target(path, real, bounds.spelled(real), bounds)
 
-        return await _on_disk(verb, path, check)
+        return await on_disk(verb, path, check)
 
+    async def read_text(self, path: str, line: int | None = None, limit: int | None = None) -> str:
+        """A text file (or the editor's unsaved buffer of it) from the session's
+        workspace: the editor's ``fs/read_text_file`` when it offers it, else the
+        local disk.  Either way ``path`` is resolved and checked now (`target`)."""
+        assert self.workspace is not None
+        return await self.workspace.read_text(self, await self.target(path, "read"), line, limit)
 
-async def _on_disk(verb: str, path: str, work: Callable[[], R]) -> R:
-    """``work()`` in a worker thread (a Stop abandons it), its failures as `ToolError`s."""
-    try:
-        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-    except localfs.Refused as exc:
-        raise ToolError(str(exc)) from None
-    except FileNotFoundError:
-        raise ToolError(f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise ToolError(f"{path} is a directory") from None
-    except OSError as exc:
-        what = "read" if verb == "read" else "write"
-        raise ToolError(f"cannot {what} {path}: {exc.strerror or exc}") from None
+    async def write_text(self, path: str, content: str) -> None:
+        """Write through the session's workspace (``fs/write_text_file``, or the
+        local disk: atomically, in the real directory ``path`` resolves to now)."""
+        assert self.workspace is not None
+        await self.workspace.write_text(self, await self.target(path, "written"), content)
 
 
 class LazyArgs(Generic[A]):

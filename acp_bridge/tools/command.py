@@ -1,14 +1,14 @@
-"""The built-in ``run_command`` tool, through the editor's terminal.
+"""The built-in ``run_command`` tool, through the session's workspace.
 
-``terminal/create`` runs ``/bin/sh -c COMMAND`` in the editor; the terminal
-is embedded in the tool call so the user watches it live; the tool waits for
-the exit (at most ``timeout_s``), reads the output, and always calls
-``terminal/release``.  Stopped or timed out, the terminal is killed
-(``terminal/kill``), its output so far is read, and that partial output is the
-result, with the interruption stated.  The secret variables of the bridge's
-environment (`acp_bridge.tools.secret_env`) are set empty in the command's
-environment.  Without the editor's ``terminal``
-capability the tool says so and runs nothing.
+The workspace (`acp_bridge.tools.workspace`) runs ``/bin/sh -c COMMAND``: in
+the editor's terminal (``terminal/create``, embedded in the tool call so the
+user watches it live), or as a local process.  The tool waits for the exit (at
+most ``timeout_s``), reads the output, and always releases the terminal.
+Stopped or timed out, the command is killed, its output so far is read, and
+that partial output is the result, with the interruption stated.  The secret
+variables of the bridge's environment (`acp_bridge.tools.secret_env`) are set
+empty in the command's environment.  An ACP v1 editor without the
+``terminal`` capability gets no command run: the tool says so.
 """
 
 from __future__ import annotations
@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .base import LazyArgs, Tool, ToolContext, ToolError, ToolOutput
+from .base import LazyArgs, Tool, ToolContext, ToolOutput
 from .paths import truncate
+from .workspace import OUTPUT_BYTE_LIMIT, CommandOutput
 
 if TYPE_CHECKING:
     from .arguments import CommandArgs
-
-OUTPUT_BYTE_LIMIT = 256 * 1024
 
 
 class RunCommand(Tool["CommandArgs"]):
@@ -44,65 +43,46 @@ class RunCommand(Tool["CommandArgs"]):
         return []
 
     async def run(self, args: CommandArgs, ctx: ToolContext) -> ToolOutput:
-        if not ctx.capabilities.terminal:
-            raise ToolError(
-                "the editor offers no terminal (it did not advertise the terminal capability), "
-                "so commands cannot be run in this session"
-            )
+        assert ctx.workspace is not None
         cwd = ctx.resolve(args.cwd) if args.cwd else ctx.cwd
         limit = min(args.timeout_s or ctx.timeout_s, ctx.timeout_s)
-        created = await ctx.settle(
-            "terminal/create",
-            {
-                "sessionId": ctx.session_id,
-                "command": "/bin/sh",
-                "args": ["-c", args.command],
-                "env": [{"name": name, "value": ""} for name in ctx.hidden_env],
-                "cwd": cwd,
-                "outputByteLimit": OUTPUT_BYTE_LIMIT,
-            },
-        )
-        terminal_id = created.get("terminalId") if isinstance(created, dict) else None
-        if not isinstance(terminal_id, str):
-            raise ToolError("the editor did not return a terminal id")
-        ids = {"sessionId": ctx.session_id, "terminalId": terminal_id}
-        embed = {"type": "terminal", "terminalId": terminal_id}
-        ctx.update({"content": [embed]})
+        terminal = await ctx.workspace.start_command(ctx, args.command, cwd)
+        embed = terminal.content
+        if embed:
+            ctx.update({"content": embed})
         try:
             try:
                 with anyio.move_on_after(limit) as waited:
-                    await ctx.request("terminal/wait_for_exit", ids)
+                    await terminal.wait()
                 if waited.cancelled_caught:
-                    await ctx.request("terminal/kill", ids)
-                    out = await ctx.request("terminal/output", ids)
+                    await terminal.kill()
+                    out = await terminal.output()
                     why = f"timed out after {limit:g} s: the command was killed"
                     return _result(args.command, out, embed, ctx, why)
-                out = await ctx.request("terminal/output", ids)
-                return _result(args.command, out, embed, ctx, None)
+                return _result(args.command, await terminal.output(), embed, ctx, None)
             except anyio.get_cancelled_exc_class():
                 # Stopped: kill the command and keep what it printed.
                 why = "interrupted by the user: the command was killed"
                 unread = why + "; its output could not be read"
-                ctx.partial = _result(args.command, None, embed, ctx, unread)
-                await ctx.cleanup("terminal/kill", ids)
-                out = await ctx.cleanup("terminal/output", ids)
-                if out is not None:
-                    ctx.partial = _result(args.command, out, embed, ctx, why)
+                ctx.partial = _result(args.command, CommandOutput(), embed, ctx, unread)
+                stopped = await terminal.stop()
+                if stopped is not None:
+                    ctx.partial = _result(args.command, stopped, embed, ctx, why)
                 raise
         finally:
-            await ctx.cleanup("terminal/release", ids)
+            await terminal.release()
 
 
 def _result(
-    command: str, out: Any, embed: dict[str, Any], ctx: ToolContext, interruption: str | None
+    command: str,
+    out: CommandOutput,
+    embed: list[dict[str, Any]],
+    ctx: ToolContext,
+    interruption: str | None,
 ) -> ToolOutput:
-    output = out.get("output", "") if isinstance(out, dict) else ""
-    output = output if isinstance(output, str) else ""
-    status = out.get("exitStatus") if isinstance(out, dict) else None
-    code = status.get("exitCode") if isinstance(status, dict) else None
-    signal = status.get("signal") if isinstance(status, dict) else None
+    output, code, signal = out.output, out.exit_code, out.signal
     lines = [f"$ {command}", truncate(output, ctx.max_output).rstrip("\n")]
-    if isinstance(out, dict) and out.get("truncated") is True:
+    if out.truncated:
         kept = OUTPUT_BYTE_LIMIT
         lines.append(f"[output truncated by the terminal: only the last {kept} bytes were kept]")
     if interruption is not None:
@@ -115,7 +95,7 @@ def _result(
     return ToolOutput(
         "\n".join(line for line in lines if line),
         is_error=failed,
-        content=[embed],
+        content=list(embed),
         raw_output={
             "exitCode": code,
             "signal": signal,

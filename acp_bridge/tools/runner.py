@@ -392,4 +392,5 @@ class ToolRunner:
             timeout_s=state.tool_timeout,
             emit=turn.emit,
             plans=state.plan_store(),
+            workspace=state.workspace,
         )

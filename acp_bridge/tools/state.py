@@ -16,8 +16,10 @@ from ..log.writer import SessionLog
 from ..redact import SECRETS, Redactor
 from ..update_builders import current_mode_update
 from .base import ClientCapabilities, EditorRequest
+from .editor_workspace import choose
 from .modes import DEFAULT_MODE, MODES, config_option
 from .registry import TOOLS, ToolRegistry
+from .workspace import Workspace
 
 if TYPE_CHECKING:
     from .plans import Plans
@@ -55,6 +57,29 @@ class ToolState:
             self.plans = Plans()
         return self.plans
 
+    # Where the tools read, write and run commands, chosen once for the session
+    # from the editor's capabilities (`acp_bridge.tools.workspace.choose`).
+    workspace: Workspace = field(kw_only=True)
+
+    @classmethod
+    def without_tools(
+        cls, session_id: str, cwd: str, log: SessionLog, emit: Callable[[dict[str, Any]], None]
+    ) -> ToolState:
+        """The state of a session made without tools (a test's): no tool is
+        offered, so every call is answered "unavailable"."""
+        caps = ClientCapabilities()
+        return cls(
+            session_id,
+            cwd,
+            [cwd],
+            caps,
+            _no_editor,
+            log,
+            emit,
+            ToolRegistry(),
+            workspace=choose(caps),
+        )
+
     def set_mode(self, mode: str, via: str) -> bool:
         """Switch the mode (``via``: ``set_mode`` or ``config_option``); False if unchanged."""
         if mode not in MODES:
@@ -76,6 +101,10 @@ class ToolState:
 
     def config_option(self) -> dict[str, Any]:
         return config_option(self.mode)
+
+
+async def _no_editor(method: str, params: dict[str, Any]) -> Any:
+    raise RuntimeError(f"a session without tools makes no editor request ({method})")
 
 
 # The types `from_records` reads (`acp_bridge.log.by_type`).

@@ -13,7 +13,6 @@ history.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 from pathlib import Path
 from typing import Any, cast
@@ -196,7 +195,7 @@ async def test_prompts_that_wait_share_the_lock_until_the_last() -> None:
             order.append(len(order))
             return False
 
-    queue._lock = asyncio.Lock()
+    queue._lock = anyio.Semaphore(1, fast_acquire=True)
     held = anyio.Event()
 
     async def first_then_mark() -> None:

@@ -10,7 +10,6 @@ and leaves.  What it needs of the turn is `StreamingTurn`.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -88,10 +87,8 @@ class StepStream:
 class IdleWatch:
     """Cancels ``scope`` (the turn's) when no stream event arrives for ``limit`` seconds.
 
-    The hot loop only bumps a counter; a timer of the event loop looks at it
-    a few times per limit, which costs nothing per chunk.  A timer, not a
-    task: a step then spawns nothing and cancels nothing to watch its stream
-    (a task and its cancel scope were a tenth of a one-line turn's cost).
+    The hot loop only bumps a counter; `run`, a task beside the step's
+    stream, looks at it a few times per limit, which costs nothing per chunk.
     """
 
     def __init__(self, limit: float | None, scope: anyio.CancelScope) -> None:
@@ -105,35 +102,24 @@ class IdleWatch:
         self.grace_seen = -1
         self.fired = False
         self._scope = scope
-        self._timer: asyncio.TimerHandle | None = None
-        self._last = 0
-        self._quiet = 0.0
 
-    def start(self) -> None:
-        """Start watching (on the event loop); `stop` ends it."""
-        assert self.limit is not None
-        self._last, self._quiet = self.seen, 0.0
-        self._timer = asyncio.get_running_loop().call_later(self.limit / 4, self._tick)
-
-    def stop(self) -> None:
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
-
-    def _tick(self) -> None:
+    async def run(self) -> None:
+        """Watch until the stream has been silent too long (then cancel the
+        scope), or until this task is cancelled."""
         assert self.limit is not None
         tick = self.limit / 4
-        if self.seen != self._last or self.paused:
-            self._last, self._quiet = self.seen, 0.0
-        else:
-            self._quiet += tick
+        last, quiet = self.seen, 0.0
+        while True:
+            await anyio.sleep(tick)
+            if self.seen != last or self.paused:
+                last, quiet = self.seen, 0.0
+                continue
+            quiet += tick
             allowed = self.limit + (self.grace if self.seen == self.grace_seen else 0.0)
-            if self._quiet >= allowed:
-                self._timer = None
+            if quiet >= allowed:
                 self.fired = True
                 self._scope.cancel()
                 return
-        self._timer = asyncio.get_running_loop().call_later(tick, self._tick)
 
 
 class StreamingTurn(UsageTurn, Protocol):

@@ -96,8 +96,7 @@ class StoredMethods:
             if session.prompts.active is not None or session.prompts.waiting:
                 raise SessionBusy(session_id, "loaded again")
             await table.outbox.drain()
-            # Both in worker threads: a long session's file is megabytes.
-            await session.log.read_back()  # what it appends next reads nothing
+            # In a worker thread: a long session's file is megabytes.
             items, others = await anyio.to_thread.run_sync(self._read_for_replay, session.log.path)
             return Opened(session, items, others, False)
         path = self._stored_path(session_id)

@@ -381,30 +381,22 @@ class Turn:
         request = ModelRequest(messages=session.history(), tools=tools, system=self.system)
         self.usage_shown = False
         self.rec.stream_start(stream.attempt, stream.message_id, session.provider.name)
-        # A silent stream cancels the turn's own scope: the cancellation then
-        # leaves the turn, and `run` tells it from a stop by ``silent_for``.
+        # A silent stream cancels the turn's own scope (its deadline): the
+        # cancellation then leaves the turn, and `run` tells it from a stop by
+        # ``silent_for``.
         idle = IdleWatch(self.config.idle_timeout, self.scope)
+        idle.start()
         session.outbox.add_pre_flush(stream.asm.compact)
-        failure: Exception | None = None
         try:
-            async with anyio.create_task_group() as watch:
-                if idle.limit is not None:
-                    watch.start_soon(idle.run)
-                try:
-                    await consume(self, request, stream, idle)
-                except Exception as exc:  # raised as itself, not in a group
-                    failure = exc
-                finally:
-                    watch.cancel_scope.cancel()
+            await consume(self, request, stream, idle)
         finally:
             self.events = None
             session.outbox.remove_pre_flush(stream.asm.compact)
             session.outbox.unmerge_chunks(stream.chunk_prefixes)
-            if idle.fired:
+            idle.stop()
+            if idle.fired and self.cause is None:
                 self.silent_for = idle.limit or 0.0
-        if failure is not None:
-            raise failure
-        if idle.fired:
+        if self.silent_for is not None:
             raise StreamIdleTimeout(idle.limit or 0.0)
         if self.over:
             return None  # stopped: the turn's ending records what was delivered

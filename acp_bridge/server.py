@@ -20,7 +20,6 @@ import anyio.to_thread
 from .acp.agent import Agent
 from .errors import StartupFailed
 from .jsonrpc.connection import Connection, RequestHandler, current_reply
-from .light_tasks import LightTasks
 from .log.writes import save_unwritten
 from .loop.turn import TurnConfig
 from .providers.base import Provider
@@ -160,10 +159,9 @@ async def serve(options: ServeOptions) -> int:
 
     poll_input = InputPoll()
     outbox.poll_input = poll_input
-    # The request handlers (and the turns of the prompts) run in plain asyncio
-    # tasks the group owns.
-    async with anyio.create_task_group() as tg, LightTasks(tg) as tasks:
-        conn.bind(tg, tasks)
+    # The request handlers (and the turns of the prompts) are tasks of the group.
+    async with anyio.create_task_group() as tg:
+        conn.bind(tg)
         agent = Agent(
             conn,
             outbox,

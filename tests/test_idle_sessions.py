@@ -1,19 +1,13 @@
 """What an idle session holds: the units that keep it small.
 
-A session left to rest keeps its model records packed and its request
-estimate's memory of them dropped (`acp_bridge.acp.table.rest`); the last
-`KEEP_UNPACKED` sessions used stay as they are.  The prompt queue holds a
-lock only while prompts run, every session shares the one list of announced
-commands, and a load's garbage-collector pause (`pause_gc`) nests across
-tasks.  That a rested session derives the same history is held by
-tests/test_log_packed.py, and through the agent here: a session prompted
-again after more than `KEEP_UNPACKED` others sends the model its whole
-history.
+The prompt queue holds a lock only while prompts run, every session shares
+the one list of announced commands, and a load's garbage-collector pause
+(`pause_gc`) nests across tasks.  Through the agent: a session prompted again
+after others sends the model its whole history.
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
 from pathlib import Path
 from typing import Any, cast
@@ -22,7 +16,6 @@ import anyio
 import pytest
 from harness import cwd_for_tests, write_script
 
-from acp_bridge.acp.table import KEEP_UNPACKED, SessionTable
 from acp_bridge.commands import catalog
 from acp_bridge.log.upcast import pause_gc
 from acp_bridge.loop.prompts import PromptQueue
@@ -30,80 +23,6 @@ from acp_bridge.providers.scripted import parse_report
 from acp_bridge.testing import NO_CAPABILITIES, AgentLauncher
 
 REPORT = ["message_count", "first_user_text", "last_user_text"]
-
-
-class FakeLog:
-    def __init__(self) -> None:
-        self.packs = 0
-
-    def pack(self) -> bool:
-        self.packs += 1
-        return True
-
-
-class FakeEstimate:
-    def __init__(self) -> None:
-        self.forgotten = 0
-
-    def forget(self) -> None:
-        self.forgotten += 1
-
-
-class FakePrompts:
-    def __init__(self) -> None:
-        self.active: object = None
-        self.waiting: dict[Any, bool] = {}
-
-
-class FakeContext:
-    def __init__(self) -> None:
-        self.estimate = FakeEstimate()
-
-
-class FakeSession:
-    def __init__(self, session_id: str) -> None:
-        self.id = session_id
-        self.log = FakeLog()
-        self.prompts = FakePrompts()
-        self.context = FakeContext()
-
-
-def table() -> SessionTable:
-    return SessionTable(
-        cast(Any, None),
-        cast(Any, None),
-        state_dir="unused",
-        config=cast(Any, None),
-        spawn=lambda task: None,
-        providers=cast(Any, None),
-    )
-
-
-def test_the_sessions_used_before_the_last_few_rest() -> None:
-    t = table()
-    sessions = [FakeSession(f"s{i}") for i in range(KEEP_UNPACKED + 3)]
-    for session in sessions:
-        t.used(cast(Any, session))
-    assert [s.log.packs for s in sessions] == [1, 1, 1] + [0] * KEEP_UNPACKED
-    assert [s.context.estimate.forgotten for s in sessions[:3]] == [1, 1, 1]
-    # Used again: it is among the last ones, and the oldest of those rests.
-    t.used(cast(Any, sessions[0]))
-    assert sessions[0].log.packs == 1
-    assert sessions[3].log.packs == 1
-    assert list(t.recent) == [s.id for s in sessions[4:]] + ["s0"]
-
-
-def test_a_session_with_a_prompt_running_or_waiting_does_not_rest() -> None:
-    t = table()
-    busy, waiting = FakeSession("busy"), FakeSession("waiting")
-    busy.prompts.active = object()
-    waiting.prompts.waiting[7] = False
-    t.used(cast(Any, busy))
-    t.used(cast(Any, waiting))
-    for i in range(KEEP_UNPACKED):
-        t.used(cast(Any, FakeSession(f"s{i}")))
-    assert busy.log.packs == 0
-    assert waiting.log.packs == 0
 
 
 class FakeOutbox:
@@ -196,7 +115,7 @@ async def test_prompts_that_wait_share_the_lock_until_the_last() -> None:
             order.append(len(order))
             return False
 
-    queue._lock = asyncio.Lock()
+    queue._lock = anyio.Semaphore(1, fast_acquire=True)
     held = anyio.Event()
 
     async def first_then_mark() -> None:
@@ -222,7 +141,7 @@ async def test_prompts_that_wait_share_the_lock_until_the_last() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_session_left_to_rest_sends_the_model_its_whole_history(
+async def test_a_session_prompted_after_others_sends_the_model_its_whole_history(
     acp_agent: AgentLauncher, tmp_path: Path
 ) -> None:
     script = {
@@ -237,7 +156,7 @@ async def test_a_session_left_to_rest_sends_the_model_its_whole_history(
         await agent.initialize(NO_CAPABILITIES)
         first = await agent.new_session(cwd)
         await first.prompt("What is the capital of France?")
-        others = [await agent.new_session(cwd) for _ in range(KEEP_UNPACKED + 1)]
+        others = [await agent.new_session(cwd) for _ in range(9)]
         for other in others:
             await other.prompt("Hello?")
         again = await first.prompt("And its river?")

@@ -187,12 +187,12 @@ def test_a_file_read_a_slice_at_a_time_leaves_odd_lines_to_load_log(
         {"type": "turn/end", "turn": 1, "reason": "end_turn"},
     ]
     path = as_file(records, tmp_path / "log.jsonl")
-    read = read_for_replay(path, pack=True)
+    read = read_for_replay(path)
     assert read is not None
     assert read[0].valid_size == path.stat().st_size
     assert read[0].next_seq == len(records)
     path.write_bytes(damage(path.read_bytes()))
-    assert read_for_replay(path, pack=True) is None
+    assert read_for_replay(path) is None
 
 
 # -- through the agent ---------------------------------------------------------------

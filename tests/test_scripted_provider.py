@@ -524,10 +524,9 @@ async def test_exhausted_script_repeat_last() -> None:
 
 @pytest.mark.anyio
 async def test_a_repeated_response_streams_what_it_compiles_to_afresh() -> None:
-    """A response's operations are compiled once and shared by later requests
-    (`acp_bridge.providers.scripted._COMPILED`, one table for every session's
-    provider of a script): each stream is still the one a fresh compilation
-    gives, and one that reports on its request is compiled anew."""
+    """Each stream of a repeated response is the one a fresh compilation
+    gives, in every session's provider of a script, and one that reports on
+    its request is compiled for that request."""
     p = provider(
         [
             {"text": "Done.", "chunk_size": 2},

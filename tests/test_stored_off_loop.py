@@ -11,16 +11,57 @@ up the log's lock.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from test_log_dropped import bridge_with, watch
+from support.harness import cwd_for_tests
 
 from acp_bridge.log import reopen
+
+PARIS = {"responses": [{"events": [{"text": "Paris."}]}], "when_exhausted": "repeat_last"}
+
+
+def on_event_loop() -> bool:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def watch(name: str, read: Any, reads: list[tuple[str, bool]]) -> Any:
+    """``read``, noting in ``reads`` each call as (``name``, whether on an event loop)."""
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        reads.append((name, on_event_loop()))
+        return read(*args, **kwargs)
+
+    return watched
+
+
+@contextlib.asynccontextmanager
+async def bridge_with(
+    state_dir: Path, prepare: Callable[[Any, str], Awaitable[str]]
+) -> AsyncIterator[tuple[Any, Any, str, str]]:
+    """A bridge on pipes answering `PARIS`, initialized, and a session that
+    ``prepare(client, cwd)`` made: (served, client, its id, cwd), inside a
+    30 s guard."""
+    from support.pipe_peer import bridge_on_pipes
+
+    cwd = cwd_for_tests()
+    async with bridge_on_pipes(PARIS, str(state_dir)) as served:
+        with anyio.fail_after(30):
+            await served.client.initialize()
+            sid = await prepare(served.client, cwd)
+            yield served, served.client, sid, cwd
 
 
 async def closed_session(client: Any, cwd: str) -> str:

@@ -27,7 +27,7 @@ from .prompt_turns import run_command, run_compact, run_prompt, run_regenerate
 from .table import SessionTable, require_directory
 
 if TYPE_CHECKING:
-    from ..loop.session import Session
+    pass
 
 __all__ = ["LiveMethods"]
 
@@ -98,7 +98,7 @@ class LiveMethods:
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         from . import tool_session  # the tools load off the start-up path
 
-        session = await self._in_use(params)
+        session = self.table.get(params)
         if params.get("configId") == tool_session.MODE_OPTION:
             return tool_session.set_mode_option(session, params)
         config_options.set_option(session.provider, params)
@@ -107,15 +107,7 @@ class LiveMethods:
     async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
         from . import tool_session  # the tools load off the start-up path
 
-        return tool_session.set_mode(await self._in_use(params), params)
-
-    async def _in_use(self, params: dict[str, Any]) -> Session:
-        """The session ``params`` names, its records read back in a worker thread
-        if it dropped them (`SessionLog.read_back`): what it appends next then
-        reads no file on the event loop."""
-        session = self.table.get(params)
-        await session.log.read_back()
-        return session
+        return tool_session.set_mode(self.table.get(params), params)
 
     # -- prompt turns ------------------------------------------------------------
 

@@ -65,14 +65,11 @@ async def run_turn(
             # The editor is gone or we were told to stop: start nothing.
             return None
         _check_log_writable(table, session)
-        _read_back(session)
         if not _before_turn(table, session, blocks):
             return None
         table.mcp.before_turn(session, blocks)
         return kind()
 
-    await session.log.read_back()  # the records an idle session dropped
-    table.used(session)
     try:
         host = _PromptHost(table, reply, session, before_start)
         turn = await session.prompts.run(reply.id, host)
@@ -107,7 +104,6 @@ async def run_regenerate(
     table: SessionTable, reply: Reply, session: Session, command: list[dict[str, Any]] | None
 ) -> None:
     """A regenerate turn for ``session``, answered like a prompt (``stopReason``)."""
-    await session.log.read_back()  # the records an idle session dropped
     prompts = session.prompts
     others = [rid for rid in prompts.waiting if rid != reply.id]
     if prompts.active is not None or others:
@@ -185,19 +181,6 @@ def _check_log_writable(table: SessionTable, session: Session) -> None:
     except OSError as exc:
         reason = f"{exc.strerror or exc}"
         raise LogNotWritable(file.path, reason, len(file.pending), lost=False) from exc
-
-
-def _read_back(session: Session) -> None:
-    """The model records of a session that dropped them while idle, read back
-    from its log now if `SessionLog.read_back` could not: a file that no
-    longer holds what the session wrote refuses the turn, as a lost log does."""
-    log = session.log
-    if not log.dropped:
-        return
-    try:
-        log.history  # noqa: B018 (read back)
-    except LogFileLost as exc:
-        raise LogNotWritable(log.path, f"{exc.strerror}", 0, lost=True) from None
 
 
 class _PromptHost:

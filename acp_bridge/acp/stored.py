@@ -100,8 +100,7 @@ class StoredMethods:
             if session.prompts.active is not None or session.prompts.waiting:
                 raise SessionBusy(session_id, "loaded again")
             await table.outbox.drain()
-            # Both in worker threads: a long session's file is megabytes.
-            await session.log.read_back()  # what it appends next reads nothing
+            # In a worker thread: a long session's file is megabytes.
             if client is not None:
                 client_prompt.keep(session, params["systemPrompt"])
                 session.context.client_prompt = client

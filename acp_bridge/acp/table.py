@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine
-from typing import Any, Final
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -76,8 +75,6 @@ class SessionTable:
         self.announced: set[str] = set()
         # The MCP servers of the sessions (acp_bridge.mcp).
         self.mcp = McpHub(spawn)
-        # The sessions used last, least recent first (`used`).
-        self.recent: OrderedDict[str, Session] = OrderedDict()
 
     # -- finding a session -------------------------------------------------------
 
@@ -126,18 +123,7 @@ class SessionTable:
 
         opt_in(session, self.client_capabilities)
         context.cost, context.currency = cost_so_far(records or ())
-        self.used(session)
         return session
-
-    def used(self, session: Session) -> None:
-        """``session`` is being used (opened, prompted).  Those used less
-        recently than the last `KEEP_UNPACKED` are left to rest (`rest`)."""
-        recent = self.recent
-        recent[session.id] = session
-        recent.move_to_end(session.id)
-        while len(recent) > KEEP_UNPACKED:
-            _, oldest = recent.popitem(last=False)
-            rest(oldest)
 
     async def prepare_context(self, session: Session) -> None:
         """Build the session's system prompt now (reading its instruction files), so
@@ -171,7 +157,6 @@ class SessionTable:
         """Stop the session's running and queued prompts, then free it."""
         # Gone from the table first: a queued prompt then starts nothing.
         self.sessions.pop(session.id, None)
-        self.recent.pop(session.id, None)
         session.prompts.cancel(self.spawn, "user")
         active = session.prompts.active
         if active is not None:
@@ -196,21 +181,6 @@ class SessionTable:
         for turn in turns:
             await turn.settled.wait()
         await self.mcp.close_all()
-
-
-# The sessions that keep their history unpacked, the last used (see `rest`).
-KEEP_UNPACKED: Final = 8
-
-
-def rest(session: Session) -> None:
-    """What an idle session holds, made small: its model records packed
-    (`acp_bridge.log.writer.SessionLog.pack`) and its request estimate's
-    memory of them dropped; both come back when the session is next used.
-    A session with a prompt running or waiting is left as it is."""
-    if session.prompts.active is not None or session.prompts.waiting:
-        return
-    if session.log.pack():
-        session.context.estimate.forget()
 
 
 async def require_directory(path: str, field: str) -> None:

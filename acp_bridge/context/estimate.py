@@ -192,15 +192,6 @@ class RequestEstimate:
         self._tools: object = None
         self._tools_tokens = 0
 
-    def forget(self) -> None:
-        """Drop what is remembered of the log's records and the history (those
-        of a session left idle are packed, `acp_bridge.log.writer.SessionLog.pack`):
-        the next call measures them again from the start, as a new estimate
-        would.  The tools' tokens stay."""
-        self._records, self._scanned = None, 0
-        self._excluded = self._replaced = _NONE
-        self._candidates, self._stable, self._sizes, self._totals = [], None, [], (0, 0)
-
     def next_request_tokens(
         self,
         records: Sequence[Record],

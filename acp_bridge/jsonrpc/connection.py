@@ -2,14 +2,14 @@
 
 The connection does no I/O of its own.  Bytes arrive through `feed`;
 everything it writes goes through a `FrameWriter` (in the server, the
-process's ordered outbox).  Each incoming request runs in its own task (in the
-server a plain asyncio task, `acp_bridge.light_tasks`) inside its own cancel
-scope, so a notification such as ``session/cancel`` is handled while a long
-``session/prompt`` is still running, and ``$/cancel_request`` can cancel a
-request by id (its handler then answers ``-32800``).  A method that answers
+process's ordered outbox).  Each incoming request runs in its own task of
+the server's task group, inside its own cancel scope, so a notification such
+as ``session/cancel`` is handled while a long ``session/prompt`` is still
+running, and ``$/cancel_request`` can cancel a request by id (its handler
+then answers ``-32800``).  A method that answers
 ``$/cancel_request`` itself (a cancel hook: ``session/prompt`` answers with
-the ``cancelled`` stop reason) is never cancelled that way, and runs without
-a scope.
+the ``cancelled`` stop reason) is never cancelled that way: the hook is called
+instead, and the request's scope is left to the task group's end.
 
 Outgoing requests (`Connection.request`) wait in a table keyed by their id.
 A response resolves its entry with the result or a `RemoteError`; cancelling
@@ -37,7 +37,6 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from ..light_tasks import LightTasks
 from .errors import RemoteError, RequestId, RpcError, is_out_of_descriptors
 from .framing import FrameTooLarge, LineFramer
 from .messages import (
@@ -120,23 +119,6 @@ RequestHandler = Callable[[dict[str, Any]], Awaitable[Any]]
 NotificationHandler = Callable[[dict[str, Any]], None]
 
 
-class _NoScope:
-    """Stands for the cancel scope of a request that needs none (it has a
-    cancel hook): entering it costs nothing, and it is never cancelled."""
-
-    __slots__ = ()
-    cancelled_caught = False
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_NO_SCOPE = _NoScope()
-
-
 class Connection:
     def __init__(self, outbox: FrameWriter, *, max_frame: int | None = None) -> None:
         self.outbox = outbox
@@ -152,7 +134,7 @@ class Connection:
         self.arrival_hooks: dict[str, Callable[[RequestId, dict[str, Any]], None]] = {}
         # Spawns a request's handler (see `bind`).
         self._spawn: Callable[..., object] | None = None
-        self._in_flight: dict[RequestId, tuple[Request, anyio.CancelScope | _NoScope, Reply]] = {}
+        self._in_flight: dict[RequestId, tuple[Request, anyio.CancelScope, Reply]] = {}
         self._idle = anyio.Event()
         self.closed = False
         # Outgoing requests waiting for their response, by id.
@@ -163,10 +145,9 @@ class Connection:
         self._ids = count()
         self._gone: str | None = None
 
-    def bind(self, tg: TaskGroup, tasks: LightTasks | None = None) -> None:
-        """Run request handlers in tasks of ``tg``, or in the plain asyncio
-        tasks of ``tasks`` (which ``tg`` owns; see `acp_bridge.light_tasks`)."""
-        self._spawn = tg.start_soon if tasks is None else tasks.spawn
+    def bind(self, tg: TaskGroup) -> None:
+        """Run request handlers in tasks of ``tg``."""
+        self._spawn = tg.start_soon
 
     # -- incoming ----------------------------------------------------------
 
@@ -200,9 +181,7 @@ class Connection:
             self.outbox.send(encode_error(req.id, RpcError.method_not_found(req.method)))
             return
         assert self._spawn is not None, "Connection.bind() first"
-        # A method that answers ``$/cancel_request`` itself is never cancelled
-        # through a scope of the request: it runs without one.
-        scope = _NO_SCOPE if req.method in self.cancel_hooks else anyio.CancelScope()
+        scope = anyio.CancelScope()
         reply = Reply(self.outbox, req.id)
         self._in_flight[req.id] = (req, scope, reply)
         arrival = self.arrival_hooks.get(req.method)
@@ -227,7 +206,7 @@ class Connection:
         self,
         req: Request,
         handler: RequestHandler,
-        scope: anyio.CancelScope | _NoScope,
+        scope: anyio.CancelScope,
         reply: Reply,
     ) -> None:
         current_reply.set(reply)
@@ -272,7 +251,7 @@ class Connection:
                 hook = self.cancel_hooks.get(req.method)
                 if hook is not None:
                     hook(req.id, req.params)
-                elif isinstance(scope, anyio.CancelScope):
+                else:
                     scope.cancel()
             return
         handler = self.notifications.get(note.method)

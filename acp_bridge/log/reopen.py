@@ -127,12 +127,12 @@ def reopen(path: str, outbox: RecordWriter, read: Read | None = None) -> Reopene
     """Open an existing log for appending (the caller holds its `SessionLock`),
     from ``read`` (what `read_to_reopen` returned) or reading it now."""
     loaded, items = read_to_reopen(path) if read is None else read
-    slog = SessionLog(path, outbox, next_seq=loaded.next_seq, size=loaded.valid_size)
+    slog = SessionLog(path, outbox, next_seq=loaded.next_seq)
     records = loaded.records
     closed: list[Record] = []
     kinds = loaded.kinds
     with gc_paused():
-        slog.restore(records, kinds, loaded.model_pack)
+        slog.restore(records, kinds)
         for kind, turn, step, fields in closing_records(records):
             record = slog.append(kind, turn, step, **fields)
             closed.append(record)
@@ -148,7 +148,7 @@ def reopen(path: str, outbox: RecordWriter, read: Read | None = None) -> Reopene
 
 def _read(path: str, for_replay: bool) -> tuple[LoadedLog, list[Item] | None]:
     if for_replay:
-        read = read_for_replay(path, pack=True)
+        read = read_for_replay(path)
         # The runs leave out deltas; the last turn's records decide alone
         # whether it ended (only an open turn needs its deltas, to close it).
         if read is not None and last_turn(read[0].records).ended:

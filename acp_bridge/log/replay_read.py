@@ -10,9 +10,6 @@ slice, keeps the other records as they are and folds each run of
 consecutive one-part deltas of one attempt, turn and kind into a `DeltaRun`
 of their texts.  The replay (`acp_bridge.log.replay`) turns a run into
 exactly the chunks the deltas would have given, one per text, in order.
-For a session opened from the log it also serializes, slice by slice, the
-model records the session keeps (`acp_bridge.log.model_records.model_pack`) while
-they are fresh in the cache, rather than all of them later.
 
 Each slice is parsed and checked as `acp_bridge.log.upcast.load_log` checks a
 whole file on its fast path (today's version, ``seq`` contiguous from 0, a
@@ -32,7 +29,6 @@ from typing import Any, BinaryIO, Final
 
 import orjson
 
-from .model_records import join_packs, model_pack
 from .records import FORMAT_VERSION
 from .upcast import LoadedLog, gc_paused, record_types
 
@@ -43,7 +39,7 @@ Record = dict[str, Any]
 # About how many bytes of lines are read and parsed at once: big enough that
 # a call costs nothing, small enough that a slice's dicts fit in the memory
 # the previous slice's freed (fresh memory costs a page fault per page) and
-# stay in the cache while they are checked, folded and packed (a 100,000-record
+# stay in the cache while they are checked and folded (a 100,000-record
 # read took about a tenth less than with slices four times as big).
 SLICE_BYTES: Final = 64 * 1024
 
@@ -64,15 +60,12 @@ class DeltaRun:
 Item = Record | DeltaRun
 
 
-def read_for_replay(
-    path: str | os.PathLike[str], *, pack: bool = False
-) -> tuple[LoadedLog, list[Item]] | None:
+def read_for_replay(path: str | os.PathLike[str]) -> tuple[LoadedLog, list[Item]] | None:
     """The log at ``path`` and its items in order: each record a dict, but
     the runs of deltas (`DeltaRun`).  The log's ``records`` are the dicts
-    alone, with their ``kinds``, and with ``pack`` its ``model_pack`` (for a
-    session opened from the log).  None if the file needs `load_log`."""
+    alone, with their ``kinds``.  None if the file needs `load_log`."""
     with open(path, "rb") as file, gc_paused():
-        return _read(_slices(file), pack)
+        return _read(_slices(file))
 
 
 def _slices(file: BinaryIO) -> Iterator[bytes | None]:
@@ -96,14 +89,13 @@ def _slices(file: BinaryIO) -> Iterator[bytes | None]:
         yield None
 
 
-def _read(slices: Iterable[bytes | None], pack: bool) -> tuple[LoadedLog, list[Item]] | None:
+def _read(slices: Iterable[bytes | None]) -> tuple[LoadedLog, list[Item]] | None:
     items: list[Item] = []
     records: list[Record] = []
     kinds: list[str] = []
     seq = 0
     size = 0
     run: DeltaRun | None = None
-    packs: list[bytes] | None = [] if pack else None
     for lines in slices:
         if not lines:
             return None  # a torn last line (None), or a blank line: load_log's to read
@@ -116,14 +108,6 @@ def _read(slices: Iterable[bytes | None], pack: bool) -> tuple[LoadedLog, list[I
         if found is None:
             return None
         seq += len(values)
-        # What the session keeps of the model records, serialized while the
-        # slice's dicts are fresh in the cache (later, a pass over all of
-        # them, scattered over the heap, took about twice as long).
-        if packs is not None:
-            try:
-                packs.append(model_pack(values, found))
-            except (TypeError, orjson.JSONEncodeError):  # nested too deep to write
-                packs = None  # restore sees to it (it keeps the dicts)
         if DELTA not in found:
             items += values
             records += values
@@ -134,8 +118,7 @@ def _read(slices: Iterable[bytes | None], pack: bool) -> tuple[LoadedLog, list[I
         del values
     if not size:
         return None  # an empty file: load_log's to read
-    packed = None if packs is None else join_packs(packs)
-    return LoadedLog(records, seq, size, False, [], kinds, packed), items
+    return LoadedLog(records, seq, size, False, [], kinds), items
 
 
 def _fold(

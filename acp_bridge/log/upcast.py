@@ -84,9 +84,6 @@ class LoadedLog:
     skipped: list[str] = field(default_factory=list)
     # The type of each record, when the fast path has it already (else None).
     kinds: list[str] | None = None
-    # What `acp_bridge.log.writer.SessionLog.restore` keeps of the records
-    # (`acp_bridge.log.model_records.model_pack`), when the read made it already.
-    model_pack: bytes | None = None
 
 
 _VERSION = itemgetter("v")

@@ -11,19 +11,12 @@ the frames it describes; the writer writes a batch's log records before its
 frames, so a crash at any moment loses nothing the editor received.
 
 The log writes through a `RecordWriter` (the process's ordered writer
-implements it) and the `LogTarget` files it opens.  Its one read is of its
-own file: a session loaded and left idle drops its model records when the
-file holds every byte the log appended (`drop`), and reads them back from
-the file when they are next needed (the file is the source of truth, the
-log its only writer); a file that no longer holds exactly those bytes is
-then an error.
+implements it) and the `LogTarget` files it opens; it never reads them.
 """
 
 from __future__ import annotations
 
-import errno
 import time
-import zlib
 from collections.abc import Callable
 from itertools import compress
 from typing import Any, Final, Protocol
@@ -106,52 +99,30 @@ class RecordWriter(Protocol):
 
 dumps = orjson.dumps
 
-# The model records of a log read back are kept compressed below this many
-# bytes of JSON (a few turns compress about sixfold, in well under a
-# millisecond); a longer log keeps its JSON as it is, so that its load does
-# not wait for the compression.
-ZIP_BELOW: Final = 256 * 1024
-
 
 class SessionLog:
     __slots__ = (
         "_attempt",
-        "_dropped",
-        "_history",
         "_last",
-        "_packed",
         "_parts",
-        "_size",
         "_step",
         "_t0",
         "_timed",
         "_turn",
-        "_zipped",
         "file",
+        "history",
         "outbox",
         "path",
         "seq",
     )
 
-    def __init__(
-        self, path: str, outbox: RecordWriter, *, next_seq: int = 0, size: int | None = None
-    ) -> None:
+    def __init__(self, path: str, outbox: RecordWriter, *, next_seq: int = 0) -> None:
         self.path = path
         self.outbox = outbox
         self.file = outbox.open_log(path, create=next_seq == 0)
         # The model-relevant records (MODEL_TYPES), in order, and the model
-        # history they project onto, brought up to date when it is asked for
-        # (`history`).  A log read back keeps them serialized (``_packed``)
-        # until the session is used.
-        self._history: HistoryProjection | None = HistoryProjection()
-        self._packed: bytes | None = None
-        self._zipped = False
-        # The byte length of the file once everything appended is written:
-        # ``size`` of a log continued (None if not known: then the records
-        # are never dropped), 0 for a new one; and whether the model records
-        # were dropped, to be read back from the file (`drop`).
-        self._size: int | None = 0 if next_seq == 0 else size
-        self._dropped = False
+        # history they project onto, brought up to date when it is asked for.
+        self.history = HistoryProjection()
         self.seq = next_seq
         self._attempt: str | None = None
         self._turn = 0
@@ -164,126 +135,14 @@ class SessionLog:
         # granularity of the writes to the editor.
         self._timed = bytearray()
 
-    def restore(
-        self,
-        records: list[dict[str, Any]],
-        kinds: list[str] | None = None,
-        packed: bytes | None = None,
-    ) -> None:
-        """Start the in-memory history from the records of a log read back.
-
-        They are kept as one JSON array until the history or the records are
-        first asked for (`history`), compressed when it is small enough to
-        cost no more than a millisecond (`ZIP_BELOW`): a session loaded and
-        left idle holds a few bytes per record, not the dicts (dozens of
-        times that), and one never used costs no projection.  They are the records of the file
-        as read, so they serialize, and read back equal (a test compares
-        the history derived after a round trip with the eager one).
-        A session that rests before it is used drops even these (`pack`,
-        `drop`): kept until then, they spare a prompt right after a load a
-        read of the file.  ``packed``: that array already (`model_pack` of
-        the records), made by the read while each slice of them was fresh.
-        """
-        if packed is not None:
-            self._set_pack(packed)
-            return
+    def restore(self, records: list[dict[str, Any]], kinds: list[str] | None = None) -> None:
+        """Start the in-memory history from the records of a log read back
+        (``kinds``: the type of each record, when the read has them)."""
         if kinds is None:
             model = [record for record in records if record.get("type") in MODEL_TYPES]
-        else:  # ``kinds``: the type of each record (one pass over strings, not the dicts)
+        else:  # one pass over strings, not the dicts
             model = list(compress(records, map(MODEL_TYPES.__contains__, kinds)))
-        kept = [for_history(record) for record in model]
-        if not self._pack(kept):  # not JSON data: keep the dicts
-            self._history, self._packed = HistoryProjection(kept), None
-
-    def pack(self) -> bool:
-        """Make a session left idle small: keep its model records serialized
-        until the history is next asked for, as a log read back does
-        (`restore`), a few bytes per record instead of the dicts and the
-        messages projected from them; a log read back and not used since
-        keeps none (`drop`: its file holds them).  A session in use keeps
-        its pack: reading its whole file back at each use, as sessions take
-        turns, would churn memory more than the pack costs.  Not while a
-        stream is open; False when nothing was packed or dropped (already
-        done, a stream open, not JSON data)."""
-        if self._attempt is not None or self._parts:
-            return False
-        history = self._history
-        if history is None:
-            return self.drop()
-        return self._pack(history.records)
-
-    def drop(self) -> bool:
-        """Keep no model records: they are read back from the file when next
-        needed (`history`).  Only when the file holds exactly what this log
-        appended (its length is the log's, nothing is left to write) and no
-        stream is open; False otherwise, or if they are dropped already."""
-        if self._dropped or self._size is None or self._attempt is not None or self._parts:
-            return False
-        file = self.file
-        if file.pending or file.error is not None or getattr(file, "lost", None) is not None:
-            return False
-        if getattr(file, "size", None) != self._size:
-            return False
-        self._history, self._packed, self._dropped = None, None, True
-        return True
-
-    @property
-    def dropped(self) -> bool:
-        """Whether the model records are to be read back from the file (`drop`)."""
-        return self._dropped
-
-    async def read_back(self) -> None:
-        """Read the dropped model records back in a worker thread (the file of
-        a long session is megabytes), so that the history asked for next
-        costs no read on the event loop.  A read that fails here is left to
-        that next ask, which reports it."""
-        if not self._dropped:
-            return
-        import anyio.to_thread
-
-        seq, size = self.seq, self._size
-        try:
-            records = await anyio.to_thread.run_sync(_model_records, self.path, seq, size)
-        except OSError:
-            return
-        if self._dropped and (self.seq, self._size) == (seq, size):
-            self._dropped = False
-            self._history = HistoryProjection(records)
-
-    def _pack(self, records: list[dict[str, Any]]) -> bool:
-        try:
-            packed = dumps(records)
-        except (TypeError, orjson.JSONEncodeError):
-            return False
-        self._set_pack(packed)
-        return True
-
-    def _set_pack(self, packed: bytes) -> None:
-        self._zipped = len(packed) <= ZIP_BELOW
-        self._history, self._packed = None, _zip(packed) if self._zipped else packed
-
-    @property
-    def history(self) -> HistoryProjection:
-        """The model history of the log (`HistoryProjection`), unpacked on first use."""
-        history = self._history
-        if history is None and self._dropped:
-            records = _model_records(self.path, self.seq, self._size)
-            self._dropped = False
-            history = self._history = HistoryProjection(records)
-        elif history is None:
-            packed, self._packed = self._packed, None
-            if packed is not None and self._zipped:
-                packed = _unzip(packed)
-            history = self._history = HistoryProjection(
-                orjson.loads(packed) if packed is not None else None
-            )
-        return history
-
-    @property
-    def packed(self) -> bool:
-        """Whether the records of a log read back are still serialized or
-        dropped (not yet used)."""
-        return self._history is None
+        self.history = HistoryProjection([for_history(record) for record in model])
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -297,8 +156,6 @@ class SessionLog:
         """`append` with the fields as a dict of the caller's (not copied: the
         turn's recorder builds each record's fields once, and a record is
         encoded once, on this path)."""
-        if self._dropped:
-            self.history  # noqa: B018 (read back while the file holds exactly this log)
         if self._parts:
             self._flush_delta()
         record = new_record(self.seq, type, turn, step, fields)
@@ -314,8 +171,6 @@ class SessionLog:
             # Stop's interrupted message is appended while the editor waits
             # for the answer, and taking it in is most of that append's cost.
             self.history.records.append(for_history(record))
-        if self._size is not None:
-            self._size += len(data)
         self.outbox.write_log(self.file, data)
         return record
 
@@ -405,58 +260,3 @@ class SessionLog:
     def sync(self) -> None:
         """Ask for an fsync once everything queued so far is written."""
         self.outbox.fsync_log(self.file)
-
-
-# Small packs are compressed harder, with a preset dictionary of what every
-# log's model records repeat (the fields, the usual values): a short idle
-# session's records then take a few hundred bytes.  Larger ones are
-# compressed fast, so that a load does not wait for it.
-ZIP_HARD_BELOW: Final = 32 * 1024
-_ZDICT: Final = (
-    b'{"v":1,"seq":0,"at":1700000000.0,"type":"turn/start","turn":1,"step":0},'
-    b'{"v":1,"seq":1,"at":1700000000.0,"type":"user/message","turn":1,"step":0,'
-    b'"content":[{"type":"text","text":""}],"prompt":[{"type":"text","text":""}]},'
-    b'{"v":1,"seq":2,"at":1700000000.0,"type":"assistant/message","turn":1,"step":1,'
-    b'"attempt":"att_","message_id":"msg_","content":[{"type":"reasoning","text":""},'
-    b'{"type":"text","text":""},{"type":"tool_call","id":"","name":"","input":{}}],'
-    b'"interrupted":false,"finish":"end_turn","usage":{"input_tokens":0,"output_tokens":0}},'
-    b'{"v":1,"seq":3,"at":1700000000.0,"type":"tool/result","turn":1,"step":1,'
-    b'"tool_call_id":"","is_error":false,"content":[{"type":"text","text":""}]},'
-    b'{"v":1,"seq":4,"at":1700000000.0,"type":"turn/end","turn":1,"step":0,'
-    b'"reason":"end_turn","forced":false}'
-)
-
-
-def _zip(data: bytes) -> bytes:
-    level = 9 if len(data) <= ZIP_HARD_BELOW else 1
-    packer = zlib.compressobj(level, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, _ZDICT)
-    return packer.compress(data) + packer.flush()
-
-
-def _unzip(data: bytes) -> bytes:
-    return zlib.decompressobj(-15, zdict=_ZDICT).decompress(data)
-
-
-def _model_records(path: str, seq: int, size: int | None) -> list[dict[str, Any]]:
-    """The model records of the log file at ``path``, as `SessionLog.restore`
-    keeps them; `LogFileLost` unless the file holds ``seq`` records in ``size``
-    bytes, as the log that dropped them left it."""
-    from .errors import LogCorrupt
-    from .logfile import LogFileLost
-    from .replay_read import read_for_replay
-    from .upcast import load_log
-
-    try:
-        # Read as a load reads it (the deltas folded, their dicts freed as it
-        # goes), or whole when the file needs more than a glance.
-        read = read_for_replay(path)
-        loaded = read[0] if read is not None else load_log(path)
-    except (LogCorrupt, FileNotFoundError) as exc:
-        raise LogFileLost(errno.ESTALE, f"its records cannot be read back: {exc}") from None
-    if loaded.torn or loaded.next_seq != seq or loaded.valid_size != size:
-        raise LogFileLost(
-            errno.ESTALE,
-            f"its records cannot be read back: the file holds {loaded.next_seq} records "
-            f"in {loaded.valid_size} bytes, not the {seq} in {size} this session wrote",
-        )
-    return [for_history(r) for r in loaded.records if r.get("type") in MODEL_TYPES]

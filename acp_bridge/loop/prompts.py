@@ -20,7 +20,6 @@ told about:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Protocol
 
@@ -66,10 +65,10 @@ class PromptQueue:
     def __init__(self, session: SessionCore) -> None:
         self.session = session
         # Made when a prompt comes, dropped when none is left (an idle session
-        # holds none: a lock is most of an idle queue).  asyncio's: taken
-        # without a trip through the event loop when no other prompt of the
-        # session holds it (anyio's yields every time).
-        self._lock: asyncio.Lock | None = None
+        # holds none).  A semaphore, not a lock: the turn's ending frees it,
+        # in whichever task ends the turn (see `_run`); taken without a trip
+        # through the event loop when no other prompt of the session holds it.
+        self._lock: anyio.Semaphore | None = None
         self._users = 0  # prompts holding or waiting for the lock
         # Prompts received and not started yet, by request id: True once a
         # cancel has covered them.
@@ -103,7 +102,7 @@ class PromptQueue:
         """Run one prompt's turn when its time comes; None when it started none."""
         lock = self._lock
         if lock is None:
-            lock = self._lock = asyncio.Lock()
+            lock = self._lock = anyio.Semaphore(1, fast_acquire=True)
         self._users += 1
         try:
             return await self._run(lock, request_id, host)
@@ -115,7 +114,7 @@ class PromptQueue:
                 self.waiting = {}  # a dict that held entries keeps its table
 
     async def _run(
-        self, lock: asyncio.Lock, request_id: RequestId, host: PromptHost
+        self, lock: anyio.Semaphore, request_id: RequestId, host: PromptHost
     ) -> Turn | None:
         config, spawn = host.config, host.spawn
         await lock.acquire()

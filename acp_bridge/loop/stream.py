@@ -10,7 +10,7 @@ and leaves.  What it needs of the turn is `StreamingTurn`.
 
 from __future__ import annotations
 
-import asyncio
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -85,54 +85,56 @@ class StepStream:
 
 
 class IdleWatch:
-    """Cancels ``scope`` (the turn's) when no stream event arrives for ``limit`` seconds.
-
-    The hot loop only bumps a counter; a timer of the event loop looks at it
-    a few times per limit, which costs nothing per chunk.  A timer, not a
-    task: a step then spawns nothing and cancels nothing to watch its stream
-    (a task and its cancel scope were a tenth of a one-line turn's cost).
-    """
+    """Ends a stream that sends no event for ``limit`` seconds, through the
+    deadline of ``scope`` (the turn's): the deadline is moved forward as
+    events come, at most a few times per limit, so it costs nothing per
+    chunk, and it fires between ``limit`` and 1.25 ``limit`` after the last
+    event.  Waiting for the editor to read is not silence (`pause`), and
+    neither is a provider's announced wait before a retry (`grace`)."""
 
     def __init__(self, limit: float | None, scope: anyio.CancelScope) -> None:
         self.limit = limit
         self.seen = 0
-        self.paused = False
-        # Extra seconds of silence allowed while no event has followed the
-        # one counted as ``grace_seen`` (a provider's announced wait before a
-        # retry).
-        self.grace = 0.0
-        self.grace_seen = -1
         self.fired = False
         self._scope = scope
-        self._timer: asyncio.TimerHandle | None = None
-        self._last = 0
-        self._quiet = 0.0
+        self._set_at = -math.inf
 
     def start(self) -> None:
-        """Start watching (on the event loop); `stop` ends it."""
-        assert self.limit is not None
-        self._last, self._quiet = self.seen, 0.0
-        self._timer = asyncio.get_running_loop().call_later(self.limit / 4, self._tick)
+        """Start watching (the scope must be entered); `stop` ends it."""
+        self._move(0.0)
+
+    def saw(self, seen: int) -> None:
+        """``seen`` events so far: the deadline moves if some came since it was set."""
+        if seen != self.seen:
+            self.seen = seen
+            if self.limit is not None and anyio.current_time() - self._set_at > self.limit / 4:
+                self._move(0.0)
+
+    def grace(self, delay: float) -> None:
+        """The provider waits ``delay`` seconds before a retry: allowed, once."""
+        self._move(delay)
+        self._set_at = -math.inf  # the next event moves it back
+
+    def pause(self) -> None:
+        if self.limit is not None:
+            self._scope.deadline = math.inf
+
+    def resume(self) -> None:
+        self._move(0.0)
 
     def stop(self) -> None:
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
+        """Stop watching; ``fired`` says whether the deadline ended the stream."""
+        if self.limit is None:
+            return
+        scope = self._scope
+        if scope.cancel_called and anyio.current_time() >= scope.deadline:
+            self.fired = True
+        scope.deadline = math.inf
 
-    def _tick(self) -> None:
-        assert self.limit is not None
-        tick = self.limit / 4
-        if self.seen != self._last or self.paused:
-            self._last, self._quiet = self.seen, 0.0
-        else:
-            self._quiet += tick
-            allowed = self.limit + (self.grace if self.seen == self.grace_seen else 0.0)
-            if self._quiet >= allowed:
-                self._timer = None
-                self.fired = True
-                self._scope.cancel()
-                return
-        self._timer = asyncio.get_running_loop().call_later(tick, self._tick)
+    def _move(self, extra: float) -> None:
+        if self.limit is not None:
+            now = self._set_at = anyio.current_time()
+            self._scope.deadline = now + self.limit * 1.25 + extra
 
 
 class StreamingTurn(UsageTurn, Protocol):
@@ -173,7 +175,8 @@ async def consume(
     yield_at = poll_at + TIME_SLICE
     # Events seen (for the idle watch, told once per slice) and frame bytes
     # queued since the writer last took the queue, as far as this loop knows.
-    seen = idle.seen
+    seen = 0
+    saw = idle.saw
     queued = outbox.backlog
     async with session.provider.stream(request) as events:
         turn.events = events
@@ -189,7 +192,7 @@ async def consume(
             for ev in ready:
                 seen += 1
                 if clock() > poll_at:
-                    idle.seen = seen
+                    saw(seen)
                     # A Stop waiting on stdin is handled now (it ends this turn
                     # synchronously), not after this task's slice.
                     poll_input()
@@ -217,7 +220,7 @@ async def consume(
                     delta(text_ev.index, block_kind, text_ev.text)
                     queued += len(frame)
                     if queued > batch_bytes:
-                        idle.seen = seen
+                        saw(seen)
                         await _hand_over(outbox, idle, write_batch, high_water)
                         if turn.over:
                             return
@@ -225,9 +228,9 @@ async def consume(
                         queued = outbox.backlog
                         high_water, batch_bytes = outbox.high_water, outbox.batch_bytes
                 else:
-                    idle.seen = seen
+                    saw(seen)
                     _other_event(turn, ev, feed, idle)
-        idle.seen = seen
+        saw(seen)
         # The stream is complete: from here a stop no longer aborts it.
         turn.events = None
     if stream.asm.finish is None:
@@ -250,11 +253,11 @@ async def _hand_over(
         await anyio.lowlevel.checkpoint()
         return
     # Waiting for the editor to read is not provider silence.
-    idle.paused = True
+    idle.pause()
     try:
         await outbox.wait_writable()
     finally:
-        idle.paused = False
+        idle.resume()
 
 
 def _other_event(
@@ -266,7 +269,7 @@ def _other_event(
         _retrying(turn, ev)
         # The provider now waits before its retry: that wait is not a silent
         # stream.
-        idle.grace, idle.grace_seen = ev.delay, idle.seen
+        idle.grace(ev.delay)
         return
     feed(ev)
     if kind is ToolCallStart:

@@ -50,7 +50,6 @@ compaction (`compact`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
@@ -125,9 +124,8 @@ class Turn:
         self.config = config
         self.rec = TurnRecorder(session.log, number, kind)
         self.in_flight = InFlight()
-        # Set once the turn has ended and answered (asyncio's event: an
-        # anyio one costs several times more to make, once per turn).
-        self.settled = asyncio.Event()
+        # Set once the turn has ended and answered.
+        self.settled = anyio.Event()
         self._answer = answer
         self.stop_reason: str | None = None
         self.error: TurnFailed | None = None
@@ -375,12 +373,11 @@ class Turn:
         request = ModelRequest(messages=session.history(), tools=tools, system=self.system)
         self.usage_shown = False
         self.rec.stream_start(stream.attempt, stream.message_id, session.provider.name)
-        # A silent stream cancels the turn's own scope (a scope of the step
-        # would cost one more per step): the cancellation then leaves the
-        # turn, and `run` tells it from a stop by ``silent_for``.
+        # A silent stream cancels the turn's own scope (its deadline): the
+        # cancellation then leaves the turn, and `run` tells it from a stop by
+        # ``silent_for``.
         idle = IdleWatch(self.config.idle_timeout, self.scope)
-        if idle.limit is not None:
-            idle.start()
+        idle.start()
         session.outbox.add_pre_flush(stream.asm.compact)
         try:
             await consume(self, request, stream, idle)
@@ -389,9 +386,9 @@ class Turn:
             session.outbox.remove_pre_flush(stream.asm.compact)
             session.outbox.unmerge_chunks(stream.chunk_prefixes)
             idle.stop()
-            if idle.fired:
+            if idle.fired and self.cause is None:
                 self.silent_for = idle.limit or 0.0
-        if idle.fired:
+        if self.silent_for is not None:
             raise StreamIdleTimeout(idle.limit or 0.0)
         if self.over:
             return None  # stopped: the turn's ending records what was delivered

@@ -147,30 +147,7 @@ class ScriptedProvider:
         response = _response_at(script, cursor)
         if response is None:
             return [_Fail(EXHAUSTED)]
-        delay = script.chunk_delay_ms
-        known = _COMPILED.get(id(response))
-        if known is not None and known[0] is response and known[1] == delay:
-            return known[2]
-        ops = _compile(response, request, delay)
-        if not _reports(response):
-            # Shared by the streams of later requests, of every session (they
-            # share the script): neither a stream nor its reader changes the
-            # list or its (frozen) events.
-            if len(_COMPILED) >= _COMPILED_MAX:
-                del _COMPILED[next(iter(_COMPILED))]
-            _COMPILED[id(response)] = (response, delay, ops)
-        return ops
-
-
-# The operations of the responses compiled lately, by the response's id (with
-# the response, so a reused id never matches, and the chunk delay they were
-# compiled with): a response that does not report on its request compiles to
-# the same operations every time, and a script that repeats its last response
-# answers every turn of a long session with it.  One table for the process,
-# not one per provider: every session has a provider of its own, and an idle
-# session keeps nothing of it.
-_COMPILED: dict[int, tuple[ScriptResponse, float, list[_Op]]] = {}
-_COMPILED_MAX: Final = 256
+        return _compile(response, request, script.chunk_delay_ms)
 
 
 def _response_at(script: Script, cursor: int) -> ScriptResponse | None:
@@ -362,13 +339,6 @@ class _Compiler:
         make = TextDelta if kind == "text" else ReasoningDelta
         for piece in pieces:
             self.chunk(make(index, piece), delay_ms)
-
-
-def _reports(response: ScriptResponse) -> bool:
-    """Whether the operations of ``response`` depend on its request (a ``report`` event)."""
-    from acp_bridge.providers.script_format import ReportEvent
-
-    return any(isinstance(event, ReportEvent) for event in response.events)
 
 
 def _compile(response: ScriptResponse, request: ModelRequest, default_delay_ms: float) -> list[_Op]:

@@ -4,8 +4,7 @@ Pipes, sockets and terminals are read by an asyncio read-pipe protocol: the
 bytes are handed to the connection inside the loop's own poll step, with no
 task to wake and no thread hand-off, so a ``session/cancel`` reaches its turn
 as soon as the loop polls.  (The project runs on anyio's asyncio backend
-only; asyncio is used directly here and for the stream's idle timer,
-`acp_bridge.loop.stream.IdleWatch`, where anyio has no equivalent as cheap.)
+only; asyncio is used directly in the transport, and nowhere else.)
 What cannot be polled (a regular file, ``/dev/null``) is read by a daemon
 thread instead, which never keeps the process alive at exit.
 

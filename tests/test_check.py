@@ -313,6 +313,37 @@ async def test_a_turn_that_ends_before_the_stop_is_not_exercised_not_failed() ->
 
 
 @pytest.mark.slow
+async def test_a_turn_that_ends_as_the_stop_crosses_it_is_not_exercised_not_failed() -> None:
+    """The agent writes its turn's end once the Stop is on its stdin, before it reads
+    it (as acp-bridge's keyless greeting did: 17 chunks in a burst, a Stop after 16):
+    answered ``end_turn`` after the cancel was sent, but before the agent answered
+    the request the checker sent right behind it.  Nothing was stopped: not a failure
+    of the agent (the checker used to fail stop.next-turn and close.cancels)."""
+    report = await check([*RAW, "--ends-as-stopped"], "stop.cancelled", "close.cancels", stops=3)
+    got = outcomes(report)
+    for check_id in ("stop.cancelled", "stop.next-turn", "close.cancels"):
+        assert got[check_id] == "not exercised", report.result(check_id).detail
+    detail = report.result("stop.cancelled").detail
+    assert "before the agent answered the request sent right behind the cancel" in detail
+    assert "none stopped a turn mid-stream" in detail
+    assert "in each of 5 sessions" in report.result("close.cancels").detail
+    # Updates after a response are a leak however the turn ended: still watched.
+    assert got["stop.ordering"] == "not exercised"  # no Stop stopped anything
+    assert report.exit_code == 1  # a mandatory check not exercised is no pass
+    never_wrapped(report)
+
+
+@pytest.mark.slow
+async def test_an_agent_that_reads_the_stop_and_ends_its_turn_otherwise_fails() -> None:
+    """The request behind the cancel is what tells a crossing from a refusal: the
+    SDK agent answers it at once, then ``end_turn``: a failure, decided at once."""
+    report = await check([*FAULTY, "--end-turn"], "stop.cancelled")
+    result = report.result("stop.cancelled")
+    assert result.outcome is Outcome.FAIL, result.detail
+    assert "it had read the cancel" in result.detail
+
+
+@pytest.mark.slow
 async def test_a_parse_error_without_an_id_is_named() -> None:
     report = await check([*RAW, "--parse-error-no-id"], "jsonrpc.parse-error")
     result = report.result("jsonrpc.parse-error")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import anyio
+
 from ...testing.agent import Agent, Session
 from ..results import Outcome
 from ..run import CheckRun, Json
@@ -249,8 +251,9 @@ def record_unexercised(run: CheckRun, stopped_any: bool, whys: list[str]) -> Non
 
 async def stop_once(run: CheckRun, agent: Agent, session: Session, *, watch: float) -> Stopped:
     """Prompt, wait for ``--stop-after`` chunks, Stop (`send_cancel`) and wait for the
-    answer (``watch`` seconds more, then a barrier); the Stop, measured and watched
-    for ``stop.ordering``."""
+    answer and a barrier; the Stop, measured and watched for ``stop.ordering``.  A
+    Stop that stopped something is watched ``watch`` seconds more (then another
+    barrier); one that did not is not waited on: the next is tried at once."""
     opts = run.options
     turn_at = len(agent.transcript)
     turn = await session.start_prompt(opts.prompt("stream") or "")
@@ -260,7 +263,7 @@ async def stop_once(run: CheckRun, agent: Agent, session: Session, *, watch: flo
     stop_at = len(agent.transcript)
     behind = await send_cancel(agent, turn)
     try:
-        result = await turn.stop(within=opts.stop_timeout, watch=watch)
+        result = await turn.stop(within=opts.stop_timeout)
     except TimeoutError:
         stop_reading(agent)
         measure_stop(run, agent, session.id, stop_at, None, "stop")
@@ -268,6 +271,10 @@ async def stop_once(run: CheckRun, agent: Agent, session: Session, *, watch: flo
     response = result.response or None
     kind = stop_kind(agent, stop_at, response, behind)
     stopped = Stopped(turn_at, stop_at, behind, response, kind, turn.chunks())
+    if watch and kind in ("cancelled", "otherwise"):
+        # Watching for something that must not happen: only a time window can.
+        await anyio.sleep(watch)
+        await agent.settle(within=opts.timeout)
     measure_stop(run, agent, session.id, stop_at, response, "stop")
     if kind == "exited":
         run.record("stop.ordering", Outcome.NOT_EXERCISED, "the agent exited before answering")

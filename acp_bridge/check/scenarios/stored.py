@@ -208,7 +208,7 @@ def judge_load(
         )
 
 
-CLOSE_TRIES = 5
+CLOSE_TRIES = 20
 """Sessions the close scenario closes mid-stream before it calls the close not
 exercised: each whose turn ended before (or as) the close reached the agent."""
 
@@ -248,9 +248,12 @@ async def close_mid_stream(
             evidence=[(agent, [stop_at])],
         )
         return None
-    if opts.watch:
-        await anyio.sleep(opts.watch)
-    await agent.settle(within=opts.timeout)
+    await client.wait_response(behind, within=opts.timeout)
+    if closed_nothing(agent, turn, stop_at, behind) is None:
+        # Watched only when it stopped something: the next try comes at once.
+        if opts.watch:
+            await anyio.sleep(opts.watch)
+        await agent.settle(within=opts.timeout)
     return session, turn, stop_at, behind, closed
 
 

@@ -72,6 +72,12 @@ def test_acp_bridge_passes_every_check(tmp_path: Path) -> None:
     assert report["checker_frame_problems"] == []
     assert report["checker_frames"] > 0
     assert done.stdout.rstrip().endswith("CONFORMANT")
+    # Its resume sends the title and commands before the answer: what resume.no-replay
+    # counts is the conversation, and it says so (it used to say "no session/update").
+    assert results["resume.no-replay"]["detail"] == (
+        "no conversation update (message, thought, tool call, plan) before the response; "
+        "2 update(s) describing the session, not counted"
+    )
     # The report names each check with its spec sentence.
     assert "stop.cancelled" in done.stdout
     assert "MUST respond to the original session/prompt request with the cancelled" in done.stdout

@@ -12,6 +12,7 @@ answered cancelled; sessions are kept in ``.faulty-raw-sessions.json`` of their 
     python tests/faulty_raw_agent.py --exit-at-once      # writes to stderr and exits 4
     python tests/faulty_raw_agent.py --needs-auth        # session/new: -32000 auth required
     python tests/faulty_raw_agent.py --wrong-code        # unknown methods: -32600, not -32601
+    python tests/faulty_raw_agent.py --ignore-eof        # stays when stdin closes (until a signal)
     python tests/faulty_raw_agent.py --ends-as-stopped   # a turn of N+1 chunks (--chunks N) whose
                                                          # last chunk and end_turn go out once the
                                                          # Stop is on stdin, before it is read
@@ -176,6 +177,7 @@ async def main() -> None:
         "--needs-auth",
         "--wrong-code",
         "--ends-as-stopped",
+        "--ignore-eof",
     ):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--chunks", type=int, default=3)
@@ -190,6 +192,8 @@ async def main() -> None:
     while line := await reader.readline():
         if line.strip():
             agent.handle(line)
+    if args.ignore_eof:
+        await asyncio.Event().wait()  # the editor went away: stays anyway
 
 
 if __name__ == "__main__":

@@ -455,6 +455,19 @@ async def test_a_launchers_child_that_ignores_eof_and_sigterm_is_reported_and_en
     assert render_json(report)["processes"][0]["survivors"] == report.processes[0].survivors
 
 
+@pytest.mark.slow
+async def test_an_agent_that_ignores_eof_is_reported_and_ended() -> None:
+    report = await check([*RAW, "--ignore-eof"], "stdio.eof", exit_timeout=1.0)
+    result = report.result("stdio.eof")
+    assert result.outcome is Outcome.FAIL, result.detail
+    assert "still running 1 s after stdin closed (idle)" in result.detail
+    assert "still running 1 s after stdin closed mid-stream" in result.detail
+    never_wrapped(report)
+    # Ended by the checker (SIGTERM to its group), nothing of it left.
+    assert [p.returncode for p in report.processes] == [-15, -15]
+    assert all(p.survivors == [] for p in report.processes)
+
+
 def test_each_tier_follows_the_sentence_it_cites() -> None:
     for check_id, requirement in REQUIREMENTS.items():
         words = " ".join(q.text for q in requirement.quotes)

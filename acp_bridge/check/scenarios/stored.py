@@ -294,8 +294,8 @@ async def close(run: CheckRun) -> None:
             run.record(
                 "close.cancels",
                 Outcome.NOT_EXERCISED,
-                f"{why} (in each of {CLOSE_TRIES} sessions): a close mid-stream was not "
-                "exercised (give a --stream-prompt that streams for longer)",
+                f"{why} (the last of {CLOSE_TRIES} sessions, none closed mid-stream): a "
+                "close was not exercised (give a --stream-prompt that streams for longer)",
                 evidence=[(agent, [stop_at, *index_of(agent, turn.response)])],
             )
             await end(run, agent)

@@ -12,6 +12,11 @@ answered cancelled; sessions are kept in ``.faulty-raw-sessions.json`` of their 
     python tests/faulty_raw_agent.py --exit-at-once      # writes to stderr and exits 4
     python tests/faulty_raw_agent.py --needs-auth        # session/new: -32000 auth required
     python tests/faulty_raw_agent.py --wrong-code        # unknown methods: -32600, not -32601
+    python tests/faulty_raw_agent.py --ignore-eof        # stays when stdin closes (until a signal)
+    python tests/faulty_raw_agent.py --ends-as-stopped   # a turn of N+1 chunks (--chunks N) whose
+                                                         # last chunk and end_turn go out once the
+                                                         # Stop is on stdin, before it is read
+                                                         # (it advertises session/close)
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import select
 import sys
 import uuid
 from pathlib import Path
@@ -95,7 +101,9 @@ class RawAgent:
                 "protocolVersion": 1,
                 "agentCapabilities": {
                     "loadSession": self.args.no_replay_text,
-                    "sessionCapabilities": {"close": {}} if self.args.quick_turn else {},
+                    "sessionCapabilities": {"close": {}}
+                    if self.args.quick_turn or self.args.ends_as_stopped
+                    else {},
                 },
                 "agentInfo": {"name": "faulty-raw-agent", "version": "0.1.0"},
             }
@@ -142,6 +150,14 @@ class RawAgent:
             done = {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}}
             write(chunk(session_id), chunk(session_id), chunk(session_id), done)
             return
+        if self.args.ends_as_stopped:
+            # Not a fault: a turn that ends as the Stop crosses it.  The agent has
+            # not read the Stop when it writes its end (the read waits for it).
+            write(*(chunk(session_id) for _ in range(self.args.chunks)))
+            select.select([0], [], [], 30)
+            done = {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}}
+            write(chunk(session_id, "end."), done)
+            return
         stop = self.turns[session_id] = asyncio.Event()
         while not stop.is_set():
             write(chunk(session_id))
@@ -160,8 +176,11 @@ async def main() -> None:
         "--exit-at-once",
         "--needs-auth",
         "--wrong-code",
+        "--ends-as-stopped",
+        "--ignore-eof",
     ):
         parser.add_argument(flag, action="store_true")
+    parser.add_argument("--chunks", type=int, default=3)
     args = parser.parse_args()
     if args.exit_at_once:
         print("faulty-raw-agent: no configuration found, giving up", file=sys.stderr)
@@ -173,6 +192,8 @@ async def main() -> None:
     while line := await reader.readline():
         if line.strip():
             agent.handle(line)
+    if args.ignore_eof:
+        await asyncio.Event().wait()  # the editor went away: stays anyway
 
 
 if __name__ == "__main__":

@@ -72,6 +72,12 @@ def test_acp_bridge_passes_every_check(tmp_path: Path) -> None:
     assert report["checker_frame_problems"] == []
     assert report["checker_frames"] > 0
     assert done.stdout.rstrip().endswith("CONFORMANT")
+    # Its resume sends the title and commands before the answer: what resume.no-replay
+    # counts is the conversation, and it says so (it used to say "no session/update").
+    assert results["resume.no-replay"]["detail"] == (
+        "no conversation update (message, thought, tool call, plan) before the response; "
+        "2 update(s) describing the session, not counted"
+    )
     # The report names each check with its spec sentence.
     assert "stop.cancelled" in done.stdout
     assert "MUST respond to the original session/prompt request with the cancelled" in done.stdout
@@ -313,6 +319,39 @@ async def test_a_turn_that_ends_before_the_stop_is_not_exercised_not_failed() ->
 
 
 @pytest.mark.slow
+async def test_a_turn_that_ends_as_the_stop_crosses_it_is_not_exercised_not_failed() -> None:
+    """The agent writes its turn's end once the Stop is on its stdin, before it reads
+    it (as acp-bridge's keyless greeting did: 17 chunks in a burst, a Stop after 16):
+    answered ``end_turn`` after the cancel was sent, but before the agent answered
+    the request the checker sent right behind it.  Nothing was stopped: not a failure
+    of the agent (the checker used to fail stop.next-turn and close.cancels)."""
+    report = await check([*RAW, "--ends-as-stopped"], "stop.cancelled", "close.cancels", stops=3)
+    got = outcomes(report)
+    for check_id in ("stop.cancelled", "stop.next-turn", "close.cancels"):
+        assert got[check_id] == "not exercised", report.result(check_id).detail
+    detail = report.result("stop.cancelled").detail
+    assert "before the agent answered the request sent right behind the cancel" in detail
+    assert "none stopped a turn mid-stream" in detail
+    assert (
+        "the last of 20 sessions, none closed mid-stream" in report.result("close.cancels").detail
+    )
+    # Updates after a response are a leak however the turn ended: still watched.
+    assert got["stop.ordering"] == "not exercised"  # no Stop stopped anything
+    assert report.exit_code == 1  # a mandatory check not exercised is no pass
+    never_wrapped(report)
+
+
+@pytest.mark.slow
+async def test_an_agent_that_reads_the_stop_and_ends_its_turn_otherwise_fails() -> None:
+    """The request behind the cancel is what tells a crossing from a refusal: the
+    SDK agent answers it at once, then ``end_turn``: a failure, decided at once."""
+    report = await check([*FAULTY, "--end-turn"], "stop.cancelled")
+    result = report.result("stop.cancelled")
+    assert result.outcome is Outcome.FAIL, result.detail
+    assert "it had read the cancel" in result.detail
+
+
+@pytest.mark.slow
 async def test_a_parse_error_without_an_id_is_named() -> None:
     report = await check([*RAW, "--parse-error-no-id"], "jsonrpc.parse-error")
     result = report.result("jsonrpc.parse-error")
@@ -416,6 +455,19 @@ async def test_a_launchers_child_that_ignores_eof_and_sigterm_is_reported_and_en
     assert all(len(p.survivors) == 1 and "sleep 600" in p.survivors[0] for p in report.processes)
     assert "LEFT RUNNING" in render_text(report)
     assert render_json(report)["processes"][0]["survivors"] == report.processes[0].survivors
+
+
+@pytest.mark.slow
+async def test_an_agent_that_ignores_eof_is_reported_and_ended() -> None:
+    report = await check([*RAW, "--ignore-eof"], "stdio.eof", exit_timeout=1.0)
+    result = report.result("stdio.eof")
+    assert result.outcome is Outcome.FAIL, result.detail
+    assert "still running 1 s after stdin closed (idle)" in result.detail
+    assert "still running 1 s after stdin closed mid-stream" in result.detail
+    never_wrapped(report)
+    # Ended by the checker (SIGTERM to its group), nothing of it left.
+    assert [p.returncode for p in report.processes] == [-15, -15]
+    assert all(p.survivors == [] for p in report.processes)
 
 
 def test_each_tier_follows_the_sentence_it_cites() -> None:

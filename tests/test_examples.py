@@ -209,3 +209,39 @@ def test_every_zed_snippet_of_the_readme_tags_its_entries_custom() -> None:
         else:
             assert entry["command"].endswith("/bin/acp-bridge"), entry
             build_parser().parse_args(entry["args"])
+
+
+@pytest.mark.slow
+def test_the_readme_counts_the_fast_tier_about_right() -> None:
+    """The README says how many tests a plain ``pytest`` runs ("about 1,450"): within a
+    tenth of what ``pytest --collect-only`` counts, or the sentence is stale."""
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    stated = re.search(r"runs the fast tier \(about ([\d,]+) tests", readme)
+    assert stated is not None, "the README no longer states the fast tier's size"
+    said = int(stated.group(1).replace(",", ""))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-n",
+            "0",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    counted = re.search(r"(\d+)(?:/\d+)? tests? collected", done.stdout)
+    assert counted is not None, done.stdout[-500:] + done.stderr[-500:]
+    fast = int(counted.group(1))
+    assert abs(fast - said) <= fast / 10, f"README says about {said}; the fast tier has {fast}"

@@ -453,8 +453,9 @@ async def test_delete_removes_the_session(tmp_path: Path) -> None:
 async def test_the_session_state_comes_before_a_load_or_resume_answer_after_a_new_one(
     tmp_path: Path,
 ) -> None:
-    """The commands (and the title) of a session: after the session/new answer, which
-    tells the editor the id (an update for an unknown id is dropped); before the
+    """The commands (and the title) of a session: after the session/new and
+    session/fork answer, which tells the editor the id (an update for an unknown id
+    is dropped); before the
     answer of a load or resume, whose id the editor gave, so the session opens with
     them."""
     script = {"responses": [{"events": [{"text": "First answer."}]}]}
@@ -468,6 +469,30 @@ async def test_the_session_state_comes_before_a_load_or_resume_answer_after_a_ne
         await client.initialize()
         sid.append(await client.new_session(CWD))
         await client.prompt(sid[0], "Hello there")
+        fork = await client.request(
+            "session/fork", {"sessionId": sid[0], "cwd": CWD, "mcpServers": []}
+        )
+        sid.append(fork["result"]["sessionId"])
+        await client.request("_acp-bridge/no_such_method", {})  # a barrier
+
+    def of_session(client: AcpClient, session_id: str) -> tuple[list[str], bool]:
+        """The session state updates of ``session_id``, and whether any came before
+        the answer that gave its id."""
+        seen: list[str] = []
+        early = False
+        answered = False
+        for direction, msg in client.transcript:
+            if direction != "recv":
+                continue
+            if (msg.get("result") or {}).get("sessionId") == session_id:
+                answered = True
+            params = msg.get("params") or {}
+            if msg.get("method") == "session/update" and params.get("sessionId") == session_id:
+                kind = params["update"]["sessionUpdate"]
+                if kind in state:
+                    seen.append(kind)
+                    early = early or not answered
+        return seen, early
 
     async def reopen(method: str) -> Callable[[AcpClient], Awaitable[None]]:
         async def play(client: AcpClient) -> None:
@@ -480,7 +505,16 @@ async def test_the_session_state_comes_before_a_load_or_resume_answer_after_a_ne
     one = await bridge(tmp_path, "one", script, first, mode="subprocess")
     new_id = last_request_id(one.client, "session/new")
     assert updates_before_response(one.client, new_id) == []
-    assert kinds(one.client.updates) == ["available_commands_update", "session_info_update"]
+    assert of_session(one.client, sid[0]) == (
+        ["available_commands_update", "session_info_update"],
+        False,
+    )
+    # A fork: its id is new to the editor, so its state follows the answer: the
+    # title its turns gave it, then its commands.
+    assert of_session(one.client, sid[1]) == (
+        ["session_info_update", "available_commands_update"],
+        False,
+    )
     for method in ("session/load", "session/resume"):
         run = await bridge(tmp_path, method[8:], script, await reopen(method), mode="subprocess")
         rid = last_request_id(run.client, method)

@@ -68,6 +68,7 @@ class Agent:
         conn.notifications["session/cancel"] = self.live.cancel
         conn.cancel_hooks["session/prompt"] = self.live.cancel_request
         conn.arrival_hooks["session/prompt"] = self.live.prompt_arrived
+        conn.arrival_hooks["session/close"] = self.live.close_arrived
 
     @property
     def sessions(self) -> dict[str, Session]:

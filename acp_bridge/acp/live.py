@@ -145,6 +145,16 @@ class LiveMethods:
             return  # harmless for an unknown session (invariant I6)
         session.prompts.cancel(self.table.spawn)
 
+    def close_arrived(self, request_id: RequestId, params: dict[str, Any]) -> None:
+        """The connection's arrival hook for ``session/close``: the session's prompts
+        stop as the close is read, as they would for a ``session/cancel`` read there
+        (session-setup.mdx: "as if session/cancel had been called").  The close
+        itself runs in a task a moment later; a turn left running until then could
+        still end otherwise after the close was read."""
+        session = self.table.find(params)
+        if session is not None:
+            session.prompts.cancel(self.table.spawn)
+
     def cancel_request(self, request_id: RequestId, params: dict[str, Any]) -> None:
         """``$/cancel_request`` for one prompt: that prompt only, not the session."""
         session = self.table.find(params)

@@ -437,6 +437,11 @@ class StoredMethods:
         }
         current_reply.get().result(answer)
         table.mcp.answered(session)
+        # Its state after the answer, as a new session's (the answer tells the
+        # editor the id): its title, which its turns gave it, then its commands.
+        title = title_of(Typed(records).of_types(TITLE_TYPES))
+        if title is not None:
+            table.outbox.send(session.frames.update(title_update(title)))
         announce(session)
         return answer
 

@@ -3,13 +3,14 @@ until it can be stopped, and ending an agent."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 
 import anyio
 
-from ...client import CHUNK_KINDS
-from ...testing.agent import Agent, Turn, TurnEnded, session_update
+from ...client import CHUNK_KINDS, id_key
+from ...testing.agent import SETTLE_METHOD, Agent, Turn, TurnEnded, session_update
 from ..run import CheckRun, Json
 from ..spool import Spool
 
@@ -113,6 +114,46 @@ async def stream(run: CheckRun, turn: Turn) -> str | None:
             "(a slow model? raise --stream-timeout)"
         )
     return None
+
+
+_behind_ids = itertools.count(1)
+
+
+async def send_stop(agent: Agent, turn: Turn, stop: Json) -> str:
+    """Send ``stop`` (the ``session/cancel`` notification, or a ``session/close``
+    request) and, in the same write, a barrier request right behind it; the
+    barrier's id, for `crossed`."""
+    rid = f"behind-stop-{next(_behind_ids)}"
+    barrier = {"jsonrpc": "2.0", "id": rid, "method": SETTLE_METHOD, "params": {}}
+    agent.barrier_ids.add(rid)
+    turn.stop_sent = True
+    await agent.client.send(stop, barrier)
+    agent._stopped(turn.session.id)
+    return rid
+
+
+async def send_cancel(agent: Agent, turn: Turn) -> str:
+    """`send_stop` with ``session/cancel``: the user pressed Stop."""
+    return await send_stop(
+        agent,
+        turn,
+        {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": turn.session.id}},
+    )
+
+
+def crossed(agent: Agent, response: Json | None, behind: str) -> bool:
+    """Whether the prompt's ``response`` came before the agent answered the barrier
+    ``behind`` the Stop (`send_stop`).  An agent reads its input in order, so until
+    it answers that barrier it may not have read the Stop: a turn answered
+    otherwise (``end_turn``) by then may have ended as the Stop crossed it, and the
+    Stop was not exercised.  A turn answered after it went on once the agent had
+    read the Stop."""
+    answers = agent.client.responses.get(id_key(behind))
+    response_at = index_of(agent, response)
+    if not answers or not response_at:
+        return False
+    barrier_at = index_of(agent, answers[0])
+    return bool(barrier_at) and response_at[0] < barrier_at[0]
 
 
 def stop_reading(agent: Agent) -> None:

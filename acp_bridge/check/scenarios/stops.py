@@ -1,6 +1,15 @@
-"""The Stop scenarios: cancel mid-stream, cancel while idle, cancel racing the end."""
+"""The Stop scenarios: cancel mid-stream, cancel while idle, cancel racing the end.
+
+Why this module is over 400 lines: the Stop scenarios share what a Stop met
+(`Stopped`, `stop_kind`) and how it is judged and measured; apart, each
+scenario's verdict would be read in two places.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anyio
 
 from ...testing.agent import Agent, Session
 from ..results import Outcome
@@ -9,11 +18,13 @@ from .frames import (
     CONVERSATION,
     NOTE_METHOD,
     UNKNOWN_SESSION,
+    crossed,
     describe,
     end,
     index_of,
     is_chunk,
     ms_between,
+    send_cancel,
     sent_index,
     stop_reading,
     stream,
@@ -22,193 +33,284 @@ from .frames import (
 from .stop_figures import measure
 
 
-def judge_stop(
-    run: CheckRun,
-    agent: Agent,
-    session: Session,
-    turn_at: int,
-    result_response: Json,
-    stop_at: int,
-    *,
-    cancelled_check: str,
-    ordering_check: str | None,
-    how: str = "session/cancel",
-) -> dict[str, float | int]:
-    """Record whether a stopped turn was answered cancelled and nothing followed; the
-    turn's figures."""
-    response = result_response or None
+@dataclass
+class Stopped:
+    """One Stop of the ``stop`` scenario: a turn streamed ``--stop-after`` chunks,
+    then ``session/cancel`` (with a barrier right behind it, `send_cancel`)."""
+
+    turn_at: int
+    stop_at: int
+    behind: str
+    response: Json | None
+    """The prompt's response; None when the agent exited without one."""
+    kind: str
+    """``before`` (answered before the cancel was sent: nothing stopped), ``crossed``
+    (answered otherwise before the barrier behind the cancel: the turn may have
+    ended as the cancel crossed it), ``cancelled``, ``otherwise`` (answered
+    otherwise once the agent had read the cancel), ``exited``, ``unanswered``
+    (not within ``--stop-timeout``) or ``unstreamed`` (no Stop: the turn did not
+    stream ``--stop-after`` chunks)."""
+    chunks: int
+    """The turn's chunks, up to its response."""
+    note: str = ""
+    """For ``unstreamed`` (kind): why the turn could not be stopped."""
+
+    def marks(self, agent: Agent) -> list[int]:
+        return sent_index(agent, "session/cancel", self.stop_at) + index_of(agent, self.response)
+
+    def why_unexercised(self, agent: Agent) -> str:
+        """Why a ``before`` or ``crossed`` Stop stopped nothing."""
+        cancel_at = sent_index(agent, "session/cancel", self.stop_at) or [self.stop_at]
+        response_at = index_of(agent, self.response)
+        ms = ms_between(agent, cancel_at[0], response_at[0]) if response_at else 0.0
+        answer = describe(self.response)
+        if self.kind == "before":
+            why = f"the turn ended (answered {answer}) {-ms:g} ms before session/cancel was sent"
+        else:
+            why = CROSSED.format(answer=answer, ms=ms)
+        return f"{why}: {LONGER}"
+
+
+def stop_kind(agent: Agent, stop_at: int, response: Json | None, behind: str) -> str:
+    """What a Stop sent at ``stop_at`` met (see `Stopped.kind`)."""
     response_at = index_of(agent, response)
-    stop_mark = sent_index(agent, how, stop_at) or [stop_at]
+    if not response_at:
+        return "exited"
+    if response_at[0] < stop_at:
+        return "before"
+    result = (response or {}).get("result")
+    if isinstance(result, dict) and result.get("stopReason") == "cancelled":
+        return "cancelled"
+    return "crossed" if crossed(agent, response, behind) else "otherwise"
+
+
+def turn_figures(agent: Agent, session: Session, stopped: Stopped) -> dict[str, float | int]:
+    """The figures of a Stop: first chunk, chunks before the Stop, Stop to response."""
     figures: dict[str, float | int] = {}
-    prompt_at = [i for i in sent_index(agent, "session/prompt", turn_at) if i <= stop_at]
-    chunks = [i for i in updates_between(agent, session.id, turn_at) if is_chunk(agent, i)]
+    stop_mark = sent_index(agent, "session/cancel", stopped.stop_at) or [stopped.stop_at]
+    prompt_at = sent_index(agent, "session/prompt", stopped.turn_at)
+    chunks = [
+        i
+        for i in updates_between(agent, session.id, stopped.turn_at, stopped.stop_at)
+        if is_chunk(agent, i)
+    ]
     if chunks and prompt_at:
-        figures["first_chunk_ms"] = ms_between(agent, prompt_at[-1], chunks[0])
-    figures["chunks_before_stop"] = sum(1 for i in chunks if i < stop_mark[0])
+        figures["first_chunk_ms"] = ms_between(agent, prompt_at[0], chunks[0])
+    figures["chunks_before_stop"] = len(chunks)
+    response_at = index_of(agent, stopped.response)
     if response_at:
         figures["updates_after_stop"] = len(
             updates_between(agent, session.id, stop_mark[0], response_at[0])
         )
         figures["stop_to_response_ms"] = ms_between(agent, stop_mark[0], response_at[0])
-    result = response.get("result") if response else None
-    reason = result.get("stopReason") if isinstance(result, dict) else None
-    marks = stop_mark + response_at
-    if response_at and response_at[0] < stop_mark[0]:
-        why = (
-            f"the turn ended (answered {describe(response)}) {-figures['stop_to_response_ms']:g} "
-            f"ms before {how} was sent: a Stop mid-stream was not exercised (give a "
-            "--stream-prompt that streams for longer)"
-        )
-        run.record(cancelled_check, Outcome.NOT_EXERCISED, why, evidence=[(agent, marks)])
-        if ordering_check is not None:
-            run.record(ordering_check, Outcome.NOT_EXERCISED, why)
-        return figures
-    if response is None:
+    return figures
+
+
+def judge_cancelled(
+    run: CheckRun, agent: Agent, check: str, stopped: Stopped, session: Session
+) -> None:
+    """Record ``check`` for a Stop that stopped something (not ``before`` nor ``crossed``)."""
+    figures = turn_figures(agent, session, stopped)
+    if stopped.kind == "exited":
         run.record(
-            cancelled_check,
+            check,
             Outcome.FAIL,
-            f"no response after {how}: the agent exited",
-            evidence=[(agent, stop_mark)],
+            "no response after session/cancel: the agent exited",
+            evidence=[(agent, stopped.marks(agent))],
             figures=figures,
         )
-        if ordering_check is not None:
-            run.record(ordering_check, Outcome.NOT_EXERCISED, "the agent exited before answering")
-    elif reason != "cancelled":
+    elif stopped.kind == "otherwise":
         run.record(
-            cancelled_check,
+            check,
             Outcome.FAIL,
-            f"stopped with {how} after {figures['chunks_before_stop']} chunk(s), the prompt "
-            f"was answered {describe(response)}, not cancelled",
-            evidence=[(agent, marks)],
+            f"stopped with session/cancel after {figures['chunks_before_stop']} chunk(s), the "
+            f"prompt was answered {describe(stopped.response)}, not cancelled (after the agent "
+            "had answered the request sent right behind the cancel: it had read the cancel)",
+            evidence=[(agent, stopped.marks(agent))],
             figures=figures,
         )
     else:
         run.record(
-            cancelled_check,
+            check,
             Outcome.PASS,
-            f"answered cancelled {figures.get('stop_to_response_ms', 0):g} ms after {how}",
+            f"answered cancelled {figures.get('stop_to_response_ms', 0):g} ms after session/cancel",
             figures=figures,
         )
-    if ordering_check is not None and response_at:
-        late_at = updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
-        figures["late_updates"] = len(late_at)
-        if late_at:
-            first_ms = ms_between(agent, response_at[0], late_at[0]) if late_at else 0.0
-            run.record(
-                ordering_check,
-                Outcome.FAIL,
-                f"{len(late_at)} session/update after the prompt's response, the first "
-                f"{first_ms:g} ms after it",
-                evidence=[(agent, response_at + late_at)],
-                figures=figures,
-            )
-        else:
-            run.record(
-                ordering_check,
-                Outcome.PASS,
-                f"no update after the response (watched {run.options.watch:g} s, then a "
-                "barrier request)",
-                figures=figures,
-            )
-    return figures
+
+
+def judge_ordering(run: CheckRun, agent: Agent, session: Session, stopped: Stopped, n: int) -> int:
+    """Record ``stop.ordering`` for a Stop answered after its cancel; the late updates.
+    A turn the Stop crossed (``crossed``) stopped nothing: it can fail the check (an
+    update after a response is a leak however the turn ended), not pass it."""
+    response_at = index_of(agent, stopped.response)
+    if not response_at:
+        return 0
+    late = updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
+    if late:
+        first_ms = ms_between(agent, response_at[0], late[0])
+        run.record(
+            "stop.ordering",
+            Outcome.FAIL,
+            f"{len(late)} session/update after the prompt's response, the first {first_ms:g} "
+            f"ms after it (Stop {n})",
+            evidence=[(agent, response_at + late)],
+        )
+    elif stopped.kind != "crossed":
+        run.record(
+            "stop.ordering",
+            Outcome.PASS,
+            f"no update after the response (watched {run.options.watch:g} s, then a barrier "
+            "request)",
+        )
+    return len(late)
+
+
+CROSSED = (
+    "answered {answer} {ms:g} ms after session/cancel was sent, before the agent answered "
+    "the request sent right behind the cancel: the turn may have ended as the cancel crossed "
+    "it"
+)
+LONGER = "a Stop mid-stream was not exercised (give a --stream-prompt that streams for longer)"
+STOP_CHECKS = ("stop.cancelled", "stop.ordering", "stop.next-turn")
 
 
 async def stop(run: CheckRun) -> None:
+    """Stop one session's turns again and again, ``--stops`` times in all (with the
+    other Stop scenarios' one each).  The first Stop that stopped something decides
+    ``stop.cancelled`` (a later one answered otherwise fails it), the next one
+    ``stop.next-turn``; every Stop answered after its cancel is watched for
+    ``stop.ordering``.  A turn that ended before its Stop, or as the Stop crossed
+    it, stopped nothing and decides nothing: the next Stop tries again."""
     opts = run.options
-    checks = ("stop.cancelled", "stop.ordering", "stop.next-turn")
+    others = sum(run.wanted((check,)) for check in ("stop.idle", "stop.race"))
+    first: Stopped | None = None
+    unexercised: list[str] = []
     async with run.agent("stop") as agent:
         await run.initialize(agent)
         session = await agent.new_session(run.project)
-        turn_at = len(agent.transcript)
-        turn = await session.start_prompt(opts.prompt("stream") or "")
-        why = await stream(run, turn)
-        if why is not None:
-            for check in checks:
-                run.record(
-                    check,
-                    Outcome.NOT_EXERCISED,
-                    why,
-                    evidence=[(agent, index_of(agent, turn.response))],
-                )
-            return
-        stop_at = len(agent.transcript)
-        try:
-            result = await turn.stop(within=opts.stop_timeout, watch=opts.watch)
-        except TimeoutError:
-            stop_reading(agent)
-            streamed = len(updates_between(agent, session.id, stop_at))
-            run.record(
-                "stop.cancelled",
-                Outcome.FAIL,
-                f"no response within {opts.stop_timeout:g} s of session/cancel "
-                f"({streamed} updates since)",
-                evidence=[(agent, sent_index(agent, "session/cancel", stop_at))],
-            )
-            for check in checks[1:]:
-                run.record(check, Outcome.NOT_EXERCISED, "the stopped prompt was never answered")
-            return
-        judge_stop(
-            run,
-            agent,
-            session,
-            turn_at,
-            result.response,
-            stop_at,
-            cancelled_check="stop.cancelled",
-            ordering_check="stop.ordering",
-        )
-        measure_stop(run, agent, session.id, stop_at, result.response, "stop")
-        if run.results["stop.cancelled"].outcome is Outcome.NOT_EXERCISED:
-            run.record("stop.next-turn", Outcome.NOT_EXERCISED, "the first Stop was not exercised")
-            await more_stops(run, agent, session)
+        for _ in range(max(2 * opts.stops, 10)):
+            deciding = first is None or "stop.next-turn" not in run.results
+            if not deciding and len(run.stop_samples) + others >= opts.stops:
+                break
+            stopped = await stop_once(run, agent, session, watch=opts.watch if deciding else 0)
+            if stopped.kind in ("unstreamed", "unanswered"):
+                if first is None and stopped.kind == "unstreamed":
+                    unexercised.append(stopped.note)
+                else:
+                    record_broken(run, agent, session, stopped, deciding)
+                break
+            if stopped.kind in ("before", "crossed"):
+                unexercised.append(stopped.why_unexercised(agent))
+            elif first is None:
+                first = stopped
+                judge_cancelled(run, agent, "stop.cancelled", stopped, session)
+            elif "stop.next-turn" not in run.results:
+                judge_next_turn(run, agent, session, stopped)
+            elif stopped.kind == "otherwise":
+                judge_cancelled(run, agent, "stop.cancelled", stopped, session)
+        record_unexercised(run, first is not None, unexercised)
+        if stopped.kind != "unanswered":
             await end(run, agent)
-            return
-        second = await session.start_prompt(opts.prompt("stream") or "")
-        why = await stream(run, second)
-        if why is not None:
-            outcome = Outcome.FAIL if second.response else Outcome.NOT_EXERCISED
+
+
+def record_broken(
+    run: CheckRun, agent: Agent, session: Session, stopped: Stopped, deciding: bool
+) -> None:
+    """A turn that could not be stopped after a Stop that was (``unstreamed``), or a
+    Stop not answered within ``--stop-timeout`` (``unanswered``)."""
+    opts = run.options
+    if stopped.kind == "unstreamed":
+        if deciding:
             run.record(
                 "stop.next-turn",
-                outcome,
-                "the prompt after the Stop: " + why,
-                evidence=[(agent, index_of(agent, second.response))],
+                Outcome.FAIL if stopped.response else Outcome.NOT_EXERCISED,
+                "the prompt after the Stop: " + stopped.note,
+                evidence=[(agent, index_of(agent, stopped.response))],
             )
-            return
-        stop_at = len(agent.transcript)
-        result = await second.stop(within=opts.stop_timeout, watch=opts.watch)
-        response_at = index_of(agent, result.response or None)
-        measure_stop(run, agent, session.id, stop_at, result.response, "stop")
-        late = (
-            updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
-            if response_at
-            else []
+        return
+    run.record(
+        "stop.next-turn" if deciding and "stop.cancelled" in run.results else "stop.cancelled",
+        Outcome.FAIL,
+        f"no response within {opts.stop_timeout:g} s of session/cancel "
+        f"({len(updates_between(agent, session.id, stopped.stop_at))} updates since)",
+        evidence=[(agent, sent_index(agent, "session/cancel", stopped.stop_at))],
+    )
+    for check in STOP_CHECKS:
+        run.record(check, Outcome.NOT_EXERCISED, "the stopped prompt was never answered")
+
+
+def record_unexercised(run: CheckRun, stopped_any: bool, whys: list[str]) -> None:
+    """The Stop checks no Stop decided: not exercised, with the last Stop's reason."""
+    last = whys[-1] if whys else "no Stop was made"
+    if not stopped_any:
+        many = f" ({len(whys)} Stops, none stopped a turn mid-stream)" if len(whys) > 1 else ""
+        for check in STOP_CHECKS:
+            run.record(check, Outcome.NOT_EXERCISED, last + many)
+    elif "stop.next-turn" not in run.results:
+        run.record(
+            "stop.next-turn",
+            Outcome.NOT_EXERCISED,
+            "no Stop after the first stopped anything; the last: " + last,
         )
-        if response_at and response_at[0] < stop_at:
-            run.record(
-                "stop.next-turn",
-                Outcome.NOT_EXERCISED,
-                f"the prompt after the Stop ended (answered {describe(result.response)}) "
-                "before the second Stop was sent",
-                evidence=[(agent, response_at)],
-            )
-        elif result.stop_reason == "cancelled" and not late:
-            run.record(
-                "stop.next-turn",
-                Outcome.PASS,
-                f"the next prompt streamed {second.chunks()} chunk(s) and was stopped",
-            )
-        else:
-            run.record(
-                "stop.next-turn",
-                Outcome.FAIL,
-                f"the prompt after the Stop, stopped in turn, was answered "
-                f"{describe(result.response)} with {len(late)} update(s) after it",
-                evidence=[
-                    (agent, sent_index(agent, "session/cancel", stop_at) + response_at + late)
-                ],
-            )
-        await more_stops(run, agent, session)
-        await end(run, agent)
+
+
+async def stop_once(run: CheckRun, agent: Agent, session: Session, *, watch: float) -> Stopped:
+    """Prompt, wait for ``--stop-after`` chunks, Stop (`send_cancel`) and wait for the
+    answer and a barrier; the Stop, measured and watched for ``stop.ordering``.  A
+    Stop that stopped something is watched ``watch`` seconds more (then another
+    barrier); one that did not is not waited on: the next is tried at once."""
+    opts = run.options
+    turn_at = len(agent.transcript)
+    turn = await session.start_prompt(opts.prompt("stream") or "")
+    why = await stream(run, turn)
+    if why is not None:
+        return Stopped(turn_at, turn_at, "", turn.response, "unstreamed", turn.chunks(), why)
+    stop_at = len(agent.transcript)
+    behind = await send_cancel(agent, turn)
+    try:
+        result = await turn.stop(within=opts.stop_timeout)
+    except TimeoutError:
+        stop_reading(agent)
+        measure_stop(run, agent, session.id, stop_at, None, "stop")
+        return Stopped(turn_at, stop_at, behind, None, "unanswered", turn.chunks())
+    response = result.response or None
+    kind = stop_kind(agent, stop_at, response, behind)
+    stopped = Stopped(turn_at, stop_at, behind, response, kind, turn.chunks())
+    if watch and kind in ("cancelled", "otherwise"):
+        # Watching for something that must not happen: only a time window can.
+        await anyio.sleep(watch)
+        await agent.settle(within=opts.timeout)
+    measure_stop(run, agent, session.id, stop_at, response, "stop")
+    if kind == "exited":
+        run.record("stop.ordering", Outcome.NOT_EXERCISED, "the agent exited before answering")
+    elif kind != "before":
+        judge_ordering(run, agent, session, stopped, len(run.stop_samples))
+    return stopped
+
+
+def judge_next_turn(run: CheckRun, agent: Agent, session: Session, stopped: Stopped) -> None:
+    """Record ``stop.next-turn`` for the first Stop that stopped something after the
+    one that decided ``stop.cancelled``."""
+    response_at = index_of(agent, stopped.response)
+    late = (
+        updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
+        if response_at
+        else []
+    )
+    if stopped.kind == "cancelled" and not late:
+        run.record(
+            "stop.next-turn",
+            Outcome.PASS,
+            f"the next prompt streamed {stopped.chunks} chunk(s) and was stopped",
+        )
+    else:
+        run.record(
+            "stop.next-turn",
+            Outcome.FAIL,
+            f"the prompt after the Stop, stopped in turn, was answered "
+            f"{describe(stopped.response)} with {len(late)} update(s) after it",
+            evidence=[(agent, stopped.marks(agent) + late)],
+        )
 
 
 def measure_stop(
@@ -225,38 +327,6 @@ def measure_stop(
         answered[0] if answered else None,
         scenario,
     )
-
-
-async def more_stops(run: CheckRun, agent: Agent, session: Session) -> None:
-    """Stop the session again and again until the run has made ``--stops`` Stops (the
-    other Stop scenarios make one each): the figures of the report's ``"stop"``, and
-    each Stop one more chance to see a cancel leak (``stop.ordering``)."""
-    opts = run.options
-    others = sum(run.wanted((check,)) for check in ("stop.idle", "stop.race"))
-    for _ in range(2 * opts.stops):
-        if len(run.stop_samples) + others >= opts.stops:
-            return
-        turn = await session.start_prompt(opts.prompt("stream") or "")
-        if await stream(run, turn) is not None:
-            return
-        stop_at = len(agent.transcript)
-        try:
-            result = await turn.stop(within=opts.stop_timeout)
-        except TimeoutError:
-            stop_reading(agent)
-            measure_stop(run, agent, session.id, stop_at, None, "stop")
-            return
-        sample = measure_stop(run, agent, session.id, stop_at, result.response, "stop")
-        if sample is not None and sample.get("updates_after_response"):
-            response_at = index_of(agent, result.response or None)
-            late = updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
-            run.record(
-                "stop.ordering",
-                Outcome.FAIL,
-                f"Stop {len(run.stop_samples)}: {len(late)} session/update after the "
-                "prompt's response",
-                evidence=[(agent, response_at + late)],
-            )
 
 
 async def idle_cancel(run: CheckRun) -> None:

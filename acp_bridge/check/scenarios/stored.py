@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import anyio
 
-from ...testing.agent import Agent, Session, session_update
+from ...testing.agent import Agent, Session, Turn, session_update
 from ..results import Outcome
 from ..run import CheckRun, Json
 from .frames import (
     CONVERSATION,
+    crossed,
     describe,
     end,
     index_of,
     probe,
+    send_stop,
     stream,
     texts,
     updates_between,
@@ -206,49 +208,99 @@ def judge_load(
         )
 
 
-async def close(run: CheckRun) -> None:
+CLOSE_TRIES = 20
+"""Sessions the close scenario closes mid-stream before it calls the close not
+exercised: each whose turn ended before (or as) the close reached the agent."""
+
+
+async def close_mid_stream(
+    run: CheckRun, agent: Agent
+) -> tuple[Session, Turn, int, str, Json] | str | None:
+    """A new session's prompt streamed ``--stop-after`` chunks, then session/close
+    with a barrier right behind it (`send_stop`); the session, the turn, where the
+    close was sent, the barrier's id and the close's answer.  A string says why the
+    turn could not be closed mid-stream; None: the close was not answered within
+    ``--stop-timeout`` (recorded)."""
     opts = run.options
+    client = agent.client
+    session = await agent.new_session(run.project)
+    turn = await session.start_prompt(opts.prompt("stream") or "")
+    why = await stream(run, turn)
+    if why is not None:
+        return why
+    stop_at = len(agent.transcript)
+    rid = client.next_id()
+    close_request = {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "session/close",
+        "params": {"sessionId": session.id},
+    }
+    behind = await send_stop(agent, turn, close_request)
+    try:
+        await client.wait_until(lambda: turn.done, within=opts.stop_timeout)
+        closed = await client.wait_response(rid, within=opts.stop_timeout)
+    except TimeoutError:
+        run.record(
+            "close.cancels",
+            Outcome.FAIL,
+            f"no answer to the prompt and the close within {opts.stop_timeout:g} s",
+            evidence=[(agent, [stop_at])],
+        )
+        return None
+    await client.wait_response(behind, within=opts.timeout)
+    if closed_nothing(agent, turn, stop_at, behind) is None:
+        # Watched only when it stopped something: the next try comes at once.
+        if opts.watch:
+            await anyio.sleep(opts.watch)
+        await agent.settle(within=opts.timeout)
+    return session, turn, stop_at, behind, closed
+
+
+def closed_nothing(agent: Agent, turn: Turn, stop_at: int, behind: str) -> str | None:
+    """Why a close stopped nothing: the turn ended before it was sent, or as it
+    crossed it (`crossed`); None when it was exercised."""
+    response_at = index_of(agent, turn.response)
+    reason = ((turn.response or {}).get("result") or {}).get("stopReason")
+    if response_at and response_at[0] < stop_at:
+        return f"the turn ended (answered {describe(turn.response)}) before session/close was sent"
+    if reason != "cancelled" and crossed(agent, turn.response, behind):
+        return (
+            f"the prompt was answered {describe(turn.response)} before the agent answered "
+            "the request sent right behind session/close: the turn may have ended as the "
+            "close crossed it"
+        )
+    return None
+
+
+async def close(run: CheckRun) -> None:
     await probe(run)
     if not run.advertised("sessionCapabilities.close"):
         run.record("close.cancels", Outcome.SKIP, "not advertised (sessionCapabilities.close)")
         return
     async with run.agent("close") as agent:
-        client = agent.client
         await run.initialize(agent)
-        session = await agent.new_session(run.project)
-        turn = await session.start_prompt(opts.prompt("stream") or "")
-        why = await stream(run, turn)
-        if why is not None:
-            run.record("close.cancels", Outcome.NOT_EXERCISED, why)
-            return
-        stop_at = len(agent.transcript)
-        rid = await client.send_request("session/close", {"sessionId": session.id})
-        try:
-            await client.wait_until(lambda: turn.done, within=opts.stop_timeout)
-            closed = await client.wait_response(rid, within=opts.stop_timeout)
-        except TimeoutError:
-            run.record(
-                "close.cancels",
-                Outcome.FAIL,
-                f"no answer to the prompt and the close within {opts.stop_timeout:g} s",
-                evidence=[(agent, [stop_at])],
-            )
-            return
-        if opts.watch:
-            await anyio.sleep(opts.watch)
-        await agent.settle(within=opts.timeout)
-        response_at = index_of(agent, turn.response)
-        if response_at and response_at[0] < stop_at:
+        for _ in range(CLOSE_TRIES):
+            tried = await close_mid_stream(run, agent)
+            if tried is None or isinstance(tried, str):
+                if tried is not None:
+                    run.record("close.cancels", Outcome.NOT_EXERCISED, tried)
+                return
+            session, turn, stop_at, behind, closed = tried
+            why = closed_nothing(agent, turn, stop_at, behind)
+            if why is None:
+                break
+        else:
             run.record(
                 "close.cancels",
                 Outcome.NOT_EXERCISED,
-                f"the turn ended (answered {describe(turn.response)}) before session/close "
-                "was sent: a close mid-stream was not exercised (give a --stream-prompt that "
-                "streams for longer)",
-                evidence=[(agent, [*response_at, stop_at])],
+                f"{why} (the last of {CLOSE_TRIES} sessions, none closed mid-stream): a "
+                "close was not exercised (give a --stream-prompt that streams for longer)",
+                evidence=[(agent, [stop_at, *index_of(agent, turn.response)])],
             )
             await end(run, agent)
             return
+        response_at = index_of(agent, turn.response)
         late = (
             updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
             if response_at

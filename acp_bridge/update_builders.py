@@ -117,3 +117,23 @@ def plan_update(entries: Iterable[Mapping[str, Any]]) -> Update:
             for e in entries
         ],
     }
+
+
+def subagent_update(session_id: str, title: str, cwd: str) -> Update:
+    """``subagent_update``: the parent's announcement of a child session (a client
+    with ``clientCapabilities.subagents``), sent before any of the child's traffic."""
+    return {"sessionUpdate": "subagent_update", "sessionId": session_id, "title": title, "cwd": cwd}
+
+
+def session_message(
+    message_id: str, sender: str, recipient: str, content: list[dict[str, Any]]
+) -> Update:
+    """``session_message``: a message between two sessions (a task handed to a
+    child, a child's answer to its parent), whole."""
+    return {
+        "sessionUpdate": "session_message",
+        "messageId": message_id,
+        "senderSessionId": sender,
+        "recipientSessionId": recipient,
+        "content": content,
+    }

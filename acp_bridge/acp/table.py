@@ -122,6 +122,9 @@ class SessionTable:
         from ..notices import opt_in
 
         opt_in(session, self.client_capabilities)
+        from .subagents import attach
+
+        attach(self, session)  # its task calls start child sessions
         context.cost, context.currency = cost_so_far(records or ())
         self.used(session)
         return session

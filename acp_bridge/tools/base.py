@@ -138,6 +138,8 @@ class ToolContext:
     allowed: tuple[str, ...] = ()
     # Sends a session/update of the turn (a plan); nothing once the turn ended.
     emit: Callable[[dict[str, Any]], None] | None = None
+    # Starts child sessions (`acp_bridge.tools.subagent.SubagentHost`); None: none.
+    subagents: Any = None
 
     def resolve(self, path: str) -> str:
         """``path`` made absolute (relative paths are taken from the session's cwd)."""

@@ -391,4 +391,5 @@ class ToolRunner:
             hidden_env=state.hidden_env,
             timeout_s=state.tool_timeout,
             emit=turn.emit,
+            subagents=state.subagents,
         )

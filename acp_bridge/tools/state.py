@@ -41,6 +41,8 @@ class ToolState:
     cancel_deadline: float = 5.0
     # Keeps an "always" answer for the session's project too (`acp_bridge.tools.rules_store`).
     on_remember: Callable[[str, str], None] | None = None
+    # Starts child sessions for the ``task`` tool (`acp_bridge.tools.subagent`).
+    subagents: Any = None
 
     def set_mode(self, mode: str, via: str) -> bool:
         """Switch the mode (``via``: ``set_mode`` or ``config_option``); False if unchanged."""

@@ -7,16 +7,18 @@ only the parent's tool call; a Stop of the parent stops the child first."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from acp_schema import load_acp_unstable_schema
-from harness import report, run_bridge, tool_call, write_script
+from harness import report, run_bridge, tool_call, wait_until, write_script
 from support.bridge import Mode
 
 from acp_bridge.client import AcpClient, PromptResult
+from acp_bridge.testing.workspace import WorkspaceEditor
 
 pytestmark = pytest.mark.anyio
 
@@ -50,29 +52,38 @@ async def session(
     script: dict[str, Any],
     caps: dict[str, Any],
     *,
-    stop_when: str | None = None,
+    stop_when: str | Callable[[list[Any]], bool] | None = None,
+    editor: WorkspaceEditor | None = None,
     mode: Mode = "subprocess",
 ) -> tuple[PromptResult, str, Any]:
     """One prompt whose model calls ``task``; with ``stop_when``, the user
-    presses Stop once a frame holding that text reached the editor."""
+    presses Stop once a frame holding that text (or passing that test) reached
+    the editor; ``editor`` serves terminals and permission requests."""
     box: dict[str, Any] = {}
 
+    def seen(client: AcpClient) -> bool:
+        if callable(stop_when):
+            return stop_when([m for _, m in client.transcript])
+        return any(str(stop_when) in str(m) for _, m in client.transcript)
+
     async def play(client: AcpClient) -> None:
-        await client.initialize(caps)
-        sid = box["sid"] = await client.new_session(str(tmp_path))
-        if stop_when is None:
-            box["result"] = await client.prompt(sid, "Count them")
-            return
         async with anyio.create_task_group() as tg:
+            if editor is not None:
+                editor.install(client, tg)
+            await client.initialize(caps)
+            sid = box["sid"] = await client.new_session(str(tmp_path))
 
             async def run() -> None:
                 box["result"] = await client.prompt(sid, "Count them")
 
             tg.start_soon(run)
-            await client.wait_until(
-                lambda: any(stop_when in str(m) for _, m in client.transcript), within=10
-            )
-            await client.notify("session/cancel", {"sessionId": sid})
+            if stop_when is not None:
+                with anyio.fail_after(10):  # a condition of the editor wakes no message
+                    await wait_until(lambda: seen(client))
+                await client.notify("session/cancel", {"sessionId": sid})
+            await client.wait_until(lambda: "result" in box, within=10)
+            if editor is not None:
+                editor.kill_all()
 
     run = await run_bridge(write_script(tmp_path, script), tmp_path / "state", play, mode=mode)
     run.check_logs()
@@ -184,3 +195,82 @@ async def test_a_stop_while_the_child_streams_stops_it_first(
         or (isinstance(m.get("result"), dict) and m["result"].get("stopReason") == "cancelled")
     )
     assert not [m for m in wire[answer_at:] if m.get("method") == "session/update"]
+
+
+def stopped_in_order(run: Any, sid: str, result: PromptResult) -> list[dict[str, Any]]:
+    """The Stop contract for parent and child; the child's log."""
+    assert result.stop_reason == "cancelled"
+    assert not result.late
+    parent, child = logs_by_role(run, sid)
+    assert [r["reason"] for r in child if r["type"] == "turn/end"] == ["cancelled"]
+    assert [r["reason"] for r in parent if r["type"] == "turn/end"] == ["cancelled"]
+    # Every child tool call has its result, every announced one its final status.
+    calls = {r["tool_call_id"] for r in child if r["type"] == "tool/call"}
+    assert calls == {r["tool_call_id"] for r in child if r["type"] == "tool/result"}
+    wire = [m for _, m in frames(run)]
+    answer_at = next(
+        i
+        for i, m in enumerate(wire)
+        if isinstance(m.get("result"), dict) and m["result"].get("stopReason") == "cancelled"
+    )
+    assert not [m for m in wire[answer_at:] if m.get("method") == "session/update"]
+    return child
+
+
+def child_tool_running(frames: list[Any]) -> bool:
+    """A tool call of the child (not the parent's ``task`` call) is in progress."""
+    announced = [
+        m["params"]["update"]["sessionId"]
+        for m in frames
+        if m.get("method") == "session/update"
+        and m["params"]["update"]["sessionUpdate"] == "subagent_update"
+    ]
+    return any(
+        m.get("method") == "session/update"
+        and m["params"]["sessionId"] in announced
+        and m["params"]["update"].get("status") == "in_progress"
+        for m in frames
+    )
+
+
+TERMINAL = {**EXPOSED, "terminal": True}
+
+
+async def test_a_stop_while_the_child_runs_a_command(tmp_path: Path) -> None:
+    editor = WorkspaceEditor(tmp_path)
+    editor.permission_answers = ["allow_once"]
+    waiting = editor.waiting_on_command("begun")
+    command = tool_call("c_cmd", "run_command", command="echo begun; sleep 30")
+    child = [{"events": [command]}, {"events": [{"text": "never"}]}]
+    result, sid, run = await session(
+        tmp_path, answered(child), TERMINAL, stop_when=lambda _: waiting(), editor=editor
+    )
+    child_log = stopped_in_order(run, sid, result)
+    (res,) = [r for r in child_log if r["type"] == "tool/result"]
+    assert res["tool_call_id"] == "c_cmd"
+    assert "begun" in res["content"][0]["text"]  # the command's real partial output
+    parent, _ = logs_by_role(run, sid)
+    (task_result,) = [r for r in parent if r["type"] == "tool/result"]
+    assert task_result["content"][0]["text"].startswith("The subagent was stopped.")
+    assert not editor.running()
+
+
+@pytest.mark.parametrize("caps", [NO_FS, EXPOSED], ids=["hidden", "exposed"])
+async def test_a_stop_while_the_child_waits_for_a_permission(
+    tmp_path: Path, caps: dict[str, Any]
+) -> None:
+    editor = WorkspaceEditor(tmp_path)
+    editor.permission_answers = ["hang"]
+    edit = tool_call("c_edit", "write_file", path=str(tmp_path / "a.txt"), content="x")
+    child = [{"events": [edit]}, {"events": [{"text": "never"}]}]
+    result, sid, run = await session(
+        tmp_path, answered(child), caps, stop_when="session/request_permission", editor=editor
+    )
+    child_log = stopped_in_order(run, sid, result)
+    ((_, params),) = [c for c in editor.calls if c[0] == "session/request_permission"]
+    (child_id,) = [s for s in run.logs() if s != sid]
+    # The request names the child: its session for a client that knows it.
+    assert params["sessionId"] == (child_id if caps is EXPOSED else sid)
+    (res,) = [r for r in child_log if r["type"] == "tool/result"]
+    assert "permission" in res["content"][0]["text"]
+    assert not (tmp_path / "a.txt").exists()

@@ -121,8 +121,15 @@ def plan_update(entries: Iterable[Mapping[str, Any]]) -> Update:
 
 def subagent_update(session_id: str, title: str, cwd: str) -> Update:
     """``subagent_update``: the parent's announcement of a child session (a client
-    with ``clientCapabilities.subagents``), sent before any of the child's traffic."""
-    return {"sessionUpdate": "subagent_update", "sessionId": session_id, "title": title, "cwd": cwd}
+    with ``clientCapabilities.subagents``), sent before any of the child's traffic;
+    the client may cancel the child alone (``capabilities.cancel``)."""
+    return {
+        "sessionUpdate": "subagent_update",
+        "sessionId": session_id,
+        "title": title,
+        "cwd": cwd,
+        "capabilities": {"cancel": {}},
+    }
 
 
 def session_message(

@@ -18,6 +18,7 @@ from harness import report, run_bridge, tool_call, wait_until, write_script
 from support.bridge import Mode
 
 from acp_bridge.client import AcpClient, PromptResult
+from acp_bridge.providers.scripted import parse_report
 from acp_bridge.testing.workspace import WorkspaceEditor
 
 pytestmark = pytest.mark.anyio
@@ -274,3 +275,43 @@ async def test_a_stop_while_the_child_waits_for_a_permission(
     (res,) = [r for r in child_log if r["type"] == "tool/result"]
     assert "permission" in res["content"][0]["text"]
     assert not (tmp_path / "a.txt").exists()
+
+
+async def test_a_child_cancelled_alone_leaves_the_parent_running(tmp_path: Path) -> None:
+    box: dict[str, Any] = {}
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize(EXPOSED)
+        sid = box["sid"] = await client.new_session(str(tmp_path))
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                box["result"] = await client.prompt(sid, "Count them")
+
+            tg.start_soon(run)
+            await client.wait_until(lambda: "Counting so far" in str(client.transcript))
+            (announce,) = [
+                m["params"]["update"]
+                for _, m in client.transcript
+                if m.get("method") == "session/update"
+                and m["params"]["update"]["sessionUpdate"] == "subagent_update"
+            ]
+            assert announce["capabilities"] == {"cancel": {}}
+            await client.notify("session/cancel", {"sessionId": announce["sessionId"]})
+
+    child = [{"events": [{"text": "Counting so far: one"}, {"hang": True}]}]
+    run = await run_bridge(write_script(tmp_path, answered(child)), tmp_path / "state", play)
+    run.check_logs()
+    load_acp_unstable_schema().check_transcript(run.client.transcript)
+    result, sid = box["result"], box["sid"]
+    assert result.stop_reason == "end_turn"  # the parent went on
+    said = "".join(
+        u["content"]["text"]
+        for u in updates_of(run, sid)
+        if u["sessionUpdate"] == "agent_message_chunk"
+    )
+    (seen,) = parse_report(said)["tool_results"]
+    assert seen["text"] == "The subagent was stopped. What it had said:\nCounting so far: one"
+    parent, child_log = logs_by_role(run, sid)
+    assert [r["reason"] for r in child_log if r["type"] == "turn/end"] == ["cancelled"]
+    assert [r["reason"] for r in parent if r["type"] == "turn/end"] == ["end_turn"]

@@ -19,7 +19,10 @@ What the editor sees depends on ``clientCapabilities.subagents``:
 * with it, a ``subagent_update`` on the parent announces the child before any
   of its traffic, the task is handed over as a ``session_message`` on the
   child, the child's updates go out under its own ``sessionId``, and its
-  answer comes back as a ``session_message`` on the parent.
+  answer comes back as a ``session_message`` on the parent.  The client may
+  cancel the child alone (``capabilities.cancel``: ``session/cancel`` with
+  the child's id): the child stops as at a Stop, the parent goes on, and its
+  ``task`` call's result is what the child had said.
 
 The rights of a child never exceed its parent's: it starts in the parent's
 mode, with the parent's remembered rules and directories, and it cannot
@@ -104,6 +107,8 @@ class ChildSessions:
             )
             handed = session_message("handover_" + ctx.call_id, parent.id, child.id, blocks)
             child.outbox.send(child.frames.update(handed))
+        if shown:
+            table.children[child.id] = child  # the client may cancel it alone
         host = _ChildHost(table)
         done = asyncio.Event()
         ran: list[Turn | None] = []
@@ -258,6 +263,7 @@ def _answered(
 
 async def _close(table: SessionTable, child: Session) -> None:
     """The child's records written, its log closed and unlocked."""
+    table.children.pop(child.id, None)
     with anyio.CancelScope(shield=True):
         child.log.sync()
         await table.outbox.drain()

@@ -61,6 +61,9 @@ class SessionTable:
         self.spawn = spawn
         self.providers = providers
         self.sessions: dict[str, Session] = {}
+        # Running subagent sessions the client was told of, which it may
+        # cancel alone (`acp_bridge.acp.subagents`).
+        self.children: dict[str, Session] = {}
         # Set when the server shuts down: queued prompts start no turn.
         self.closing = False
         # Turn tasks still running, including any abandoned at the deadline.

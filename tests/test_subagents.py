@@ -315,3 +315,41 @@ async def test_a_child_cancelled_alone_leaves_the_parent_running(tmp_path: Path)
     parent, child_log = logs_by_role(run, sid)
     assert [r["reason"] for r in child_log if r["type"] == "turn/end"] == ["cancelled"]
     assert [r["reason"] for r in parent if r["type"] == "turn/end"] == ["end_turn"]
+
+
+CHILD_REPORT = [{"events": [{"report": ["tool_names", "message_count", "first_user_text"]}]}]
+
+
+@pytest.mark.parametrize(("depth", "nested"), [((), False), (("--subagent-depth", "2"), True)])
+async def test_a_child_has_its_own_context_and_nests_only_as_deep_as_allowed(
+    tmp_path: Path, depth: tuple[str, ...], nested: bool
+) -> None:
+    async def play(client: AcpClient) -> None:
+        await client.initialize(NO_FS)
+        sid = await client.new_session(str(tmp_path))
+        box.append(await client.prompt(sid, "Count them"))
+
+    box: list[PromptResult] = []
+    script = write_script(tmp_path, answered(CHILD_REPORT))
+    run = await run_bridge(script, tmp_path / "state", play, extra=depth)
+    run.check_logs()
+    (seen,) = report(box[0])["tool_results"]
+    child = parse_report(seen["text"])
+    assert child["message_count"] == 1  # nothing of the parent's conversation
+    assert child["first_user_text"] == "How many files?"
+    assert ("task" in child["tool_names"]) is nested
+    assert "run_command" in child["tool_names"]
+
+
+async def test_depth_zero_offers_no_task_tool(tmp_path: Path) -> None:
+    async def play(client: AcpClient) -> None:
+        await client.initialize(NO_FS)
+        sid = await client.new_session(str(tmp_path))
+        box.append(await client.prompt(sid, "Count them"))
+
+    box: list[PromptResult] = []
+    script = write_script(tmp_path, {"responses": [{"events": [{"report": ["tool_names"]}]}]})
+    await run_bridge(script, tmp_path / "state", play, extra=("--subagent-depth", "0"))
+    names = report(box[0])["tool_names"]
+    assert "task" not in names
+    assert "run_command" in names

@@ -25,8 +25,10 @@ What the editor sees depends on ``clientCapabilities.subagents``:
   ``task`` call's result is what the child had said.
 
 The rights of a child never exceed its parent's: it starts in the parent's
-mode, with the parent's remembered rules and directories, and it cannot
-start children of its own (one level: its registry has no ``task``).
+mode, with the parent's remembered rules and directories, and it starts
+children of its own only as deep as ``--subagent-depth`` allows (default 1:
+a child has no ``task``).  At most ``--subagents-at-once`` children run at
+once in the process (default 4); a ``task`` call waits for a free place.
 
 The Stop reaches every child: a Stop of the parent cancels the ``task``
 call (`acp_bridge.loop.inflight`), which stops the child first, as the user
@@ -43,6 +45,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
@@ -75,24 +78,46 @@ def exposed(client_capabilities: dict[str, Any] | None) -> bool:
     return isinstance((client_capabilities or {}).get("subagents"), dict)
 
 
-def attach(table: SessionTable, session: Session) -> None:
-    """Let ``session``'s ``task`` calls start children."""
-    if session.tools is not None:
-        session.tools.subagents = ChildSessions(table, session)
+def attach(table: SessionTable, session: Session, depth: int = 0) -> None:
+    """Let ``session`` (at ``depth``: 0 for a session of the editor) start
+    children with ``task`` if ``--subagent-depth`` allows; else it has no ``task``."""
+    tools = session.tools
+    if tools is None:
+        return
+    if depth < table.config.subagent_depth:
+        tools.subagents = ChildSessions(table, session, depth)
+    elif tools.registry.get(TASK) is not None:
+        tools.subagents = None
+        tools.registry = ToolRegistry([tool for tool in tools.registry if tool.name != TASK])
+
+
+# The places for children running at once, per process (its session table).
+_PLACES: weakref.WeakKeyDictionary[SessionTable, anyio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _places(table: SessionTable) -> anyio.Semaphore:
+    places = _PLACES.get(table)
+    if places is None:
+        places = _PLACES[table] = anyio.Semaphore(table.config.subagents_at_once)
+    return places
 
 
 class ChildSessions:
     """The children of one parent session (`acp_bridge.tools.subagent.SubagentHost`)."""
 
-    __slots__ = ("parent", "table")
+    __slots__ = ("depth", "parent", "table")
 
-    def __init__(self, table: SessionTable, parent: Session) -> None:
-        self.table, self.parent = table, parent
+    def __init__(self, table: SessionTable, parent: Session, depth: int) -> None:
+        self.table, self.parent, self.depth = table, parent, depth
 
     async def run(self, ctx: ToolContext, description: str, prompt: str) -> ToolOutput:
+        async with _places(self.table):  # a Stop while waiting: nothing started
+            return await self._run(ctx, description, prompt)
+
+    async def _run(self, ctx: ToolContext, description: str, prompt: str) -> ToolOutput:
         table, parent = self.table, self.parent
         shown = exposed(table.client_capabilities)
-        child = await _open_child(table, parent, ctx.call_id, shown)
+        child = await _open_child(table, parent, ctx.call_id, shown, self.depth + 1)
         blocks = [{"type": "text", "text": prompt}]
         ctx.update(
             {
@@ -185,7 +210,9 @@ class _Hidden:
         return False  # nothing was queued
 
 
-async def _open_child(table: SessionTable, parent: Session, call_id: str, shown: bool) -> Session:
+async def _open_child(
+    table: SessionTable, parent: Session, call_id: str, shown: bool, depth: int
+) -> Session:
     """A new child session of ``parent``, its log created beside the parent's."""
     child_id = answers.new_session_id()
     path = session_path(table.state_dir, child_id)
@@ -206,9 +233,8 @@ async def _open_child(table: SessionTable, parent: Session, call_id: str, shown:
     mine = child.tools
     if mine is not None:
         # No more rights than the parent: its mode, its rules, its
-        # directories; and no children of its own (one level).
-        mine.subagents = None
-        mine.registry = ToolRegistry([tool for tool in mine.registry if tool.name != TASK])
+        # directories; children of its own only as deep as allowed.
+        attach(table, child, depth)
         if tools is not None:
             mine.mode = tools.mode
             mine.rules = dict(tools.rules)

@@ -14,8 +14,17 @@ from typing import Any
 import anyio
 import pytest
 from acp_schema import load_acp_unstable_schema
-from harness import report, run_bridge, tool_call, wait_until, write_script
+from harness import (
+    SessionSnapshot,
+    normalize,
+    report,
+    run_bridge,
+    tool_call,
+    wait_until,
+    write_script,
+)
 from support.bridge import Mode
+from syrupy.assertion import SnapshotAssertion
 
 from acp_bridge.client import AcpClient, PromptResult
 from acp_bridge.providers.scripted import parse_report
@@ -137,6 +146,23 @@ async def test_a_client_without_the_capability_sees_only_the_parent(tmp_path: Pa
         and u.get("content")
     ]
     assert progress, "the parent's tool call shows the subagent at work"
+
+
+@pytest.mark.parametrize("caps", [NO_FS, EXPOSED], ids=["hidden", "exposed"])
+async def test_whole_sessions_with_a_subagent(
+    tmp_path: Path, caps: dict[str, Any], snapshot: SnapshotAssertion
+) -> None:
+    """The wire both ways and both logs, normalized, as snapshots."""
+    _, sid, run = await session(tmp_path, answered(CHILD_ANSWERS), caps)
+    parent, child = logs_by_role(run, sid)
+    whole = {
+        "wire": [list(e) for e in run.client.transcript],
+        "parent_log": parent,
+        "child_log": child,
+    }
+    assert normalize(whole, paths={str(tmp_path): "<tmp>"}) == snapshot.use_extension(
+        SessionSnapshot
+    )
 
 
 async def test_an_opted_in_client_is_told_of_the_child_first(tmp_path: Path) -> None:

@@ -379,3 +379,29 @@ async def test_depth_zero_offers_no_task_tool(tmp_path: Path) -> None:
     names = report(box[0])["tool_names"]
     assert "task" not in names
     assert "run_command" in names
+
+
+@pytest.mark.parametrize(("mode", "written"), [("read_only", False), ("accept_edits", True)])
+async def test_a_child_has_its_parents_mode(tmp_path: Path, mode: str, written: bool) -> None:
+    """No more rights than the parent: read-only refuses the child's edit
+    (and it asks nobody); with accept_edits the child's edit runs without asking."""
+    editor = WorkspaceEditor(tmp_path)
+
+    async def play(client: AcpClient) -> None:
+        async with anyio.create_task_group() as tg:
+            editor.install(client, tg)
+            await client.initialize(NO_FS)
+            sid = await client.new_session(str(tmp_path))
+            await client.request("session/set_mode", {"sessionId": sid, "modeId": mode})
+            box.append(await client.prompt(sid, "Write it"))
+
+    box: list[PromptResult] = []
+    edit = tool_call("c_edit", "write_file", path=str(tmp_path / "a.txt"), content="x")
+    script = answered([{"events": [edit]}, {"events": [{"report": ["tool_results"]}]}])
+    run = await run_bridge(write_script(tmp_path, script), tmp_path / "state", play)
+    run.check_logs()
+    assert "session/request_permission" not in editor.methods()
+    assert (tmp_path / "a.txt").exists() is written
+    (seen,) = report(box[0])["tool_results"]
+    (inner,) = parse_report(seen["text"])["tool_results"]
+    assert inner["is_error"] is not written

@@ -7,6 +7,7 @@ only the parent's tool call; a Stop of the parent stops the child first."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from harness import (
     write_script,
 )
 from support.bridge import Mode
+from support.harness import Run
 from syrupy.assertion import SnapshotAssertion
 
 from acp_bridge.client import AcpClient, PromptResult
@@ -405,3 +407,52 @@ async def test_a_child_has_its_parents_mode(tmp_path: Path, mode: str, written: 
     (seen,) = report(box[0])["tool_results"]
     (inner,) = parse_report(seen["text"])["tool_results"]
     assert inner["is_error"] is not written
+
+
+async def test_a_crash_mid_child_loses_nothing_the_editor_was_shown(
+    tmp_path: Path, bridge: Any
+) -> None:
+    """SIGKILL while the child streams: every chunk the editor got (under the
+    child's id) is in the child's log, and the parent's log names the child."""
+    story = "Counting the files one by one, and there are many of them to count. " * 4
+    child = [{"events": [{"text": story, "chunk_size": 5}, {"hang": True}]}]
+    script = write_script(tmp_path, answered(child))
+    async with bridge(script=script) as client:
+        await client.initialize(EXPOSED)
+        sid = await client.new_session(str(tmp_path))
+        await client.send(
+            {
+                "jsonrpc": "2.0",
+                "id": client.next_id(),
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "Count"}]},
+            }
+        )
+
+        def child_chunks() -> str:
+            return "".join(
+                m["params"]["update"]["content"]["text"]
+                for _, m in client.transcript
+                if m.get("method") == "session/update"
+                and m["params"]["sessionId"] != sid
+                and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            )
+
+        await client.wait_until(lambda: len(child_chunks()) >= 20, within=10)
+        client.agent.send_signal(signal.SIGKILL)
+        await client.agent.wait()
+        shown = child_chunks()
+    parent, child_log = logs_by_role(Run(client, tmp_path / "state"), sid)
+    logged = "".join(
+        part[2]
+        for r in child_log
+        if r["type"] == "stream/delta"
+        for part in r["parts"]
+        if part[1] == "text"
+    )
+    assert shown
+    assert logged.startswith(shown)
+    assert child_log[0]["owner"]["session_id"] == sid
+    assert any(
+        isinstance(r["update"].get("rawOutput"), dict) for r in parent if r["type"] == "tool/update"
+    )

@@ -8,6 +8,8 @@ only the parent's tool call; a Stop of the parent stops the child first."""
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -456,3 +458,31 @@ async def test_a_crash_mid_child_loses_nothing_the_editor_was_shown(
     assert any(
         isinstance(r["update"].get("rawOutput"), dict) for r in parent if r["type"] == "tool/update"
     )
+
+
+def test_sessions_lists_a_child_under_its_parent_and_show_shows_the_tree(tmp_path: Path) -> None:
+    _, sid, run = anyio.run(session, tmp_path, answered(CHILD_ANSWERS), NO_FS)
+    (child,) = [s for s in run.logs() if s != sid]
+    state = str(tmp_path / "state")
+
+    def cli(*args: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "acp_bridge", *args, "--state-dir", state],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        return done.stdout.splitlines()
+
+    listed = cli("sessions")
+    at = {
+        line.split()[0] if not line.startswith(" ") else line.split()[1]: i
+        for i, line in enumerate(listed)
+    }
+    assert at[child] == at[sid] + 1  # right under its parent
+    assert listed[at[child]].startswith("  └ " + child)
+    shown = cli("show", sid)
+    assert any(line.startswith(f"    session {child}") for line in shown)
+    assert any(line.strip() == f"subagent of {sid} (tool call call_1)" for line in shown)
+    assert any(line.startswith("    ") and "There are 3 files." in line for line in shown)

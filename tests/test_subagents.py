@@ -486,3 +486,39 @@ def test_sessions_lists_a_child_under_its_parent_and_show_shows_the_tree(tmp_pat
     assert any(line.startswith(f"    session {child}") for line in shown)
     assert any(line.strip() == f"subagent of {sid} (tool call call_1)" for line in shown)
     assert any(line.startswith("    ") and "There are 3 files." in line for line in shown)
+
+
+@pytest.mark.parametrize("caps", [NO_FS, EXPOSED], ids=["hidden", "exposed"])
+async def test_loading_the_parent_replays_its_children(
+    tmp_path: Path, caps: dict[str, Any]
+) -> None:
+    _, sid, first = await session(tmp_path, answered(CHILD_ANSWERS), NO_FS)
+    (child,) = [s for s in first.logs() if s != sid]
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize(caps)
+        await client.request(
+            "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+        )
+
+    again = await run_bridge(
+        write_script(tmp_path, answered(CHILD_ANSWERS)), tmp_path / "state", play
+    )
+    load_acp_unstable_schema().check_transcript(again.client.transcript)
+    replayed = [
+        m["params"]["update"]
+        for _, m in again.client.transcript
+        if m.get("method") == "session/update"
+    ]
+    kinds = [u["sessionUpdate"] for u in replayed]
+    if caps is NO_FS:
+        assert "subagent_update" not in kinds
+        assert "session_message" not in kinds
+        return
+    announce = kinds.index("subagent_update")
+    assert replayed[announce]["sessionId"] == child
+    assert replayed[announce]["title"] == "Count the files"
+    (back,) = [u for u in replayed if u["sessionUpdate"] == "session_message"]
+    assert kinds.index("session_message") > announce
+    assert back["senderSessionId"] == child
+    assert back["content"] == [{"type": "text", "text": "There are 3 files."}]

@@ -299,3 +299,34 @@ async def _close(table: SessionTable, child: Session) -> None:
 
 def _shown(text: str) -> dict[str, Any]:
     return {"type": "content", "content": {"type": "text", "text": text}}
+
+
+def replayed(records: list[Any], parent_id: str, cwd: str) -> list[dict[str, Any]]:
+    """What a load of a parent replays, for a client told of children: each
+    child's announcement, then its answer as a message to the parent (a pure
+    function of the parent's log: its ``task`` calls' updates and results)."""
+    children: dict[str, str] = {}  # tool call -> child session
+    titles: dict[str, str] = {}
+    updates: list[dict[str, Any]] = []
+    for record in records:
+        kind = record.get("type")
+        if kind == "tool/update":
+            update = record.get("update") or {}
+            call = str(record.get("tool_call_id"))
+            given = update.get("rawInput")
+            if isinstance(given, dict) and isinstance(given.get("description"), str):
+                titles[call] = given["description"]
+            raw = update.get("rawOutput")
+            named = isinstance(raw, dict) and isinstance(raw.get("subagentSessionId"), str)
+            if named and call not in children:
+                assert isinstance(raw, dict)
+                child = children[call] = raw["subagentSessionId"]
+                updates.append(subagent_update(child, titles.get(call, "Subagent"), cwd))
+        elif kind == "tool/result" and str(record.get("tool_call_id")) in children:
+            call = str(record.get("tool_call_id"))
+            text = "".join(
+                b.get("text", "") for b in record.get("content") or () if b.get("type") == "text"
+            )
+            blocks = [{"type": "text", "text": text}]
+            updates.append(session_message("answer_" + call, children[call], parent_id, blocks))
+    return updates

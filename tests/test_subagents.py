@@ -302,6 +302,8 @@ async def test_a_stop_while_the_child_waits_for_a_permission(
     (child_id,) = [s for s in run.logs() if s != sid]
     # The request names the child: its session for a client that knows it.
     assert params["sessionId"] == (child_id if caps is EXPOSED else sid)
+    title = params["toolCall"]["title"]
+    assert title.startswith("Subagent (Count the files): ") is (caps is NO_FS)
     (res,) = [r for r in child_log if r["type"] == "tool/result"]
     assert "permission" in res["content"][0]["text"]
     assert not (tmp_path / "a.txt").exists()

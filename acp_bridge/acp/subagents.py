@@ -15,7 +15,9 @@ What the editor sees depends on ``clientCapabilities.subagents``:
   (an editor that does not know a session would drop its updates or refuse
   its requests): the parent's tool call shows progress (a
   ``tool_call_update`` saying the subagent works on it), then the answer as
-  the call's result; the child's editor requests name the parent session;
+  the call's result; the child's editor requests name the parent session,
+  and its permission requests say they come from the subagent (the title
+  starts "Subagent (its description):");
 * with it, a ``subagent_update`` on the parent announces the child before any
   of its traffic, the task is handed over as a ``session_message`` on the
   child, the child's updates go out under its own ``sessionId``, and its
@@ -117,7 +119,7 @@ class ChildSessions:
     async def _run(self, ctx: ToolContext, description: str, prompt: str) -> ToolOutput:
         table, parent = self.table, self.parent
         shown = exposed(table.client_capabilities)
-        child = await _open_child(table, parent, ctx.call_id, shown, self.depth + 1)
+        child = await _open_child(table, parent, ctx.call_id, description, shown, self.depth + 1)
         blocks = [{"type": "text", "text": prompt}]
         ctx.update(
             {
@@ -211,7 +213,12 @@ class _Hidden:
 
 
 async def _open_child(
-    table: SessionTable, parent: Session, call_id: str, shown: bool, depth: int
+    table: SessionTable,
+    parent: Session,
+    call_id: str,
+    description: str,
+    shown: bool,
+    depth: int,
 ) -> Session:
     """A new child session of ``parent``, its log created beside the parent's."""
     child_id = answers.new_session_id()
@@ -240,6 +247,7 @@ async def _open_child(
             mine.rules = dict(tools.rules)
         if not shown:
             mine.session_id = parent.id  # the editor knows only the parent
+            mine.asker = f"Subagent ({description})"
     start = answers.session_start_fields(
         child_id,
         parent.cwd,

@@ -43,6 +43,9 @@ class ToolState:
     on_remember: Callable[[str, str], None] | None = None
     # Starts child sessions for the ``task`` tool (`acp_bridge.tools.subagent`).
     subagents: Any = None
+    # A subagent whose requests name its parent session: how its permission
+    # requests name it (the title of the parent's ``task`` call).
+    asker: str | None = None
 
     def set_mode(self, mode: str, via: str) -> bool:
         """Switch the mode (``via``: ``set_mode`` or ``config_option``); False if unchanged."""

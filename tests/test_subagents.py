@@ -524,3 +524,48 @@ async def test_loading_the_parent_replays_its_children(
     assert kinds.index("session_message") > announce
     assert back["senderSessionId"] == child
     assert back["content"] == [{"type": "text", "text": "There are 3 files."}]
+
+
+async def test_children_beyond_the_bound_wait_for_a_place(tmp_path: Path) -> None:
+    """--subagents-at-once 1: a second session's child starts only once the
+    first child has ended (each session has its own script cursor)."""
+    child = [{"events": [{"text": "Counting so far: one"}, {"hang": True}]}]
+
+    def child_logs() -> list[list[dict[str, Any]]]:
+        logs = Run(client_box[0], tmp_path / "state").logs()
+        return [recs for recs in logs.values() if recs and "owner" in recs[0]]
+
+    client_box: list[AcpClient] = []
+    results: list[PromptResult] = []
+
+    async def play(client: AcpClient) -> None:
+        client_box.append(client)
+        await client.initialize(NO_FS)
+        first = await client.new_session(str(tmp_path))
+        second = await client.new_session(str(tmp_path))
+        async with anyio.create_task_group() as tg:
+
+            async def run(sid: str) -> None:
+                results.append(await client.prompt(sid, "Count them"))
+
+            tg.start_soon(run, first)
+            with anyio.fail_after(10):
+                await wait_until(lambda: len(child_logs()) == 1)
+            tg.start_soon(run, second)
+            # The second task call says it waits for a place.
+            await client.wait_until(
+                lambda: "Waiting for a free place" in str(client.transcript), within=10
+            )
+            assert len(child_logs()) == 1  # no place for the second child yet
+            await client.notify("session/cancel", {"sessionId": first})
+            with anyio.fail_after(10):
+                await wait_until(lambda: len(child_logs()) == 2)
+            await client.notify("session/cancel", {"sessionId": second})
+
+    script = write_script(tmp_path, answered(child))
+    run = await run_bridge(script, tmp_path / "state", play, extra=("--subagents-at-once", "1"))
+    run.check_logs()
+    assert [r.stop_reason for r in results] == ["cancelled", "cancelled"]
+    one, two = sorted(child_logs(), key=lambda recs: recs[0]["at"])
+    (first_end,) = [r for r in one if r["type"] == "turn/end"]
+    assert two[0]["at"] >= first_end["at"]

@@ -113,7 +113,10 @@ class ChildSessions:
         self.table, self.parent, self.depth = table, parent, depth
 
     async def run(self, ctx: ToolContext, description: str, prompt: str) -> ToolOutput:
-        async with _places(self.table):  # a Stop while waiting: nothing started
+        places = _places(self.table)
+        if places.value == 0:
+            ctx.update({"content": [_shown(f"Waiting for a free place: {description}")]})
+        async with places:  # a Stop while waiting: nothing started
             return await self._run(ctx, description, prompt)
 
     async def _run(self, ctx: ToolContext, description: str, prompt: str) -> ToolOutput:

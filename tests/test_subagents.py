@@ -569,3 +569,30 @@ async def test_children_beyond_the_bound_wait_for_a_place(tmp_path: Path) -> Non
     one, two = sorted(child_logs(), key=lambda recs: recs[0]["at"])
     (first_end,) = [r for r in one if r["type"] == "turn/end"]
     assert two[0]["at"] >= first_end["at"]
+
+
+async def test_a_disconnect_mid_child_is_no_stop_for_it_either(tmp_path: Path) -> None:
+    """stdin closed while the child streams: both turns end ``disconnected``
+    and neither keeps an interrupted message (invariant I5)."""
+    box: dict[str, Any] = {}
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize(EXPOSED)
+        sid = box["sid"] = await client.new_session(str(tmp_path))
+        await client.send(
+            {
+                "jsonrpc": "2.0",
+                "id": client.next_id(),
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "Count"}]},
+            }
+        )
+        await client.wait_until(lambda: "Counting so far" in str(client.transcript), within=10)
+
+    child = [{"events": [{"text": "Counting so far: one"}, {"hang": True}]}]
+    run = await run_bridge(write_script(tmp_path, answered(child)), tmp_path / "state", play)
+    run.check_logs()
+    parent, child_log = logs_by_role(run, box["sid"])
+    for log in (parent, child_log):
+        assert [r["reason"] for r in log if r["type"] == "turn/end"] == ["disconnected"]
+    assert not [r for r in child_log if r["type"] == "assistant/message"]

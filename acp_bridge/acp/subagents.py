@@ -153,8 +153,10 @@ class ChildSessions:
         try:
             await done.wait()
         except anyio.get_cancelled_exc_class():
-            # The parent is being stopped: the child first, as the user.
-            child.prompts.cancel(table.spawn, "user")
+            # The parent is being stopped: the child first, for the same cause
+            # (the user's Stop, or the editor gone: a disconnect is no Stop).
+            cause = "disconnected" if table.closing else "user"
+            child.prompts.cancel(table.spawn, cause)
             with anyio.CancelScope(shield=True), anyio.move_on_after(host.config.cancel_deadline):
                 await done.wait()
             ctx.partial = _result(child, None, stopped=True)

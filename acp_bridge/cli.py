@@ -122,6 +122,22 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
         f"(default: 300, at most {MAX_TOOL_TIMEOUT:g})",
     )
     p.add_argument(
+        "--subagent-depth",
+        type=_count(4, minimum=0),
+        default=d(1),
+        metavar="N",
+        help="how deep subagent sessions (the model's task tool) may nest: 1, the parent's "
+        "children only; 0 offers no task tool (default: 1, at most 4)",
+    )
+    p.add_argument(
+        "--subagents-at-once",
+        type=_count(64),
+        default=d(4),
+        metavar="N",
+        help="subagent sessions running at the same time in this process; more wait for a "
+        "free place (default: 4, at most 64)",
+    )
+    p.add_argument(
         "--mcp-start-timeout",
         type=_seconds(600.0),
         default=d(10.0),

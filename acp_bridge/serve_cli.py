@@ -69,6 +69,8 @@ def serve_command(args: argparse.Namespace, state_dir: str) -> int:
             idle_timeout=args.idle_timeout or None,
             tool_timeout=args.tool_timeout,
             pass_env=_pass_env(args.pass_env),
+            subagent_depth=args.subagent_depth,
+            subagents_at_once=args.subagents_at_once,
         ),
         forget_credentials=_forget_credentials,
         setup_command=setup_command(),

@@ -29,6 +29,8 @@ class Summary:
     turns: int
     size: int
     last_ending: str | None
+    # A subagent's parent session (`session/start` ``owner``), else None.
+    owner: str | None = None
 
 
 def summarize(path: str) -> Summary:
@@ -49,7 +51,45 @@ def summarize(path: str) -> Summary:
         turns=len(starts),
         size=stat.st_size,
         last_ending=last,
+        owner=_owner(start),
     )
+
+
+def _owner(start: Record) -> str | None:
+    owner = start.get("owner")
+    return str(owner.get("session_id")) if isinstance(owner, Mapping) else None
+
+
+def _children(records: Iterable[Record]) -> list[str]:
+    """The subagent sessions a log's ``task`` calls started, in order (each once)."""
+    found: dict[str, None] = {}
+    for record in records:
+        if record.get("type") != "tool/update":
+            continue
+        raw = (record.get("update") or {}).get("rawOutput")
+        if isinstance(raw, Mapping) and isinstance(raw.get("subagentSessionId"), str):
+            found[raw["subagentSessionId"]] = None
+    return list(found)
+
+
+def _under_parents(rows: list[Summary]) -> list[tuple[Summary, int]]:
+    """``rows`` (newest first) with each subagent right under its parent: (row, depth)."""
+    ids = {row.session_id for row in rows}
+    kids: dict[str, list[Summary]] = {}
+    for row in rows:
+        if row.owner in ids:
+            kids.setdefault(str(row.owner), []).append(row)
+    out: list[tuple[Summary, int]] = []
+
+    def add(row: Summary, depth: int) -> None:
+        out.append((row, depth))
+        for kid in reversed(kids.get(row.session_id, [])):  # oldest first
+            add(kid, depth + 1)
+
+    for row in rows:
+        if row.owner not in ids:
+            add(row, 0)
+    return out
 
 
 def print_sessions(state_dir: str, out: TextIO | None = None) -> int:
@@ -67,7 +107,7 @@ def print_sessions(state_dir: str, out: TextIO | None = None) -> int:
     header = ("SESSION", "UPDATED", "TURNS", "SIZE", "LAST TURN", "CWD", "TITLE")
     table = [header] + [
         (
-            row.session_id,
+            "  " * depth + ("└ " if depth else "") + row.session_id,
             _local_time(row.updated),
             str(row.turns),
             _size(row.size),
@@ -75,7 +115,7 @@ def print_sessions(state_dir: str, out: TextIO | None = None) -> int:
             row.cwd,
             row.title or "",
         )
-        for row in rows
+        for row, depth in _under_parents(rows)
     ]
     widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
     for line in table:
@@ -96,7 +136,21 @@ def print_show(state_dir: str, session_id: str, out: TextIO | None = None) -> in
         return 1
     for line in timeline(records):
         out.write(line + "\n")
+    _show_children(state_dir, records, out, "    ")
     return 0
+
+
+def _show_children(state_dir: str, records: Iterable[Record], out: TextIO, indent: str) -> None:
+    """The timelines of the subagents the log started, indented under it (the tree)."""
+    for child in _children(records):
+        try:
+            kept = load_log(session_path(state_dir, child)).records
+        except (ValueError, LogCorrupt, OSError) as exc:
+            out.write(f"{indent}subagent {child}: not readable ({exc})\n")
+            continue
+        for line in timeline(kept):
+            out.write(indent + line + "\n")
+        _show_children(state_dir, kept, out, indent + "    ")
 
 
 def resolve(state_dir: str, session_id: str) -> str | int:
@@ -137,13 +191,7 @@ def timeline(records: Iterable[Record]) -> list[str]:
         kind = record.get("type")
         at = float(record.get("at") or 0.0)
         if kind == "session/start":
-            lines.append(f"session {record.get('session_id')}  ({_local_time(at)})")
-            lines.append(f"  cwd {record.get('cwd')}  provider {record.get('provider')}")
-            parent = record.get("parent")
-            if isinstance(parent, Mapping):
-                lines.append(
-                    f"  forked from {parent.get('session_id')} at turn {parent.get('turn')}"
-                )
+            lines += _start_lines(record, at)
         elif kind == "turn/start":
             turn_at = at
             lines.append(f"turn {record.get('turn')}  {_local_time(at)}{_turn_kind(record)}")
@@ -175,6 +223,22 @@ def timeline(records: Iterable[Record]) -> list[str]:
         elif kind == "turn/end":
             forced = " (forced)" if record.get("forced") else ""
             lines.append(f"  turn ends: {record.get('reason')}{forced} after {at - turn_at:.2f}s")
+    return lines
+
+
+def _start_lines(record: Record, at: float) -> list[str]:
+    lines = [
+        f"session {record.get('session_id')}  ({_local_time(at)})",
+        f"  cwd {record.get('cwd')}  provider {record.get('provider')}",
+    ]
+    parent = record.get("parent")
+    if isinstance(parent, Mapping):
+        lines.append(f"  forked from {parent.get('session_id')} at turn {parent.get('turn')}")
+    owner = record.get("owner")
+    if isinstance(owner, Mapping):
+        lines.append(
+            f"  subagent of {owner.get('session_id')} (tool call {owner.get('tool_call')})"
+        )
     return lines
 
 

@@ -138,3 +138,30 @@ def _plan_entries(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [
         {"content": e["content"], "priority": e["priority"], "status": e["status"]} for e in entries
     ]
+
+
+def subagent_update(session_id: str, title: str, cwd: str) -> Update:
+    """``subagent_update``: the parent's announcement of a child session (a client
+    with ``clientCapabilities.subagents``), sent before any of the child's traffic;
+    the client may cancel the child alone (``capabilities.cancel``)."""
+    return {
+        "sessionUpdate": "subagent_update",
+        "sessionId": session_id,
+        "title": title,
+        "cwd": cwd,
+        "capabilities": {"cancel": {}},
+    }
+
+
+def session_message(
+    message_id: str, sender: str, recipient: str, content: list[dict[str, Any]]
+) -> Update:
+    """``session_message``: a message between two sessions (a task handed to a
+    child, a child's answer to its parent), whole."""
+    return {
+        "sessionUpdate": "session_message",
+        "messageId": message_id,
+        "senderSessionId": sender,
+        "recipientSessionId": recipient,
+        "content": content,
+    }

@@ -140,7 +140,9 @@ class LiveMethods:
 
     def cancel(self, params: dict[str, Any]) -> None:
         """``session/cancel`` (a notification)."""
-        session = self.table.sessions.get(P.session_id(params))
+        sid = P.session_id(params)
+        # A subagent the client was told of stops alone (its parent goes on).
+        session = self.table.sessions.get(sid) or self.table.children.get(sid)
         if session is None:
             return  # harmless for an unknown session (invariant I6)
         session.prompts.cancel(self.table.spawn)

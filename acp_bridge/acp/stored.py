@@ -270,6 +270,11 @@ class StoredMethods:
             send = self.table.outbox.send
             for frame in frames:
                 send(frame)
+            from .subagents import exposed, replayed
+
+            if exposed(self.table.client_capabilities):  # the children, announced again
+                for update in replayed(others.records, session.id, session.cwd):
+                    send(session.frames.update(update))
             endings = _endings(others.of_types(TURN_ENDS))
             del records, others, frames
             answer = await self._announce_then_answer(session, endings)

@@ -60,6 +60,9 @@ class SessionTable:
         self.spawn = spawn
         self.providers = providers
         self.sessions: dict[str, Session] = {}
+        # Running subagent sessions the client was told of, which it may
+        # cancel alone (`acp_bridge.acp.subagents`).
+        self.children: dict[str, Session] = {}
         # Set when the server shuts down: queued prompts start no turn.
         self.closing = False
         # Turn tasks still running, including any abandoned at the deadline.
@@ -122,6 +125,9 @@ class SessionTable:
         from ..notices import opt_in
 
         opt_in(session, self.client_capabilities)
+        from .subagents import attach
+
+        attach(self, session)  # its task calls start child sessions
         context.cost, context.currency = cost_so_far(records or ())
         return session
 

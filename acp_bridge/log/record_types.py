@@ -225,6 +225,13 @@ class Parent(_Open):
     turn: Count
 
 
+class Owner(_Open):
+    """A subagent's parent: the session and the ``task`` tool call that started it."""
+
+    session_id: StrictStr
+    tool_call: StrictStr
+
+
 class ToolUpdate(_Open):
     """The ACP tool_call / tool_call_update as sent, without sessionUpdate."""
 
@@ -295,6 +302,7 @@ class SessionStart(RecordBase):
         default=None, description="The session's title; null until one is set."
     )
     parent: Parent | None = _optional()
+    owner: Owner | None = _optional(description="A subagent's parent session and tool call.")
 
 
 class SessionMode(RecordBase):

@@ -30,6 +30,10 @@ class TurnConfig:
     # Secret-looking variables let through to commands and not redacted
     # from tool results (--pass-env, ACP_BRIDGE_PASS_ENV).
     pass_env: tuple[str, ...] = ()
+    # How deep subagent sessions nest (0: no task tool) and how many run at
+    # once in the process (--subagent-depth, --subagents-at-once).
+    subagent_depth: int = 1
+    subagents_at_once: int = 4
 
 
 @dataclass(frozen=True, slots=True)

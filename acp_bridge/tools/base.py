@@ -134,6 +134,8 @@ class ToolContext:
     # Where files are read and written and commands run: the session's, chosen
     # once from the editor's capabilities (`acp_bridge.tools.workspace.choose`).
     workspace: Workspace | None = None
+    # Starts child sessions (`acp_bridge.tools.subagent.SubagentHost`); None: none.
+    subagents: Any = None
 
     def resolve(self, path: str) -> str:
         """``path`` made absolute (relative paths are taken from the session's cwd)."""

@@ -18,6 +18,7 @@ from .command import RunCommand
 from .files import EditFile, ReadFile, WriteFile
 from .plan import UpdatePlan
 from .search import FindFiles, SearchText
+from .subagent import Task
 
 AnyTool = Tool[Any]
 
@@ -42,6 +43,7 @@ class ToolRegistry:
                 FindFiles(),
                 SearchText(),
                 UpdatePlan(),
+                Task(),
             ]
         )
 

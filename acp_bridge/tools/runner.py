@@ -233,6 +233,8 @@ class ToolRunner:
         """Ask the user; None when allowed, else why it was declined."""
         state, turn = self.state, self.turn
         tool_call = {k: v for k, v in shown.items() if k != "sessionUpdate"}
+        if state.asker is not None:  # a subagent the editor does not know: named here
+            tool_call["title"] = f"{state.asker}: {tool_call.get('title', call['name'])}"
         if outside:
             text = perm.outside_text(outside)
             tool_call["content"] = _shown(text[:1].upper() + text[1:])
@@ -393,4 +395,5 @@ class ToolRunner:
             emit=turn.emit,
             plans=state.plan_store(),
             workspace=state.workspace,
+            subagents=state.subagents,
         )

@@ -49,6 +49,11 @@ class ToolState:
     # The session's plans (`acp_bridge.tools.plan`), made at the first tool call
     # of a session that has none (an idle session holds no empty one).
     plans: Plans | None = None
+    # Starts child sessions for the ``task`` tool (`acp_bridge.tools.subagent`).
+    subagents: Any = None
+    # A subagent whose requests name its parent session: how its permission
+    # requests name it (the title of the parent's ``task`` call).
+    asker: str | None = None
 
     def plan_store(self) -> Plans:
         if self.plans is None:

@@ -44,7 +44,9 @@ PROVIDERS = ["anthropic", "openai"]
 SUMMARY = "SUMMARY: the user had files a.txt to c.txt read; each holds a long poem."
 # A file of about 1,200 tokens.
 POEM = " ".join(f"line {n}: the quick brown fox jumps over the lazy dog." for n in range(90))
-WINDOW = ("--context-window", "6000", "--max-tokens", "300")
+# No subagent tool: these requests are measured against the window to the token,
+# with the built-in tools only.
+WINDOW = ("--context-window", "6000", "--max-tokens", "300", "--subagent-depth", "0")
 OPTED_IN = {**FS, "session": {"compaction": {}}}
 
 Step = Callable[[str, int], Reply]

@@ -304,6 +304,10 @@ async def test_a_stop_while_the_child_waits_for_a_permission(
     assert params["sessionId"] == (child_id if caps is EXPOSED else sid)
     title = params["toolCall"]["title"]
     assert title.startswith("Subagent (Count the files): ") is (caps is NO_FS)
+    # Its call id is the child's own, and for a hidden child it cannot be taken
+    # for one of the parent's calls (the parent's session has a call_1 too).
+    call_id = params["toolCall"]["toolCallId"]
+    assert call_id == ("c_edit" if caps is EXPOSED else f"{child_id}/c_edit")
     (res,) = [r for r in child_log if r["type"] == "tool/result"]
     assert "permission" in res["content"][0]["text"]
     assert not (tmp_path / "a.txt").exists()

@@ -240,6 +240,7 @@ async def _open_child(
         if not shown:
             mine.session_id = parent.id  # the editor knows only the parent
             mine.asker = f"Subagent ({description})"
+            mine.call_prefix = f"{child_id}/"
     start = answers.session_start_fields(
         child_id,
         parent.cwd,

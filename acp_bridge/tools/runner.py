@@ -235,6 +235,7 @@ class ToolRunner:
         tool_call = {k: v for k, v in shown.items() if k != "sessionUpdate"}
         if state.asker is not None:  # a subagent the editor does not know: named here
             tool_call["title"] = f"{state.asker}: {tool_call.get('title', call['name'])}"
+            tool_call["toolCallId"] = f"{state.call_prefix}{tool_call['toolCallId']}"
         if outside:
             text = perm.outside_text(outside)
             tool_call["content"] = _shown(text[:1].upper() + text[1:])

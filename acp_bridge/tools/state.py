@@ -54,6 +54,9 @@ class ToolState:
     # A subagent whose requests name its parent session: how its permission
     # requests name it (the title of the parent's ``task`` call).
     asker: str | None = None
+    # ... and what its tool call ids carry in those requests, so that none is
+    # taken for one of the parent's (both sessions may have a ``call_1``).
+    call_prefix: str = ""
 
     def plan_store(self) -> Plans:
         if self.plans is None:

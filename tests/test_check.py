@@ -335,6 +335,9 @@ async def test_a_turn_that_ends_as_the_stop_crosses_it_is_not_exercised_not_fail
     assert (
         "the last of 20 sessions, none closed mid-stream" in report.result("close.cancels").detail
     )
+    # What to do about it, for any agent and for one built on acp-bridge.
+    assert "--stream-prompt" in report.result("close.cancels").detail
+    assert "--scripted" in report.result("close.cancels").detail
     # Updates after a response are a leak however the turn ended: still watched.
     assert got["stop.ordering"] == "not exercised"  # no Stop stopped anything
     assert report.exit_code == 1  # a mandatory check not exercised is no pass

@@ -17,6 +17,14 @@ from ..spool import Spool
 UNKNOWN_SESSION = "sess_acp_check_unknown"
 NOTE_METHOD = "_acp_bridge_check/note"
 
+# What to do when a turn ends before it can be stopped mid-stream.  An agent
+# built on acp-bridge ignores the prompt on its keyless provider (a short
+# greeting): ``--scripted`` gives it a stream long enough to stop.
+STREAM_LONGER = (
+    "give a --stream-prompt that streams for longer; for an agent built on acp-bridge, "
+    "whose keyless provider only greets, --scripted"
+)
+
 
 # -- finding frames --------------------------------------------------------------------
 
@@ -106,7 +114,7 @@ async def stream(run: CheckRun, turn: Turn) -> str | None:
         return (
             f"the prompt was answered {describe(ended.response)} after {turn.chunks()} "
             f"chunk(s), before {n}: it never streamed long enough to be stopped "
-            "(give a --stream-prompt that streams for a few seconds)"
+            f"({STREAM_LONGER})"
         )
     except TimeoutError:
         return (

@@ -17,6 +17,7 @@ from ..run import CheckRun, Json
 from .frames import (
     CONVERSATION,
     NOTE_METHOD,
+    STREAM_LONGER,
     UNKNOWN_SESSION,
     crossed,
     describe,
@@ -170,7 +171,7 @@ CROSSED = (
     "the request sent right behind the cancel: the turn may have ended as the cancel crossed "
     "it"
 )
-LONGER = "a Stop mid-stream was not exercised (give a --stream-prompt that streams for longer)"
+LONGER = f"a Stop mid-stream was not exercised ({STREAM_LONGER})"
 STOP_CHECKS = ("stop.cancelled", "stop.ordering", "stop.next-turn")
 
 
@@ -435,7 +436,7 @@ async def cancel_race(run: CheckRun) -> None:
                 Outcome.NOT_EXERCISED,
                 f"answered {describe(result.response)} after {turn.chunks()} chunk(s), no more "
                 f"than --stop-after {opts.stop_after}: the turn may have ended before the "
-                "cancel was read (give a --stream-prompt that streams for longer)",
+                f"cancel was read ({STREAM_LONGER})",
                 evidence=[(agent, [start, start + 1, *response_at])],
             )
         elif result.stop_reason != "cancelled":

@@ -9,6 +9,7 @@ from ..results import Outcome
 from ..run import CheckRun, Json
 from .frames import (
     CONVERSATION,
+    STREAM_LONGER,
     crossed,
     describe,
     end,
@@ -295,7 +296,7 @@ async def close(run: CheckRun) -> None:
                 "close.cancels",
                 Outcome.NOT_EXERCISED,
                 f"{why} (the last of {CLOSE_TRIES} sessions, none closed mid-stream): a "
-                "close was not exercised (give a --stream-prompt that streams for longer)",
+                f"close was not exercised ({STREAM_LONGER})",
                 evidence=[(agent, [stop_at, *index_of(agent, turn.response)])],
             )
             await end(run, agent)

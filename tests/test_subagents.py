@@ -501,8 +501,13 @@ async def test_loading_the_parent_replays_its_children(
     _, sid, first = await session(tmp_path, answered(CHILD_ANSWERS), NO_FS)
     (child,) = [s for s in first.logs() if s != sid]
 
+    listed: list[str] = []
+
     async def play(client: AcpClient) -> None:
         await client.initialize(caps)
+        # The editor's list holds the parent only: a child is reached through it.
+        answer = await client.request("session/list", {"cwd": str(tmp_path)})
+        listed.extend(s["sessionId"] for s in answer["result"]["sessions"])
         await client.request(
             "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
         )
@@ -511,6 +516,7 @@ async def test_loading_the_parent_replays_its_children(
         write_script(tmp_path, answered(CHILD_ANSWERS)), tmp_path / "state", play
     )
     load_pinned_sdk_unstable_schema().check_transcript(again.client.transcript)
+    assert listed == [sid]
     replayed = [
         m["params"]["update"]
         for _, m in again.client.transcript

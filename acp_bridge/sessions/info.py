@@ -53,6 +53,8 @@ class SessionHead:
     updated_ns: int
     additional_directories: list[str] | None
     parent: dict[str, Any] | None
+    # A subagent's parent session (``session/start.owner``): not listed itself.
+    owner: str | None = None
 
     def info(self) -> dict[str, Any]:
         out: dict[str, Any] = {"sessionId": self.session_id, "cwd": self.cwd}
@@ -96,6 +98,7 @@ def read_head(path: str) -> SessionHead | None:
     cwd = start.get("cwd")
     dirs = start.get("additional_directories")
     parent = start.get("parent")
+    owner = start.get("owner")
     return SessionHead(
         session_id=session_id,
         cwd=cwd if isinstance(cwd, str) else "",
@@ -103,6 +106,7 @@ def read_head(path: str) -> SessionHead | None:
         updated_ns=stat.st_mtime_ns,
         additional_directories=dirs if isinstance(dirs, list) else None,
         parent=parent if isinstance(parent, dict) else None,
+        owner=str(owner.get("session_id")) if isinstance(owner, dict) else None,
     )
 
 
@@ -154,7 +158,13 @@ def list_sessions(
     id), so a session updated while the editor pages moves to the front
     instead of shifting every later page.  Raises `BadCursor`.
     """
-    heads = [head for head in map(read_head, iter_session_files(state_dir)) if head is not None]
+    # A subagent's session is its parent's part, reached through it (the
+    # parent's load announces it): the editor's list holds the parents.
+    heads = [
+        head
+        for head in map(read_head, iter_session_files(state_dir))
+        if head is not None and head.owner is None
+    ]
     if cwd is not None:
         heads = [head for head in heads if head.cwd == cwd]
     heads.sort(key=_order)

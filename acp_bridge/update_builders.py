@@ -2,7 +2,7 @@
 
 The live path (the turn, the running tools, modes and config options) and the
 replay of ``session/load`` (`acp_bridge.log.replay`, which also builds the
-compaction updates through `acp_bridge.log.compaction`) build their updates
+compaction updates through `acp_bridge.compaction.shown`) build their updates
 here, so what a replay shows has the shape the editor saw live by
 construction.  The hot path of text chunks serializes a byte template
 (`acp_bridge.protocol.frames.UpdateFrames`) that is itself made from

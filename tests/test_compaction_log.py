@@ -28,9 +28,9 @@ from test_log_check import (
     text,
 )
 
-from acp_bridge.context.compaction import SUMMARY_INSTRUCTION, plan_compaction, summary_messages
+from acp_bridge.compaction.plan import SUMMARY_INSTRUCTION, plan_compaction, summary_messages
+from acp_bridge.compaction.shown import compaction_updates
 from acp_bridge.log.check import LogInvalid, check_history, check_log
-from acp_bridge.log.compaction import compaction_updates
 from acp_bridge.log.derive import SUMMARY_HEADER, derive_messages, live_surface, summary_text
 from acp_bridge.log.model_records import MODEL_TYPES
 from acp_bridge.log.projection import HistoryProjection

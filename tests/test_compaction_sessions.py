@@ -33,7 +33,7 @@ from support.harness import update_seen, wait_until
 from test_context_providers import FS, Ran, run
 
 from acp_bridge.client import AcpClient
-from acp_bridge.context.compaction import SUMMARY_INSTRUCTION
+from acp_bridge.compaction.plan import SUMMARY_INSTRUCTION
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import SUMMARY_HEADER, derive_messages
 from acp_bridge.log.reader import read_records

@@ -17,7 +17,7 @@ from acp_bridge.protocol.frames import UpdateFrames
 
 PACKAGE = Path(__file__).resolve().parent.parent / "acp_bridge"
 # The engine and what is below it: none of it speaks a wire format.
-ENGINE = ("loop", "log", "tools", "providers", "context", "transport", "jsonrpc")
+ENGINE = ("loop", "compaction", "log", "tools", "providers", "context", "transport", "jsonrpc")
 
 
 def _imports(path: Path) -> list[str]:

@@ -1,8 +1,9 @@
 """The turn's lifecycle, alone: one ending per turn, and imports that point one way.
 
-The loop's modules (and the tool runner, which reaches the turn through
-`acp_bridge.tools.turn_port`) must not import each other in a circle: every
-import counts, also those under ``TYPE_CHECKING`` and inside functions.
+The loop's modules, compaction's (which the turn runs) and the tool runner
+(which reaches the turn through `acp_bridge.tools.turn_port`) must not import
+each other in a circle: every import counts, also those under
+``TYPE_CHECKING`` and inside functions.
 """
 
 from __future__ import annotations
@@ -90,8 +91,9 @@ def _a_circle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_the_loop_and_the_tools_import_one_way() -> None:
-    graph = _graph(("loop", "tools"))
+    graph = _graph(("loop", "compaction", "tools"))
     assert "acp_bridge.loop.turn" in graph
+    assert "acp_bridge.compaction.run" in graph
     assert "acp_bridge.tools.runner" in graph
     assert _a_circle(graph) is None
 

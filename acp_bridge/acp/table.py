@@ -112,8 +112,8 @@ class SessionTable:
     ) -> Session:
         """A session with its tools (as ``records`` of its log left them, if reopened)."""
         # Loaded off the start-up path (see `acp_bridge.server`).
+        from ..compaction.shown import opted_in
         from ..context.session import cost_so_far
-        from ..log.compaction import opted_in
         from . import tool_session
 
         frames = self.dialect.session_frames(session_id)

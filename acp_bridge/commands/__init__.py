@@ -18,7 +18,7 @@ finds:
   as the user's message); it has no user message and no model request but
   the summary's, and it answers ``end_turn`` with what was summarized and
   the tokens before and after, or that there was nothing to compact (see
-  `acp_bridge.loop.compact` and `acp_bridge.log.compaction`).  Words after
+  `acp_bridge.compaction.run` and `acp_bridge.compaction.shown`).  Words after
   the command tell the summary what to keep;
 * the others (`acp_bridge.acp.command_turns`) are turns with a ``turn/start``
   ``{command, prompt}``, one ``command/answer {text}`` record holding what

@@ -71,7 +71,7 @@ class HistoryProjection:
     the whole log, when the two give the same records: when it keeps
     nothing from before the current one's ``kept_from`` (``_floor``) but
     what the list holds, as every compaction the loop plans does
-    (`acp_bridge.context.compaction.plan_compaction`).  So a long session
+    (`acp_bridge.compaction.plan.plan_compaction`).  So a long session
     compacts at a cost that follows its history, not its log.
     """
 

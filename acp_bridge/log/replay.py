@@ -21,7 +21,7 @@ message joined, in pieces of at most `REPLAY_CHUNK_CHARS` characters):
 * ``agent/request-error`` with ``retrying: true``  the notice shown while the
   provider retried (`retry_notice`);
 * ``compaction`` (its outcome)  what the editor was shown of it
-  (`acp_bridge.log.compaction.compaction_updates`: a ``compaction_update``
+  (`acp_bridge.compaction.shown.compaction_updates`: a ``compaction_update``
   when ``compaction`` is true, the client having advertised
   ``session.compaction``, else a notice), and for a ``/compact`` turn its
   answer; such a turn without a compaction answered that there was nothing
@@ -532,7 +532,7 @@ class _Shown:
     )
 
     def __init__(self, markers: dict[str, dict[str, Any]], compaction: bool) -> None:
-        from .compaction import compaction_updates, nothing_to_compact_update
+        from ..compaction.shown import compaction_updates, nothing_to_compact_update
 
         self.compaction_updates = compaction_updates
         self.nothing_to_compact = nothing_to_compact_update

@@ -54,12 +54,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+from ..compaction.shown import OpenCompaction, Shows, show
 from ..errors import TurnFailed
 from ..log.open_turn import Delivered, OpenStream
 from ..log.records import AttemptOutcome, TurnEndReason
 from ..providers.base import ProviderError, StreamIdleTimeout
 from ..update_builders import tool_call_update
-from .compaction_shown import OpenCompaction, Shows, show
 from .lifecycle import Ending
 from .recorder import TurnRecorder, usage_record
 from .session_core import SessionCore

@@ -13,7 +13,7 @@ A turn is a state machine (`TurnState`, its rules in `acp_bridge.loop.lifecycle`
 Before each model request the turn may pass through COMPACTING (from
 STARTING, RUNNING_TOOLS, or STREAMING after a request the provider refused
 as too long; then to STREAMING, or to the ending): see `Turn._before_request`
-and `acp_bridge.loop.compact`.  A ``/compact`` turn is only that.
+and `acp_bridge.compaction.run`.  A ``/compact`` turn is only that.
 
 What the turn is (a prompt, a regenerate, a ``/compact``, a slash command)
 is its `TurnKind`, given to the constructor: nothing of a turn is set after
@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.lowlevel
 
+from ..compaction.shown import OpenCompaction
 from ..errors import TurnFailed
 from ..log.records import StopReason
 from ..providers.base import (
@@ -70,7 +71,6 @@ from ..providers.base import (
 from ..tools.texts import unavailable_tool_text as unavailable_tool_text
 from . import ending as endings
 from .assembler import AssemblyError
-from .compaction_shown import OpenCompaction
 from .inflight import InFlight
 from .lifecycle import TRANSITIONS as TRANSITIONS
 from .lifecycle import Ending
@@ -317,7 +317,7 @@ class Turn:
         if tokens <= limit or self._compaction_failed:
             return
         log.info("turn %d: about %d tokens, over %d: compacting", self.number, tokens, limit)
-        from .compact import compact  # loaded off the start-up path (acp_bridge.server)
+        from ..compaction.run import compact  # loaded off the start-up path (acp_bridge.server)
 
         self._enter(TurnState.COMPACTING)
         outcome = await compact(self, "auto")
@@ -339,7 +339,7 @@ class Turn:
 
     async def _compact_after_rejection(self, exc: ProviderError) -> None:
         """Log the refused request as a failed step, then compact; the caller retries."""
-        from .compact import compact
+        from ..compaction.run import compact
 
         endings.fail_step(self, exc)
         self._enter(TurnState.COMPACTING)
@@ -355,8 +355,8 @@ class Turn:
 
     async def _compact_now(self) -> StopReason:
         """A ``/compact`` turn: compact now, and answer with what happened."""
-        from ..log.compaction import nothing_to_compact_update
-        from .compact import compact
+        from ..compaction.run import compact
+        from ..compaction.shown import nothing_to_compact_update
 
         self.info = await self.session.provider.model_info()
         self._enter(TurnState.COMPACTING)

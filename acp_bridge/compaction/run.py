@@ -1,7 +1,7 @@
 """Compaction inside a turn: the summary request, its records and what the editor is shown.
 
 `compact` runs one compaction for a turn in state COMPACTING (see
-`acp_bridge.loop.turn`): it plans it (`acp_bridge.context.compaction`), logs
+`acp_bridge.loop.turn`): it plans it (`acp_bridge.compaction.plan`), logs
 ``compaction {status: in_progress}``, sends the summary request (its own
 attempt id; never streamed to the editor; ``metadata.purpose`` is
 ``"compaction"``, so the scripted provider answers it from its script's
@@ -15,8 +15,8 @@ attempt id; never streamed to the editor; ``metadata.purpose`` is
 * ``cancelled``, written by the turn's ending when a Stop cancels the request
   (`acp_bridge.loop.ending.record_stop`): the history is unchanged.
 
-The editor sees `acp_bridge.log.compaction.compaction_updates` of each record
-(`acp_bridge.loop.compaction_shown.show`).
+The editor sees `acp_bridge.compaction.shown.compaction_updates` of each record
+(`acp_bridge.compaction.shown.show`).
 A provider error does not end the turn here: the caller decides.  What this
 module needs of the turn is `CompactingTurn` (it never imports the turn).
 """
@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 
-from ..context.compaction import KEEP_FRACTION, plan_compaction, summary_messages
 from ..context.estimate import estimate_json, estimate_request
+from ..loop.lifecycle import TurnConfig
+from ..loop.recorder import TurnRecorder, usage_record
 from ..providers.base import (
     ModelRequest,
     ProviderError,
@@ -42,9 +43,8 @@ from ..providers.base import (
     TextDelta,
     Usage,
 )
-from .compaction_shown import OpenCompaction, Shows, show
-from .lifecycle import TurnConfig
-from .recorder import TurnRecorder, usage_record
+from .plan import KEEP_FRACTION, plan_compaction, summary_messages
+from .shown import OpenCompaction, Shows, show
 
 if TYPE_CHECKING:
     from ..context.windows import ModelInfo

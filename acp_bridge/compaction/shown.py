@@ -1,4 +1,4 @@
-"""What the editor is shown of a compaction, live and on replay (a pure function of its records).
+"""What the editor is shown of a compaction, live and on replay.
 
 A compaction has two records (see `acp_bridge.log.records`): ``in_progress``,
 then its outcome.  A client that advertised ``clientCapabilities.session.compaction``
@@ -11,21 +11,34 @@ after (and the summary itself for a client that does not show compactions),
 or that there was nothing to compact.
 
 ``session/load`` replays the outcome record only: a compaction keeps its place
-in the timeline.
+in the timeline.  `compaction_updates` is a pure function of a record (the
+replay, `acp_bridge.log.replay`, uses it); `show` sends them live through a
+turn, which holds the compaction not yet logged as an `OpenCompaction`.
+
+Light on purpose: the ending needs it on every turn, and the replay on every
+load; running a compaction (`acp_bridge.compaction.run`) loads off the
+start-up path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..update_builders import compaction_update, text_chunk
 
+if TYPE_CHECKING:
+    from ..loop.session_core import SessionCore
+
 __all__ = [
     "NOTHING_TO_COMPACT",
+    "OpenCompaction",
+    "Shows",
     "compaction_updates",
     "nothing_to_compact_update",
     "opted_in",
+    "show",
 ]
 
 NOTHING_TO_COMPACT: Final = "Nothing to compact yet: there are no earlier messages to summarize."
@@ -71,6 +84,40 @@ def compaction_updates(record: Record, *, opted: bool, live: bool = True) -> lis
 def nothing_to_compact_update() -> dict[str, Any]:
     """The answer of a ``/compact`` with nothing to summarize."""
     return text_chunk("agent_message_chunk", NOTHING_TO_COMPACT, meta={"notice": True})
+
+
+@dataclass
+class OpenCompaction:
+    """A compaction whose outcome is not logged yet (a Stop logs it cancelled)."""
+
+    compaction_id: str
+    attempt: str
+    trigger: str
+
+
+class Shows(Protocol):
+    """A turn that can show the editor a compaction record."""
+
+    @property
+    def session(self) -> SessionCore: ...
+
+    def emit(self, update: dict[str, Any]) -> None: ...
+
+
+def show(turn: Shows, record: dict[str, Any]) -> None:
+    """Send what the editor is shown of a compaction record."""
+    from ..notices import notify, opted_in
+
+    notices = opted_in(turn.session)
+    for update in compaction_updates(record, opted=turn.session.context.compaction_updates):
+        if notices and update["sessionUpdate"] == "agent_thought_chunk":
+            # A client that takes notices is told of an automatic compaction,
+            # or of a failed one, with a notice (live only).
+            failed = record.get("status") == "failed"
+            title = "Could not compact the conversation" if failed else "Context compacted"
+            notify(turn.session, "error" if failed else "info", title, update["content"]["text"])
+            continue
+        turn.emit(update)
 
 
 def _upsert(record: Record, compaction_id: str) -> dict[str, Any]:

@@ -34,8 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..context.estimate import estimate_json
 from ..log.derive import Surface, derive_messages, is_visible_text
-from .estimate import estimate_json
 
 __all__ = [
     "KEEP_FRACTION",

@@ -75,9 +75,9 @@ class _V1:
         notices: bool,
         plans: bool = False,
     ) -> list[bytes]:
-        from ..log.replay import replay_frame_list
+        from ..log.replay import replay_frames
 
-        return replay_frame_list(
+        return replay_frames(
             records,
             frames.update,
             others=others,

@@ -1,7 +1,7 @@
 """`replay_frames`, what ``session/load`` sends: the frame of each update of `replay_updates`.
 
 A message's batches replay joined (`merged_texts`), and a load that gives the
-replay the types of its records (`acp_bridge.log.by_type`) replays alike.
+replay the records it has without deltas replays alike.
 `random_log` makes logs that mix stopped, abandoned, crashed and regenerated
 replies and notices (`tests/test_replay_read.py` uses it too).
 """
@@ -134,15 +134,12 @@ def random_log(draw: st.DrawFn) -> list[Record]:
 
 @settings(max_examples=200, deadline=None)
 @given(random_log(), st.booleans(), st.booleans())
-def test_random_logs_replay_alike_with_the_types_of_their_records(
+def test_random_logs_replay_alike_given_their_records_without_deltas(
     records: list[Record], compaction: bool, notices: bool
 ) -> None:
-    """A load gives the replay the types its read had (`acp_bridge.log.by_type`):
-    the readers of the other records then see only theirs; the bytes are the same."""
+    """A load gives the replay the records that are not deltas, which it has
+    already (``others``): the updates are the same."""
     others = without_deltas(records)
-    kinds = [record["type"] for record in others]
     expected = replay_updates(records, compaction=compaction, notices=notices)
-    got = replay_updates(
-        records, others=others, kinds=kinds, compaction=compaction, notices=notices
-    )
+    got = replay_updates(records, others=others, compaction=compaction, notices=notices)
     assert got == expected

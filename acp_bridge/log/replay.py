@@ -85,8 +85,7 @@ from ..update_builders import (
     usage_update,
     user_message_chunk,
 )
-from .by_type import of_types
-from .derive import REGENERATE_TYPES, replaced_turns
+from .derive import replaced_turns
 from .replay_read import DeltaRun
 
 __all__ = [
@@ -152,7 +151,6 @@ def replay_updates(
     records: Iterable[Record | DeltaRun],
     *,
     others: Sequence[Record] | None = None,
-    kinds: Sequence[str] | None = None,
     compaction: bool = False,
     notices: bool = False,
     plans: bool = False,
@@ -162,9 +160,7 @@ def replay_updates(
     ``notices``: the client takes ACP notices, which are live only, so the
     thought chunks marked ``_meta.acpBridge.notice`` are left out.  ``plans``:
     the client keeps plans by id (``clientCapabilities.plan``).  ``others``:
-    `without_deltas` of ``records``, if the caller has it already, and
-    ``kinds`` the type of each of them, if the read had those
-    (`acp_bridge.log.by_type`).
+    `without_deltas` of ``records``, if the caller has it already.
     """
     # Not copied if a list: a copy touches every item, cold in the cache.
     records = records if isinstance(records, list) else list(records)
@@ -204,7 +200,6 @@ def replay_updates(
         update,
         chunk,
         others,
-        kinds=kinds,
         compaction=compaction,
         notices=notices,
         plans=plans,
@@ -249,7 +244,6 @@ def replay_frames(
     frame: Callable[[dict[str, Any]], bytes],
     *,
     others: Sequence[Record] | None = None,
-    kinds: Sequence[str] | None = None,
     compaction: bool = False,
     notices: bool = False,
     plans: bool = False,
@@ -257,7 +251,7 @@ def replay_frames(
     """What ``session/load`` writes: ``frame(update)`` of each update of
     `replay_updates` (``frame`` adds the session id)."""
     updates = replay_updates(
-        records, others=others, kinds=kinds, compaction=compaction, notices=notices, plans=plans
+        records, others=others, compaction=compaction, notices=notices, plans=plans
     )
     return [frame(params["update"]) for params in updates]
 
@@ -273,7 +267,6 @@ def _walk(
     chunk: ChunkSink,
     others: Sequence[Record] | None,
     *,
-    kinds: Sequence[str] | None = None,
     compaction: bool,
     notices: bool,
     plans: bool = False,
@@ -283,22 +276,15 @@ def _walk(
     text, message id, marker, replaced), to be merged; those of a `DeltaRun`
     go to ``chunk`` one by one.  ``others`` must be given
     when ``records`` holds runs (`without_deltas` of the records they stand
-    for); ``kinds``, the type of each of them, if the read had those."""
-    from ..tools.plan import PLAN_TYPES, plans_of
+    for)."""
+    from ..tools.plan import plans_of
 
     # What the walk looks up ahead and the plan come from the other records:
-    # a pass over these is a quarter of one over a long log, and with their
-    # types each reader gets only the records of the types it reads.
+    # a pass over these is a quarter of one over a long log.
     if others is None:
         others = without_deltas(_dicts(records))
-    if kinds is None:
-        marking = regenerates = planning = others
-    else:
-        marking = of_types(others, kinds, MARKER_TYPES)
-        regenerates = of_types(others, kinds, REGENERATE_TYPES)
-        planning = of_types(others, kinds, PLAN_TYPES)
-    markers = _markers(marking)
-    replaced = replaced_turns(regenerates)
+    markers = _markers(others)
+    replaced = replaced_turns(others)
     shown = _Shown(markers, compaction)
     chunk_updates = CHUNK_UPDATES
     # What the last delta's attempt and turn came to (consecutive deltas share
@@ -335,7 +321,7 @@ def _walk(
             update_kind = chunk_updates.get(part_kind)
             if update_kind is not None:
                 chunk(update_kind, text, message_id, marker, was_replaced)
-    for item in plans_of(planning).shown(by_id=plans):
+    for item in plans_of(others).shown(by_id=plans):
         update(item)
 
 
@@ -473,13 +459,8 @@ def _session_id(records: list[Record | DeltaRun]) -> str | None:
     return None
 
 
-# The types `_markers` reads (`acp_bridge.log.by_type`).
-MARKER_TYPES: Final = frozenset({"assistant/message", "assistant/attempt"})
-
-
 def _markers(records: Iterable[Record]) -> dict[str, dict[str, Any]]:
-    """attempt id -> the ``_meta.acpBridge`` marker of its chunks, if any
-    (only records of `MARKER_TYPES` count)."""
+    """attempt id -> the ``_meta.acpBridge`` marker of its chunks, if any."""
     markers: dict[str, dict[str, Any]] = {}
     for record in records:
         kind = record.get("type")

@@ -71,7 +71,6 @@ class Dialect(Protocol):
         frames: SessionFrames,
         *,
         others: Sequence[dict[str, Any]] | None,
-        kinds: Sequence[str] | None,
         compaction: bool,
         notices: bool,
         plans: bool = False,

@@ -606,3 +606,73 @@ async def test_a_disconnect_mid_child_is_no_stop_for_it_either(tmp_path: Path) -
     for log in (parent, child_log):
         assert [r["reason"] for r in log if r["type"] == "turn/end"] == ["disconnected"]
     assert not [r for r in child_log if r["type"] == "assistant/message"]
+
+
+async def test_a_stop_while_the_editor_reads_slowly_keeps_the_contract(tmp_path: Path) -> None:
+    """The editor stops reading while the child streams, then presses Stop: the
+    child's records are written and the parent answers without waiting for the
+    editor to read (no shielded wait on stdout), so the parent's Stop is not
+    forced and its ``task`` result is the child's stopped partial text."""
+    from support.harness import wait_for_a_full_pipe
+
+    from acp_bridge.client import bridge_command, prompt_params, running
+    from acp_bridge.log.reader import read_records
+
+    child = [
+        {"events": [*({"text": f"chunk {i:04d} " + "x" * 200} for i in range(400)), {"hang": True}]}
+    ]
+    state = tmp_path / "state"
+    script = write_script(tmp_path, answered(child))
+    command = bridge_command(
+        "--provider", "fake", "--script", str(script), "--state-dir", str(state)
+    )
+
+    def logs() -> dict[str, list[dict[str, Any]]]:
+        return {p.stem: read_records(p) for p in (state / "sessions").glob("*.jsonl")}
+
+    async with running(command) as client:
+        await client.initialize(EXPOSED)
+        sid = await client.new_session(str(tmp_path))
+        prompt = await client.send_request("session/prompt", prompt_params(sid, "Count them"))
+        await client.wait_for(
+            lambda m: (
+                m.get("method") == "session/update"
+                and m["params"]["sessionId"] != sid
+                and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            )
+        )
+        client.agent.stdout.pause()
+        await wait_for_a_full_pipe(client)
+        await client.notify("session/cancel", {"sessionId": sid})
+
+        def parent_ended() -> bool:
+            return any(r["type"] == "turn/end" for r in logs().get(sid, []))
+
+        with anyio.fail_after(30):
+            await wait_until(parent_ended)
+        client.agent.stdout.resume()
+        answer = await client.wait_response(prompt)
+        assert answer["result"]["stopReason"] == "cancelled"
+        assert await client.finish() == 0
+    wire = list(client.messages)
+    at = wire.index(answer)
+    assert not [m for m in wire[at:] if m.get("method") == "session/update"]
+    records = logs()
+    (child_id,) = [k for k in records if k != sid]
+    seen = "".join(
+        m["params"]["update"]["content"]["text"]
+        for m in wire[:at]
+        if m.get("method") == "session/update"
+        and m["params"]["sessionId"] == child_id
+        and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    )
+    (said,) = [r for r in records[child_id] if r["type"] == "assistant/message"]
+    assert said.get("interrupted") is True
+    assert said["content"][0]["text"] == seen
+    (res,) = [r for r in records[sid] if r["type"] == "tool/result"]
+    text = res["content"][0]["text"]
+    assert text.startswith("The subagent was stopped.")
+    assert seen in text
+    (end,) = [r for r in records[sid] if r["type"] == "turn/end"]
+    assert end["reason"] == "cancelled"
+    assert not end.get("forced")

@@ -159,11 +159,11 @@ class ChildSessions:
                 await done.wait()
             ctx.partial = _result(child, None, stopped=True)
             _answered(parent, child, ctx.call_id, ctx.partial, shown)
-            await _close(table, child)
+            _close(table, child)
             raise
         output = _result(child, ran[0] if ran else None, stopped=False)
         _answered(parent, child, ctx.call_id, output, shown)
-        await _close(table, child)
+        _close(table, child)
         return output
 
 
@@ -288,14 +288,20 @@ def _answered(
         parent.outbox.send(parent.frames.update(update))
 
 
-async def _close(table: SessionTable, child: Session) -> None:
-    """The child's records written, its log closed and unlocked."""
+def _close(table: SessionTable, child: Session) -> None:
+    """The child's records written, its log closed and unlocked.
+
+    The records are written at once, ahead of the queue, as for the answer to
+    a parent's Stop (`acp_bridge.acp.prompt_turns`): nothing here waits for
+    the editor to read the child's frames, which stay queued ahead of the
+    parent's answer (a slow editor must not hold a Stop past its deadline).
+    The fsync follows the frames; a closed log is synced at its path.
+    """
     table.children.pop(child.id, None)
-    with anyio.CancelScope(shield=True):
-        child.log.sync()
-        await table.outbox.drain()
-        child.log.file.close()
-        table.unlock(child.id)
+    table.outbox.write_log_now(child.log.file)
+    child.log.sync()
+    child.log.file.close()
+    table.unlock(child.id)
 
 
 def _shown(text: str) -> dict[str, Any]:

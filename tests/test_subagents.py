@@ -676,3 +676,18 @@ async def test_a_stop_while_the_editor_reads_slowly_keeps_the_contract(tmp_path:
     (end,) = [r for r in records[sid] if r["type"] == "turn/end"]
     assert end["reason"] == "cancelled"
     assert not end.get("forced")
+
+
+async def test_a_long_answer_is_cut_as_other_tool_outputs_are(tmp_path: Path) -> None:
+    """The child's answer is capped like any tool's output, saying it was cut
+    and where the whole answer is (the child's session)."""
+    long = [{"events": [{"text": "y" * 60_000}]}]
+    result, sid, run = await session(tmp_path, answered(long), NO_FS)
+    assert result.stop_reason == "end_turn"
+    parent, child = logs_by_role(run, sid)
+    (res,) = [r for r in parent if r["type"] == "tool/result"]
+    text = res["content"][0]["text"]
+    assert len(text) < 51_000
+    assert "[output truncated: showing the first 50000 of 60000 characters]" in text
+    (start,) = [r for r in child if r["type"] == "session/start"]
+    assert f"session {start['session_id']}" in text

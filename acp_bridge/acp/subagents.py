@@ -59,6 +59,7 @@ from ..loop.turn import Turn, TurnConfig, TurnKind
 from ..paths import create_private_file, make_private_dirs
 from ..protocol import answers
 from ..tools.base import ToolContext, ToolOutput
+from ..tools.paths import truncate
 from ..tools.registry import ToolRegistry
 from ..tools.subagent import NAME as TASK
 from ..update_builders import session_message, subagent_update
@@ -157,11 +158,11 @@ class ChildSessions:
             child.prompts.cancel(table.spawn, cause)
             with anyio.CancelScope(shield=True), anyio.move_on_after(host.config.cancel_deadline):
                 await done.wait()
-            ctx.partial = _result(child, None, stopped=True)
+            ctx.partial = _result(child, None, stopped=True, limit=ctx.max_output)
             _answered(parent, child, ctx.call_id, ctx.partial, shown)
             _close(table, child)
             raise
-        output = _result(child, ran[0] if ran else None, stopped=False)
+        output = _result(child, ran[0] if ran else None, stopped=False, limit=ctx.max_output)
         _answered(parent, child, ctx.call_id, output, shown)
         _close(table, child)
         return output
@@ -265,9 +266,13 @@ def _answer_text(child: Session) -> str:
     return ""
 
 
-def _result(child: Session, turn: Turn | None, *, stopped: bool) -> ToolOutput:
-    """The ``task`` call's result: the child's answer, or what it had said when stopped."""
+def _result(child: Session, turn: Turn | None, *, stopped: bool, limit: int) -> ToolOutput:
+    """The ``task`` call's result: the child's answer, or what it had said when
+    stopped, cut to ``limit`` characters as other tools' outputs are (saying
+    where the whole answer is: the child's session)."""
     text = _answer_text(child)
+    if len(text) > limit:
+        text = truncate(text, limit) + f" (the whole answer: session {child.id})"
     raw = {"subagentSessionId": child.id}
     if stopped or (turn is not None and turn.stop_reason == "cancelled"):
         said = f" What it had said:\n{text}" if text.strip() else " It had said nothing yet."

@@ -691,3 +691,42 @@ async def test_a_long_answer_is_cut_as_other_tool_outputs_are(tmp_path: Path) ->
     assert "[output truncated: showing the first 50000 of 60000 characters]" in text
     (start,) = [r for r in child if r["type"] == "session/start"]
     assert f"session {start['session_id']}" in text
+
+
+async def test_a_running_child_is_busy_here_not_open_elsewhere(tmp_path: Path) -> None:
+    """session/load or session/delete of a child running in this process says it
+    is busy (delete is refused while it runs), never that another process has it open."""
+    child = [{"events": [{"text": "Counting"}, {"hang": True}]}]
+    box: dict[str, Any] = {}
+
+    async def play(client: AcpClient) -> None:
+        async with anyio.create_task_group() as tg:
+            await client.initialize(EXPOSED)
+            sid = await client.new_session(str(tmp_path))
+
+            async def run() -> None:
+                box["result"] = await client.prompt(sid, "Count them")
+
+            tg.start_soon(run)
+            with anyio.fail_after(10):
+                await wait_until(lambda: "Counting" in str(client.transcript))
+            kid = next(
+                m["params"]["sessionId"]
+                for _, m in client.transcript
+                if m.get("method") == "session/update" and m["params"]["sessionId"] != sid
+            )
+            params = {"sessionId": kid, "cwd": str(tmp_path), "mcpServers": []}
+            box["load"] = await client.send_request("session/load", params)
+            box["answer"] = await client.wait_response(box["load"])
+            deleting = await client.send_request("session/delete", {"sessionId": kid})
+            box["deleted"] = await client.wait_response(deleting)
+            await client.notify("session/cancel", {"sessionId": sid})
+            await client.wait_until(lambda: "result" in box, within=10)
+
+    await run_bridge(write_script(tmp_path, answered(child)), tmp_path / "state", play)
+    error = box["answer"]["error"]
+    assert error["data"]["kind"] == "session_busy"
+    assert "another" not in error["message"]
+    refused = box["deleted"]["error"]
+    assert refused["data"]["kind"] == "session_busy"
+    assert "deleted" in refused["message"]

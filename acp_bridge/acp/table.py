@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from ..errors import LogNotLocked, SessionLockedElsewhere
+from ..errors import LogNotLocked, SessionBusy, SessionLockedElsewhere
 from ..jsonrpc.connection import Connection
 from ..jsonrpc.errors import RpcError
 from ..log.lock import SessionLocked
@@ -148,6 +148,9 @@ class SessionTable:
         try:
             self.locks[session_id] = self.outbox.logs.claim(path)
         except SessionLocked as exc:
+            if session_id in self.locks:
+                # Ours: a subagent session running in this process.
+                raise SessionBusy(session_id, "opened or deleted") from None
             raise SessionLockedElsewhere(session_id, exc.holder) from None
         except OSError as exc:
             raise LogNotLocked(path, str(exc.strerror or exc)) from exc

@@ -730,3 +730,35 @@ async def test_a_running_child_is_busy_here_not_open_elsewhere(tmp_path: Path) -
     refused = box["deleted"]["error"]
     assert refused["data"]["kind"] == "session_busy"
     assert "deleted" in refused["message"]
+
+
+async def test_a_child_loaded_by_its_id_has_the_rights_it_had(tmp_path: Path) -> None:
+    """A child loaded by its own id keeps its depth (no ``task`` at the maximum
+    depth) and its parent's mode, both read from its log."""
+    box: dict[str, Any] = {}
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize(NO_FS)
+        sid = box["sid"] = await client.new_session(str(tmp_path))
+        await client.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"})
+        await client.prompt(sid, "Count them")
+
+    state = tmp_path / "state"
+    run = await run_bridge(write_script(tmp_path, answered(CHILD_ANSWERS)), state, play)
+    _, child = logs_by_role(run, box["sid"])
+    (start,) = [r for r in child if r["type"] == "session/start"]
+    kid = start["session_id"]
+
+    async def load(client: AcpClient) -> None:
+        await client.initialize(NO_FS)
+        params = {"sessionId": kid, "cwd": str(tmp_path), "mcpServers": []}
+        box["loaded"] = await client.request("session/load", params)
+        box["next"] = await client.prompt(kid, "And now?")
+
+    names = {"responses": [{"events": [{"report": ["tool_names"]}]}]}
+    await run_bridge(write_script(tmp_path, names), state, load)
+    (mode,) = [o for o in box["loaded"]["result"]["configOptions"] if o["id"] == "mode"]
+    assert mode["currentValue"] == "read_only"
+    offered = report(box["next"])["tool_names"]
+    assert "read_file" in offered
+    assert "task" not in offered

@@ -47,6 +47,7 @@ import dataclasses
 import logging
 import os
 import weakref
+from collections.abc import Iterable
 from typing import Any, Final
 
 import anyio
@@ -77,6 +78,19 @@ CHILD_DEADLINE_SHARE: Final = 0.6
 def exposed(client_capabilities: dict[str, Any] | None) -> bool:
     """Whether the client opted in to see child sessions (``clientCapabilities.subagents``)."""
     return isinstance((client_capabilities or {}).get("subagents"), dict)
+
+
+def depth_of(records: Iterable[dict[str, Any]]) -> int:
+    """How deep a session is, from its log's ``session/start.owner``: 0 for a
+    session of the editor; a child's depth as logged (1 if not logged)."""
+    for record in records:
+        if record.get("type") == "session/start":
+            owner = record.get("owner")
+            if not isinstance(owner, dict):
+                return 0
+            depth = owner.get("depth")
+            return depth if isinstance(depth, int) and depth > 0 else 1
+    return 0
 
 
 def attach(table: SessionTable, session: Session, depth: int = 0) -> None:
@@ -250,9 +264,13 @@ async def _open_child(
         table.client_info,
         table.client_capabilities,
     )
-    slog.append(
-        "session/start", 0, 0, **start, owner={"session_id": parent.id, "tool_call": call_id}
-    )
+    owner = {"session_id": parent.id, "tool_call": call_id, "depth": depth}
+    slog.append("session/start", 0, 0, **start, owner=owner)
+    if tools is not None:
+        # Logged, so that a load of the child by its id has exactly these rights.
+        slog.append("session/mode", 0, 0, mode=tools.mode, via="parent")
+        for tool, decision in tools.rules.items():
+            slog.append("permission/rule", 0, 0, tool=tool, decision=decision, cwd=parent.cwd)
     slog.sync()
     return child
 

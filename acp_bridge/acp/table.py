@@ -125,9 +125,10 @@ class SessionTable:
         from ..notices import opt_in
 
         opt_in(session, self.client_capabilities)
-        from .subagents import attach
+        from .subagents import attach, depth_of
 
-        attach(self, session)  # its task calls start child sessions
+        # Its task calls start child sessions (a reopened child: as deep as it was).
+        attach(self, session, depth_of(records or ()))
         context.cost, context.currency = cost_so_far(records or ())
         return session
 

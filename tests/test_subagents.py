@@ -121,7 +121,7 @@ async def test_the_childs_answer_is_the_tool_result(tmp_path: Path) -> None:
     # Linked both ways: the child names its owner, the parent's call names the child.
     start = child[0]
     assert start["type"] == "session/start"
-    assert start["owner"] == {"session_id": sid, "tool_call": "call_1"}
+    assert start["owner"] == {"session_id": sid, "tool_call": "call_1", "depth": 1}
     links = [
         r["update"]["rawOutput"]["subagentSessionId"]
         for r in parent

@@ -27,7 +27,7 @@ from harness import (
     write_script,
 )
 from support.bridge import Mode
-from support.harness import Run
+from support.harness import EVENT_LOG_VALIDATOR, Run
 from syrupy.assertion import SnapshotAssertion
 
 from acp_bridge.client import AcpClient, PromptResult
@@ -748,6 +748,13 @@ async def test_a_child_loaded_by_its_id_has_the_rights_it_had(tmp_path: Path) ->
     _, child = logs_by_role(run, box["sid"])
     (start,) = [r for r in child if r["type"] == "session/start"]
     kid = start["session_id"]
+    # The depth and the mode given by the parent are records of the published schema.
+    assert start["owner"]["depth"] == 1
+    assert [(r["mode"], r["via"]) for r in child if r["type"] == "session/mode"] == [
+        ("read_only", "parent")
+    ]
+    for record in child:
+        assert [e.message for e in EVENT_LOG_VALIDATOR.iter_errors(record)] == [], record
 
     async def load(client: AcpClient) -> None:
         await client.initialize(NO_FS)

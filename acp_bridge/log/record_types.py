@@ -230,6 +230,9 @@ class Owner(_Open):
 
     session_id: StrictStr
     tool_call: StrictStr
+    depth: Positive | None = _optional(
+        description="How deep the subagent is (1: a child of the editor's session)."
+    )
 
 
 class ToolUpdate(_Open):
@@ -306,12 +309,13 @@ class SessionStart(RecordBase):
 
 
 class SessionMode(RecordBase):
-    """The session's mode was switched (session/set_mode or the mode config option)."""
+    """The session's mode was switched (session/set_mode or the mode config option), or
+    a subagent was given its parent's mode when it was made (``via: parent``)."""
 
     level = "session"
     type: Literal["session/mode"]
     mode: Literal["ask", "accept_edits", "read_only"]
-    via: Literal["set_mode", "config_option"]
+    via: Literal["set_mode", "config_option", "parent"]
 
 
 class PermissionRule(RecordBase):

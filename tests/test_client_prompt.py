@@ -13,6 +13,7 @@ where ``systemPrompt`` is defined.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -22,7 +23,7 @@ from typing import Any
 import anyio
 import pytest
 from acp_schema import load_pinned_sdk_unstable_schema
-from provider_server import Reply, WireServer, openai_text
+from provider_server import Reply, WireServer, openai_chunk, openai_text, sse
 from support.bridge import running_bridge
 
 from acp_bridge.client import AcpClient, bridge_command
@@ -255,3 +256,55 @@ async def test_a_fork_of_an_earlier_turn_and_a_new_process_keep_the_one_in_force
         assert "French" not in ran.system(0)
 
     await run(tmp_path, 1, second)
+
+
+def openai_task_call(call_id: str, prompt: str) -> list[str]:
+    arguments = json.dumps({"description": "Look around", "prompt": prompt})
+    call = {
+        "index": 0,
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "task", "arguments": arguments},
+    }
+    return [
+        openai_chunk({"role": "assistant", "tool_calls": [call]}),
+        openai_chunk({}, "tool_calls"),
+        openai_chunk({}, usage={"prompt_tokens": 40, "completion_tokens": 12}),
+        sse(None, "[DONE]"),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["append", "override"])
+async def test_a_subagent_obeys_the_editors_system_prompt(tmp_path: Path, mode: str) -> None:
+    """A subagent's requests carry the system prompt the editor gave its parent
+    (append or override: the child obeys the same editor), and the child's log
+    keeps it, so a load of the child by its id keeps it too."""
+    cwd = project(tmp_path)
+    state = tmp_path / "state"
+    env = {**os.environ, "OPENAI_API_KEY": KEY, "ACP_BRIDGE_CONFIG_DIR": str(tmp_path / "cfg")}
+    replies = [
+        Reply(openai_task_call("call_1", "Count the files.")),
+        Reply(openai_text(["Three."])),
+        Reply(openai_text(["Done."])),
+    ]
+    with WireServer(replies) as server:
+        command = bridge_command(
+            "--provider", "openai", "--base-url", server.url, "--state-dir", str(state)
+        )
+        async with running_bridge(command, env=env, stderr=tmp_path / "stderr.txt") as client:
+            ran = Ran(client, server, state)
+            with anyio.fail_after(60):
+                await client.initialize()
+                sid = await new_session(client, cwd, said(mode, "Answer in French."))
+                assert (await client.prompt(sid, "How many?")).stop_reason == "end_turn"
+            assert await client.finish(within=15) == 0
+    parent, child = ran.system(0), ran.system(1)
+    assert "Answer in French." in child
+    assert "Use tabs, never spaces." in child  # the project's instructions stay
+    assert child.startswith(INTRO) == (mode == "append") == parent.startswith(INTRO)
+    logs = ran.logs()
+    for records in logs.values():
+        check_log(records)
+    (kid,) = [k for k in logs if k != sid]
+    kept = [r for r in logs[kid] if r["type"] == "session/system_prompt"]
+    assert [(r["mode"], r["content"][0]["text"]) for r in kept] == [(mode, "Answer in French.")]

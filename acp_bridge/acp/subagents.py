@@ -59,6 +59,7 @@ from ..loop.session import Session
 from ..loop.turn import Turn, TurnConfig, TurnKind
 from ..paths import create_private_file, make_private_dirs
 from ..protocol import answers
+from ..sessions import client_prompt
 from ..tools.base import ToolContext, ToolOutput
 from ..tools.paths import truncate
 from ..tools.registry import ToolRegistry
@@ -243,6 +244,8 @@ async def _open_child(
     child = table.make_session(child_id, parent.cwd, slog, parent.provider, extra or None)
     if not shown:
         child.outbox = _Hidden(table.outbox)
+    # The editor's system prompt binds its subagents too (append or override).
+    child.context.client_prompt = parent.context.client_prompt
     await table.prepare_context(child)
     mine = child.tools
     if mine is not None:
@@ -266,6 +269,11 @@ async def _open_child(
     )
     owner = {"session_id": parent.id, "tool_call": call_id, "depth": depth}
     slog.append("session/start", 0, 0, **start, owner=owner)
+    given = parent.context.client_prompt
+    if given is not None:
+        # Logged as the editor's own, so that a load of the child by its id keeps it.
+        sent = {"mode": given.mode, "content": [{"type": "text", "text": given.text}]}
+        client_prompt.keep(child, sent)
     if tools is not None:
         # Logged, so that a load of the child by its id has exactly these rights.
         slog.append("session/mode", 0, 0, mode=tools.mode, via="parent")

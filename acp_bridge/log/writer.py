@@ -23,9 +23,8 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from .model_records import MODEL_TYPES, for_history
 from .projection import HistoryProjection
-from .records import FORMAT_VERSION, StreamOutcome
+from .records import FORMAT_VERSION, MODEL_TYPES, StreamOutcome
 
 _now = time.time
 _dumps = orjson.dumps
@@ -50,6 +49,13 @@ def new_record(seq: int, type: str, turn: int, step: int, fields: dict[str, Any]
 def encode_record(record: dict[str, Any]) -> bytes:
     """The record's line in the file."""
     return _dumps(record, option=_LINE)
+
+
+def for_history(record: dict[str, Any]) -> dict[str, Any]:
+    """The record without the timed stream an interrupted message embeds."""
+    if "stream" not in record:
+        return record
+    return {key: value for key, value in record.items() if key != "stream"}
 
 
 class LogTarget(Protocol):

@@ -20,7 +20,7 @@ import anyio.to_thread
 from .acp.agent import Agent
 from .errors import StartupFailed
 from .jsonrpc.connection import Connection, RequestHandler, current_reply
-from .log.writes import save_unwritten
+from .log.writer.files import save_unwritten
 from .loop.turn import TurnConfig
 from .providers.base import Provider
 from .stderr_log import MUST_DELIVER

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_bridge.acp import stored
-from acp_bridge.context.session import COST_TYPES, cost_so_far
+from acp_bridge.context.state import COST_TYPES, cost_so_far
 from acp_bridge.log.by_type import Typed, of_types
 from acp_bridge.log.derive import REGENERATE_TYPES, replaced_turns
 from acp_bridge.log.records import RECORD_TYPES

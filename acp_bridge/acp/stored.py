@@ -213,7 +213,7 @@ class StoredMethods:
             extra = [d for d in stored if isinstance(d, str)]
         # What the session reads of its log: its tools' state and its cost so
         # far (loaded off the start-up path, as `SessionTable.make_session`).
-        from ..context.session import COST_TYPES
+        from ..context.state import COST_TYPES
         from ..tools.plan import PLAN_TYPES
         from ..tools.state import STATE_TYPES
 

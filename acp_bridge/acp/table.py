@@ -113,7 +113,7 @@ class SessionTable:
         """A session with its tools (as ``records`` of its log left them, if reopened)."""
         # Loaded off the start-up path (see `acp_bridge.server`).
         from ..compaction.shown import opted_in
-        from ..context.session import cost_so_far
+        from ..context.state import cost_so_far
         from . import tool_session
 
         frames = self.dialect.session_frames(session_id)

@@ -20,7 +20,7 @@ import anyio.to_thread
 from .acp.agent import Agent
 from .errors import StartupFailed
 from .jsonrpc.connection import Connection, RequestHandler, current_reply
-from .log.writes import save_unwritten
+from .log.writer.files import save_unwritten
 from .loop.turn import TurnConfig
 from .providers.base import Provider
 from .stderr_log import MUST_DELIVER
@@ -266,7 +266,7 @@ def _load_in_worker(
     ``session/new`` finds them ready.  What only a turn needs (the tools'
     pydantic models, the runner, the script's models) loads at the first turn."""
     import_module("acp_bridge.acp.tool_session")
-    import_module("acp_bridge.context.session")  # the system prompt, made at session/new
+    import_module("acp_bridge.context.state")  # the system prompt, made at session/new
     return load_provider()
 
 

@@ -32,8 +32,8 @@ from acp_bridge.compaction.plan import SUMMARY_INSTRUCTION, plan_compaction, sum
 from acp_bridge.compaction.shown import compaction_updates
 from acp_bridge.log.check import LogInvalid, check_history, check_log
 from acp_bridge.log.derive import SUMMARY_HEADER, derive_messages, live_surface, summary_text
-from acp_bridge.log.model_records import MODEL_TYPES
 from acp_bridge.log.projection import HistoryProjection
+from acp_bridge.log.records import MODEL_TYPES
 from acp_bridge.log.replay import replay_updates
 from acp_bridge.sessions.fork import fork_records
 

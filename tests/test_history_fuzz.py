@@ -28,8 +28,8 @@ from support.harness import ROOT
 from acp_bridge.log.check import check_history
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.reader import LogCorrupt, read_valid_records, validate_records
-from acp_bridge.log.record_models import RECORD_MODELS
 from acp_bridge.log.records import RECORD_TYPES
+from acp_bridge.log.records.read import RECORD_MODELS
 from acp_bridge.log.upcast import load_log
 
 SNAPSHOTS = sorted((ROOT / "snapshots" / "test_sessions").glob("*.json"))

@@ -24,8 +24,8 @@ from test_log_check import LogBuilder, random_turn
 from acp_bridge.client import AcpClient
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import completed_compaction, derive_messages, live_surface
-from acp_bridge.log.model_records import MODEL_TYPES
 from acp_bridge.log.projection import HistoryProjection, HistoryView
+from acp_bridge.log.records import MODEL_TYPES
 from acp_bridge.providers.base import ModelRequest
 from acp_bridge.providers.scripted import report_lines
 

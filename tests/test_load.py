@@ -49,8 +49,8 @@ from support.pipe_peer import Prompt, PromptTracker, Spawned, bridge_subprocess
 
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
-from acp_bridge.log.model_records import MODEL_TYPES
 from acp_bridge.log.reader import read_records
+from acp_bridge.log.records import MODEL_TYPES
 
 pytestmark = [
     pytest.mark.anyio,

@@ -1,7 +1,7 @@
 """The history checker, the log checker, and whole logs at every cut (invariant I3).
 
 `LogBuilder` writes records in the order the agent loop writes them (see
-acp_bridge/log/records.py); every record it writes is checked against the
+acp_bridge/log/records/); every record it writes is checked against the
 JSON Schema.  The realistic log and the random logs of the property test are
 built with it.
 """

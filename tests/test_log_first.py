@@ -16,8 +16,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from acp_bridge.log.logfile import LogFile
 from acp_bridge.log.writer import SessionLog
+from acp_bridge.log.writer.files import LogFile
 from acp_bridge.transport.outbox import Outbox
 
 pytestmark = pytest.mark.anyio

@@ -31,9 +31,9 @@ from support.harness import write_script
 
 from acp_bridge.client import AcpClient, RequestId, prompt_params
 from acp_bridge.log.check import check_log
-from acp_bridge.log.lock import SessionLocked
-from acp_bridge.log.logfile import LogFiles
 from acp_bridge.log.reader import read_records
+from acp_bridge.log.writer.files import LogFiles
+from acp_bridge.log.writer.lock import SessionLocked
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
 

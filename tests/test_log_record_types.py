@@ -1,4 +1,4 @@
-"""The record types are defined once, in `acp_bridge.log.record_types`.
+"""The record types are defined once, in `acp_bridge.log.records.models`.
 
 The JSON Schema in ``schemas/`` is generated from those models; the readers'
 open models, the vocabulary of `acp_bridge.log.records` and the models agree;
@@ -19,8 +19,15 @@ from pydantic import ValidationError
 from support.harness import EVENT_LOG_SCHEMA, EVENT_LOG_VALIDATOR
 from test_log_check import realistic_log
 
-from acp_bridge.log import record_models, records
-from acp_bridge.log.record_types import LEVEL_RULES, RECORDS, Level, record_type_of, records_by_type
+from acp_bridge.log import records
+from acp_bridge.log.records import read as record_models
+from acp_bridge.log.records.models import (
+    LEVEL_RULES,
+    RECORDS,
+    Level,
+    record_type_of,
+    records_by_type,
+)
 from acp_bridge.log.schema_gen import LEVELS, SCHEMA_PATH, build_event_log_schema, render
 from acp_bridge.log.schema_gen import main as schema_main
 
@@ -28,7 +35,7 @@ Record = dict[str, Any]
 
 
 def test_the_committed_schema_is_generated_from_the_models() -> None:
-    """Edit acp_bridge/log/record_types.py, then run its generator."""
+    """Edit acp_bridge/log/records/models.py, then run its generator."""
     assert SCHEMA_PATH.read_text(encoding="utf-8") == render(), (
         "schemas/event-log.schema.json is stale: run python -m acp_bridge.log.schema_gen"
     )

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from support.harness import cwd_for_tests, write_script
 
 from acp_bridge.log.derive import derive_messages
-from acp_bridge.log.model_records import MODEL_TYPES
 from acp_bridge.log.projection import HistoryProjection
+from acp_bridge.log.records import MODEL_TYPES
 from acp_bridge.log.writer import RecordWriter, SessionLog
 from acp_bridge.providers.scripted import parse_report
 from acp_bridge.testing import NO_CAPABILITIES, AgentLauncher

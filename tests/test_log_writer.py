@@ -89,7 +89,7 @@ def test_a_record_the_path_cannot_take_is_kept_in_memory(tmp_path: Path, replace
     file is still the log's own and whole, so the batch being written goes on
     into it; the check before the next turn (`verify`) finds that the path no
     longer names it, and from then on every record is kept, never dropped."""
-    from acp_bridge.log.logfile import LogFile, LogFileLost
+    from acp_bridge.log.writer.files import LogFile, LogFileLost
 
     folder = tmp_path / "sessions"
     folder.mkdir()
@@ -118,7 +118,7 @@ def _open_fds() -> int:
 def test_a_log_being_synced_keeps_its_descriptor_until_the_sync_is_done(tmp_path: Path) -> None:
     """Few logs stay open (here one): the oldest is closed when another opens,
     unless a worker thread is syncing it; a close waits for the sync too."""
-    from acp_bridge.log.logfile import LogFiles
+    from acp_bridge.log.writer.files import LogFiles
 
     pool = LogFiles(limit=lambda: 1)
     first = pool.take(str(tmp_path / "a.jsonl"))

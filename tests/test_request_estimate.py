@@ -27,7 +27,7 @@ from acp_bridge.context.estimate import (
     estimate_request,
     next_request_tokens,
 )
-from acp_bridge.context.session import SessionContext
+from acp_bridge.context.state import SessionContext
 from acp_bridge.log.projection import HistoryProjection
 from acp_bridge.providers.base import ToolSpec
 

@@ -21,12 +21,12 @@ from support.harness import EVENT_LOG_VALIDATOR
 from acp_bridge.log import upcast as upcast_module
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import delivered_prefix, derive_messages, replaced_turns
-from acp_bridge.log.lock import SessionLocked
-from acp_bridge.log.logfile import LogFiles
 from acp_bridge.log.reader import LogCorrupt, read_records
 from acp_bridge.log.reopen import OUTCOME_UNKNOWN, closing_records
 from acp_bridge.log.replay import replay_updates
 from acp_bridge.log.upcast import load_log, upcast
+from acp_bridge.log.writer.files import LogFiles
+from acp_bridge.log.writer.lock import SessionLocked
 from acp_bridge.providers.notes import CRASHED_NOTE, INTERRUPTED_NOTE
 from acp_bridge.providers.sent import sent_messages
 from acp_bridge.sessions.fork import ForkError, fork_records

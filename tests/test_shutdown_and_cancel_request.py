@@ -29,8 +29,8 @@ from support.harness import (
 
 from acp_bridge.client import AcpClient, bridge_command, prompt_params
 from acp_bridge.log.check import check_log
-from acp_bridge.log.logfile import LogFile
 from acp_bridge.log.reader import read_records
+from acp_bridge.log.writer.files import LogFile
 
 # Cold: these bridges start as an editor starts them (see tests/conftest.py).
 pytestmark = [pytest.mark.anyio, pytest.mark.cold]

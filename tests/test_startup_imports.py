@@ -39,7 +39,7 @@ def test_a_session_s_tools_and_system_prompt_need_no_pydantic() -> None:
         import sys
         import acp_bridge.server, acp_bridge.serve_cli
         from acp_bridge.acp import tool_session
-        from acp_bridge.context.session import SessionContext
+        from acp_bridge.context.state import SessionContext
         from acp_bridge.tools.base import ClientCapabilities
         registry = tool_session.registry_for(ClientCapabilities())
         listed = [(tool.name, tool.description) for tool in registry]

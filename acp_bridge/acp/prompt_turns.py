@@ -23,9 +23,9 @@ from ..errors import (
 )
 from ..jsonrpc.connection import Reply
 from ..jsonrpc.errors import RpcError
-from ..log.lock import SessionLocked
-from ..log.logfile import LogFileLost
 from ..log.replay import title_from_prompt, title_update
+from ..log.writer.files import LogFileLost
+from ..log.writer.lock import SessionLocked
 from ..loop.session import Session
 from ..loop.turn import Turn, TurnKind
 from ..sessions.regenerate import target_turn

@@ -2,7 +2,7 @@
 and the ``_acp-bridge/fork_at_turn`` and ``_acp-bridge/regenerate`` extensions.
 
 A session open in this process holds the lock of its log file (see
-`acp_bridge.log.logfile`), so two processes never append to one log.  Opening
+`acp_bridge.log.writer.files`), so two processes never append to one log.  Opening
 a stored session goes through `acp_bridge.log.reopen.reopen` (a torn line cut,
 a turn left open by a crash closed as ``crashed``), and ``session/load`` replays
 `acp_bridge.log.replay.replay_updates` of the log before it answers.

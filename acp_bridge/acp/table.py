@@ -7,7 +7,7 @@ delete, fork, regenerate) are independent of each other; both work on this
 table: making a session (its provider, tools and context), finding one by the
 request's ``sessionId``, locking its log, closing it, and stopping all at
 shutdown.  A session open here holds the lock of its log file
-(`acp_bridge.log.logfile`), so two processes never append to one log.
+(`acp_bridge.log.writer.files`), so two processes never append to one log.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import anyio.to_thread
 from ..errors import LogNotLocked, SessionBusy, SessionLockedElsewhere
 from ..jsonrpc.connection import Connection
 from ..jsonrpc.errors import RpcError
-from ..log.lock import SessionLocked
-from ..log.logfile import LogFile
 from ..log.writer import SessionLog
+from ..log.writer.files import LogFile
+from ..log.writer.lock import SessionLocked
 from ..loop.session import Session
 from ..loop.turn import Turn, TurnConfig
 from ..mcp.hub import McpHub
@@ -113,7 +113,7 @@ class SessionTable:
         """A session with its tools (as ``records`` of its log left them, if reopened)."""
         # Loaded off the start-up path (see `acp_bridge.server`).
         from ..compaction.shown import opted_in
-        from ..context.session import cost_so_far
+        from ..context.state import cost_so_far
         from . import tool_session
 
         frames = self.dialect.session_frames(session_id)
@@ -145,7 +145,7 @@ class SessionTable:
 
     def lock(self, session_id: str, path: str) -> None:
         """Open and lock the log of a session this process is about to read and
-        write (`acp_bridge.log.logfile.LogFiles.claim`)."""
+        write (`acp_bridge.log.writer.files.LogFiles.claim`)."""
         try:
             self.locks[session_id] = self.outbox.logs.claim(path)
         except SessionLocked as exc:

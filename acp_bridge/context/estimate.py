@@ -107,7 +107,7 @@ def next_request_tokens(
 ) -> int:
     """The estimated input tokens of the next request of a session (see the module docstring).
 
-    ``records`` are the log's model records (`acp_bridge.log.model_records.MODEL_TYPES`),
+    ``records`` are the log's model records (`acp_bridge.log.records.MODEL_TYPES`),
     ``messages`` the history they derive.
     """
     anchored = _anchor(records)

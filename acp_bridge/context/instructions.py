@@ -14,7 +14,7 @@ Each file is read up to `FILE_LIMIT` bytes, and all of them up to
 `TOTAL_LIMIT`; a cut file says so where it is cut.  Only regular files are
 read (a FIFO or a device named AGENTS.md is skipped), never following the
 path outside what ``open`` resolves.  This is blocking I/O: run it in a
-worker thread (`acp_bridge.context.session`).
+worker thread (`acp_bridge.context.state`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ log of an older format version comes back upcast; unlike `load_log` it keeps
 records of types this version does not know.  A
 reader that goes on to *use* the fields (``acp-bridge history``) calls
 `read_valid_records`, which also checks each known record's fields against
-its model in `acp_bridge.log.record_models` and reports the first bad one as
+its model in `acp_bridge.log.records.read` and reports the first bad one as
 ``file:line: field: reason``.  A record of a type it does not know is skipped
 with a warning, so a log written by a newer version stays readable.
 
@@ -119,7 +119,7 @@ def validate_records(
     """
     from pydantic import ValidationError
 
-    from .record_models import model_for
+    from .records.read import model_for
 
     kept: list[dict[str, Any]] = []
     unknown: dict[str, int] = {}

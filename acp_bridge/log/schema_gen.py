@@ -1,4 +1,4 @@
-"""Generate ``schemas/event-log.schema.json`` from `acp_bridge.log.record_types`.
+"""Generate ``schemas/event-log.schema.json`` from `acp_bridge.log.records.models`.
 
 ``python -m acp_bridge.log.schema_gen`` rewrites the file; ``--check`` exits 1
 when the committed file differs from what the models say (a test does the
@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, models_json_schema
 
 from ..schema_file import schema_file_main
-from .record_types import RECORDS, Level, RecordBase, record_type_of
+from .records.models import RECORDS, Level, RecordBase, record_type_of
 
 __all__ = ["SCHEMA_PATH", "build_event_log_schema", "main", "render"]
 
@@ -99,14 +99,14 @@ def build_event_log_schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "urn:acp-bridge:schemas:event-log",
-        "$comment": "Generated from acp_bridge/log/record_types.py by "
+        "$comment": "Generated from acp_bridge/log/records/models.py by "
         "python -m acp_bridge.log.schema_gen; do not edit.",
         "title": "acp-bridge event log record (format version 1)",
         "description": "One line of a session log file: the envelope fields v, seq, at, type, "
         "turn and step, plus the fields of its type (records are closed). See "
-        "acp_bridge/log/records.py for the meaning of each record. Content blocks that come "
-        "from the editor (text, resource_link, resource, image) may carry extra ACP fields "
-        "such as annotations or _meta.",
+        "acp_bridge/log/records/__init__.py for the meaning of each record. Content blocks "
+        "that come from the editor (text, resource_link, resource, image) may carry extra ACP "
+        "fields such as annotations or _meta.",
         "type": "object",
         "required": list(_ENVELOPE),
         "properties": {**envelope, "type": {"enum": types}},

@@ -16,7 +16,7 @@ from ..providers.base import Provider
 from .output import SessionFrames, TurnOutput
 
 if TYPE_CHECKING:
-    from ..context.session import SessionContext
+    from ..context.state import SessionContext
     from ..tools.state import ToolState
 
 __all__ = ["SessionCore"]
@@ -42,7 +42,7 @@ class SessionCore:
     def __post_init__(self) -> None:
         # Loaded off the start-up path (see `acp_bridge.server`).
         from ..context.config import ContextConfig
-        from ..context.session import SessionContext
+        from ..context.state import SessionContext
 
         self.context = SessionContext(self.provider.context or ContextConfig(), self.cwd)
         if self.tools is None:

@@ -28,14 +28,14 @@ A broken stdout (the editor went away) marks the outbox ``broken``; further
 stdout frames are dropped, log writes go on, and `stdout_broken` is set so the
 server can treat it as a disconnect.  Writing the log files, keeping what a
 failing one refuses (a turn writing to it waits once failing files hold
-`LOG_HOLD_LIMIT` bytes) and the fsyncs are `acp_bridge.log.writes.LogWrites`'s;
+`LOG_HOLD_LIMIT` bytes) and the fsyncs are `acp_bridge.log.writer.files.LogWrites`'s;
 the files themselves (their lock, the checks before each write, how many stay
-open) are `acp_bridge.log.logfile`'s, opened through ``logs``.
+open) are `acp_bridge.log.writer.files`'s, opened through ``logs``.
 
 The module is a little over 400 lines because the queue, the writer task
 and `flush_now` share one invariant (the order of writes) and read best
 side by side; what is not the queue lives beside it (`acp_bridge.transport.pipe`,
-`acp_bridge.transport.merge`, `acp_bridge.log.writes`).
+`acp_bridge.transport.merge`, `acp_bridge.log.writer.files`).
 
 The loop sees the outbox only through `acp_bridge.loop.output.TurnOutput`,
 the log through `acp_bridge.log.writer.RecordWriter`, the JSON-RPC connection
@@ -50,9 +50,8 @@ from typing import Final
 
 import anyio
 
-from ..log.logfile import LogFile
 from ..log.writer import LogTarget
-from ..log.writes import LOG_HOLD_LIMIT, LogWrites
+from ..log.writer.files import LOG_HOLD_LIMIT, LogFile, LogWrites
 from .merge import MERGE_ABOVE, ChunkMerger
 from .pipe import IN_FLIGHT, RECHECK, STDOUT_PIPE_SIZE, StdoutPipe
 

@@ -4,10 +4,10 @@ A process that writes a session's log holds an exclusive, non-blocking
 ``flock`` on the descriptor it writes the log through (`lock_log`).  The lock
 belongs to the log's own inode, so nothing beside it can be deleted to lift
 it; removing or replacing the log is noticed by the writer instead (see
-`acp_bridge.log.logfile`).  The kernel drops the lock of a process that dies,
-so a crash never leaves a session locked for good.  A process that tries to
-lock a log another one holds gets `SessionLocked`, which names the holder when
-the system says who it is (``/proc/locks`` on Linux).
+`acp_bridge.log.writer.files`).  The kernel drops the lock of a process that
+dies, so a crash never leaves a session locked for good.  A process that
+tries to lock a log another one holds gets `SessionLocked`, which names the
+holder when the system says who it is (``/proc/locks`` on Linux).
 """
 
 from __future__ import annotations

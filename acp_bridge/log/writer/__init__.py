@@ -1,4 +1,9 @@
-"""Appending records to a session's event log.
+"""Writing a session's event log, in one home: `SessionLog` is its entry point.
+
+This module appends records (`SessionLog`, each record's line made by
+`new_record` and `encode_record`); `acp_bridge.log.writer.files` is the files
+on disk and the writes the ordered writer makes to them (`LogWrites`), and
+`acp_bridge.log.writer.lock` the one-writer-per-session lock.
 
 `SessionLog` keeps the records the model history is derived from in memory
 and queues every serialized record on the process `Outbox`, so log writes
@@ -22,9 +27,8 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from .model_records import MODEL_TYPES, for_history
-from .projection import HistoryProjection
-from .records import FORMAT_VERSION, StreamOutcome
+from ..projection import HistoryProjection
+from ..records import FORMAT_VERSION, MODEL_TYPES, StreamOutcome
 
 _now = time.time
 _dumps = orjson.dumps
@@ -49,6 +53,13 @@ def new_record(seq: int, type: str, turn: int, step: int, fields: dict[str, Any]
 def encode_record(record: dict[str, Any]) -> bytes:
     """The record's line in the file."""
     return _dumps(record, option=_LINE)
+
+
+def for_history(record: dict[str, Any]) -> dict[str, Any]:
+    """The record without the timed stream an interrupted message embeds."""
+    if "stream" not in record:
+        return record
+    return {key: value for key, value in record.items() if key != "stream"}
 
 
 class LogTarget(Protocol):
@@ -94,9 +105,6 @@ class RecordWriter(Protocol):
         """Run ``hook`` before each batch is taken (it may queue records)."""
 
     def remove_pre_flush(self, hook: Callable[[], None]) -> None: ...
-
-
-dumps = orjson.dumps
 
 
 class SessionLog:
@@ -239,10 +247,10 @@ class SessionLog:
         if self._attempt is None:
             self._parts, self._last = [], None
             return
-        encoded = [dumps([index, kind, "".join(frags)]) for index, kind, frags in self._parts]
+        encoded = [_dumps([index, kind, "".join(frags)]) for index, kind, frags in self._parts]
         self._parts = []
         self._last = None
-        t_ms = dumps(round((time.monotonic() - self._t0) * 1000, 3))
+        t_ms = _dumps(round((time.monotonic() - self._t0) * 1000, 3))
         # "[index,kind,text]" -> "[t_ms,index,kind,text]"
         timed = self._timed
         for part in encoded:

@@ -1,9 +1,11 @@
 """The shapes of the event-log records, as pydantic models (read side only).
 
-`acp_bridge.log.records` documents the vocabulary; this module states, once,
-the type of every field a reader relies on, so that a damaged or foreign log
-is reported as ``file:line: field: reason`` instead of surprising the code that
-derives a history from it.  The writer never uses these models: the hot path
+`acp_bridge.log.records` documents the vocabulary and
+`acp_bridge.log.records.models` defines it (closed); this module states, once,
+the type of every field a reader relies on (a test holds it to that
+definition), so that a damaged or foreign log is reported as
+``file:line: field: reason`` instead of surprising the code that derives a
+history from it.  The writer never uses these models: the hot path
 stays on plain dicts and orjson, and this module (with pydantic) is imported
 only by code that validates a log (``acp-bridge history``,
 `acp_bridge.log.reader.read_valid_records`).

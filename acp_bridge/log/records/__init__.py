@@ -1,4 +1,13 @@
-"""The durable event log's record vocabulary (format version 1).
+"""The durable event log's record vocabulary (format version 1), in one home.
+
+This package is everything a log record is.  `acp_bridge.log.records.models`
+defines every record type as a closed pydantic model: it is the source of
+truth, and ``schemas/event-log.schema.json`` is generated from it.  This
+module documents the records and holds what the write path needs of them
+without pydantic: the format version, the closed vocabularies as ``Literal``
+types (the models use them), and the sets of record types (a test holds
+`RECORD_TYPES` to the models).  `acp_bridge.log.records.read` is the readers'
+open view of the same models (a newer log's fields and types are tolerated).
 
 A session is one JSONL file, ``<state-dir>/sessions/<session-id>.jsonl``.  Each
 line is one JSON object (a *record*).  Records are append-only; nothing is ever
@@ -184,9 +193,10 @@ HistoryBlock (also the content of model-history messages)
   ``{"type": "image", "data": str, "mimeType": str}``
 
 Reading and checking
-  `acp_bridge.log.record_models` states the type of each field above as
-  pydantic models (open: extra fields are kept, and a reader skips a record
-  type it does not know with a warning); the writer never uses them;
+  `acp_bridge.log.records.read` states the type of each field above a reader
+  relies on as pydantic models (open: extra fields are kept, and a reader
+  skips a record type it does not know with a warning); the writer never
+  uses them;
   `acp_bridge.log.reader` reads a file back (a torn final line is ignored)
   and, with `read_valid_records`, checks each record against its model;
   `acp_bridge.log.derive` projects records onto the model history;
@@ -251,6 +261,12 @@ TOOL_CALL_STATUSES: Final[frozenset[str]] = frozenset(get_args(ToolCallStatus))
 RECOVERED_CRASHED: Final = "crashed"
 
 SURFACE_TYPES: Final = frozenset({"user/message", "assistant/message", "tool/result"})
+# The records a session keeps of its log in memory: those `derive_messages`
+# reads (``turn/start`` says which turn a regenerate replaces).  The rest
+# (stream frames, attempts, settings) lives in the file alone; the projection
+# of this subset equals that of the whole log, because derive_messages
+# ignores every other type.
+MODEL_TYPES: Final = SURFACE_TYPES | {"turn/start", "turn/end", "compaction"}
 # Statuses of a ``compaction`` record (as ACP's ``compaction_update`` has them).
 COMPACTION_STATUSES: Final[frozenset[str]] = frozenset(get_args(CompactionStatus))
 COMPACTION_TRIGGERS: Final[frozenset[str]] = frozenset(get_args(CompactionTrigger))

@@ -5,11 +5,12 @@ each record type is one class with the envelope fields, its ``type`` as a
 ``Literal`` and the fields it may have; nothing else is allowed
 (``extra="forbid"``).  ``schemas/event-log.schema.json`` is generated from
 them (``python -m acp_bridge.log.schema_gen``), and the closed vocabularies
-are the ``Literal`` types of `acp_bridge.log.records`.
+are the ``Literal`` types of `acp_bridge.log.records` (the package's own
+module, which holds the vocabulary the write path needs without pydantic).
 
 The writer does not build these models (the hot path stays on plain dicts and
 orjson, and does not import pydantic); the readers stay open
-(`acp_bridge.log.record_models`: unknown fields and types of a newer log are
+(`acp_bridge.log.records.read`: unknown fields and types of a newer log are
 tolerated).  A test holds the readers' models, `records.RECORD_TYPES` and the
 schema file to this module.
 
@@ -18,7 +19,10 @@ type (about 25 small classes and the parts they share); split, the
 vocabulary would again live in several places.
 
 Adding a record type: write its class below (its ``type`` Literal, its
-``level``, its fields) and add it to `RECORDS`; then regenerate the schema.
+``level``, its fields) and add it to `RECORDS`, its type to
+`acp_bridge.log.records.RECORD_TYPES` (the write path's index, without
+pydantic) and its read model to `acp_bridge.log.records.read`; then
+regenerate the schema.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, get_arg
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
-from .records import (
+from . import (
     AttemptOutcome,
     CompactionStatus,
     CompactionTrigger,

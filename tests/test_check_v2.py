@@ -1,0 +1,103 @@
+"""``acp-bridge check --protocol 2`` against a small ACP v2 agent on the official
+TypeScript SDK's v2 agent side (``tests/ts_client/v2_agent.mjs``): the correct
+one passes every check; each fault fails the check made for it, by name."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_ts_sdk_client import ts_client  # noqa: F401  (the fixture)
+
+from acp_bridge.check.requirements import Tier
+from acp_bridge.check.requirements_v2 import V2_REQUIREMENTS
+from acp_bridge.check.results import Outcome
+from acp_bridge.check.runner import CheckOptions, Report, run_check
+from acp_bridge.check.schema import BUNDLED_V2_SCHEMA
+
+pytestmark = pytest.mark.anyio
+
+FAST: dict[str, Any] = {
+    "watch": 0.3,
+    "timeout": 30.0,
+    "stop_timeout": 5.0,
+    "stream_timeout": 30.0,
+    "exit_timeout": 30.0,
+    "stops": 3,
+    "protocol": 2,
+}
+
+
+async def check_v2(client_dir: Path, tmp: Path, *args: str) -> Report:
+    node = shutil.which("node")
+    assert node is not None
+    agent = [node, str(client_dir / "v2_agent.mjs"), "--store", str(tmp / "store.json"), *args]
+    return await run_check(CheckOptions(command=agent, **FAST))
+
+
+def test_each_v2_quote_is_in_the_v2_schema_and_each_tier_follows_it() -> None:
+    schema = json.loads(BUNDLED_V2_SCHEMA.read_text(encoding="utf-8"))
+    texts: list[str] = []
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            text = node.get("description")
+            if isinstance(text, str):
+                texts.append(re.sub(r"\s+", " ", text.replace("`", "")))
+            stack.extend(v for k, v in node.items() if k != "description")
+        elif isinstance(node, list):
+            stack.extend(node)
+    for check_id, requirement in V2_REQUIREMENTS.items():
+        for quote in requirement.quotes:
+            if quote.source.startswith("v2 schema.json"):
+                assert any(quote.text in t for t in texts), (check_id, quote.text)
+        words = " ".join(q.text for q in requirement.quotes)
+        if requirement.tier is not Tier.ADVISORY:
+            assert "MUST" in words, check_id
+        if requirement.tier is Tier.CAPABILITY:
+            assert requirement.applies_if, check_id
+
+
+@pytest.mark.slow
+async def test_the_correct_v2_agent_passes_every_check(
+    ts_client: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    report = await check_v2(ts_client, tmp_path)
+    outcomes = {r.requirement.id: r.outcome for r in report.results}
+    assert set(outcomes) == set(V2_REQUIREMENTS)
+    assert set(outcomes.values()) == {Outcome.PASS}, {
+        r.requirement.id: r.detail for r in report.results
+    }
+    assert report.checker_frame_problems == []
+    assert report.exit_code == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("fault", "check_id"),
+    [
+        ("chunk-after-idle", "stop.ordering"),
+        ("end-turn", "stop.cancelled"),
+        ("never-confirm", "stop.cancelled"),
+        ("next-turn", "stop.next-turn"),
+        ("resume-no-replay", "resume.replay"),
+    ],
+)
+async def test_each_fault_of_the_v2_agent_fails_its_check(
+    ts_client: Path,  # noqa: F811
+    tmp_path: Path,
+    fault: str,
+    check_id: str,
+) -> None:
+    report = await check_v2(ts_client, tmp_path, "--fault", fault)
+    assert report.result(check_id).outcome is Outcome.FAIL, report.result(check_id).detail
+    assert report.exit_code == 1
+    if fault in ("next-turn", "resume-no-replay"):
+        # One promise broken: the others still pass.
+        assert report.result("stop.cancelled").outcome is Outcome.PASS

@@ -101,3 +101,37 @@ async def test_each_fault_of_the_v2_agent_fails_its_check(
     if fault in ("next-turn", "resume-no-replay"):
         # One promise broken: the others still pass.
         assert report.result("stop.cancelled").outcome is Outcome.PASS
+
+
+@pytest.mark.slow
+async def test_the_kit_drives_a_v2_agent(ts_client: Path, tmp_path: Path) -> None:  # noqa: F811
+    """The test kit as a v2 client: initialize 2, a prompt answered at once with its
+    messageId, a Stop confirmed by idle(cancelled), a resume that replays."""
+    from acp_bridge.testing import start_agent
+
+    node = shutil.which("node")
+    assert node is not None
+    command = [node, str(ts_client / "v2_agent.mjs"), "--store", str(tmp_path / "store.json")]
+    async with start_agent(command, workspace=tmp_path) as agent:
+        info = await agent.initialize(protocol_version=2)
+        assert info["protocolVersion"] == 2
+        session = await agent.new_session()
+        turn = await session.start_prompt("count")
+        await turn.wait_for_chunks(3, within=30)
+        result = await turn.stop(within=30)
+        assert result.stop_reason == "cancelled"
+        assert result.late == []
+        assert turn.accepted is not None
+        message_id = turn.accepted["result"]["messageId"]
+        states = [u.get("state") for u in result.updates if u["sessionUpdate"] == "state_update"]
+        assert states == ["running"]
+        delivered = result.text()
+        await agent.finish(within=30)
+    async with start_agent(command, workspace=tmp_path) as agent:
+        await agent.initialize(protocol_version=2)
+        resumed = await agent.resume_session(session.id, replay_from={"type": "start"})
+        kinds = [u["sessionUpdate"] for u in resumed.replayed]
+        assert kinds == ["user_message", "agent_message", "state_update"]
+        assert resumed.replayed[0]["messageId"] == message_id
+        assert resumed.replayed[1]["content"][0]["text"] == delivered
+        await agent.finish(within=30)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 if TYPE_CHECKING:
+    from .live_terminal import LiveTerminal
     from .localfs import Bounds
     from .outcome import ToolOutput
 
@@ -83,6 +84,8 @@ class CommandOutput:
     truncated: bool = False
     exit_code: int | None = None
     signal: str | None = None
+    # Killed by the user's ``terminal/cancel`` (the turn goes on).
+    cancelled: bool = False
 
 
 class Call(Protocol):
@@ -94,6 +97,8 @@ class Call(Protocol):
     hidden_env: tuple[str, ...]
     # Set when the call is stopped and has a real partial result.
     partial: ToolOutput | None
+    # Shows a command the workspace runs itself live (None: nobody to show it to).
+    live: LiveTerminal | None
 
     @property
     def request(self) -> Callable[[str, dict[str, Any]], Awaitable[Any]]: ...

@@ -25,8 +25,14 @@ from acp_bridge.client import AcpClient, PromptResult, prompt_params
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.replay import replay_updates
+from acp_bridge.redact import Redactor
+from acp_bridge.tools import ToolContext
+from acp_bridge.tools.base import ClientCapabilities
+from acp_bridge.tools.command import RunCommand
+from acp_bridge.tools.live_terminal import LiveTerminal
 from acp_bridge.tools.local_workspace import LocalWorkspace
 from acp_bridge.tools.runner import is_cancelled
+from acp_bridge.tools.workspace import OUTPUT_BYTE_LIMIT
 
 pytestmark = pytest.mark.anyio
 
@@ -170,3 +176,79 @@ async def test_a_cancelled_terminal_kills_its_command_and_the_call_ends_with_wha
     assert box["late"]["error"]["code"] == -32602
     assert box["late"]["error"]["data"]["field"] == "terminalId"
     assert "is running" in box["late"]["error"]["message"]
+
+
+# -- the live output of a local command (the workspace and its LiveTerminal) -------------
+
+
+async def _unused(method: str, params: Json) -> Any:
+    raise AssertionError(f"no editor request expected: {method}")
+
+
+async def _run_live(ws: Path, command: str, redactor: Redactor) -> tuple[Any, list[Json]]:
+    shown: list[Json] = []
+    ctx = ToolContext(
+        session_id="s",
+        cwd=str(ws),
+        roots=[str(ws)],
+        capabilities=ClientCapabilities(),
+        call_id="c",
+        request=_unused,
+        settle=_unused,
+        cleanup=_unused,
+        update=lambda fields: None,
+        stopped=lambda: False,
+        workspace=LocalWorkspace(),
+        max_output=10**7,
+        live=LiveTerminal(shown.append, redactor),
+    )
+    tool = RunCommand()
+    out = await tool.run(tool.args_model.model_validate({"command": command}), ctx)
+    return out, shown
+
+
+def _chunks(shown: list[Json]) -> list[bytes]:
+    return [
+        base64.b64decode(u["data"]) for u in shown if u["sessionUpdate"] == "terminal_output_chunk"
+    ]
+
+
+async def test_a_local_command_is_shown_live_line_by_line_with_secrets_blanked(
+    tmp_path: Path,
+) -> None:
+    """A secret is never shown, not even split across two reads of the pipe."""
+    secret = "hunter2-hunter2-hunter2"
+    command = f"printf 'one {secret[:9]}'; sleep 0.2; printf '{secret[9:]} two\\nlast'; exit 4"
+    out, shown = await _run_live(tmp_path, command, Redactor([secret]))
+    start, *_, end = shown
+    assert start["sessionUpdate"] == "terminal_update"
+    assert start["command"] == command  # no whole secret in it
+    assert start["cwd"] == str(tmp_path)
+    assert start["capabilities"] == {"cancel": {}}
+    text = b"".join(_chunks(shown)).decode()
+    assert text == "one [redacted] two\nlast"
+    assert secret[9:] not in text
+    assert secret[:9] not in text
+    assert end == {
+        "sessionUpdate": "terminal_update",
+        "terminalId": start["terminalId"],
+        "exitStatus": {"exitCode": 4, "signal": None},
+        "capabilities": None,
+    }
+    assert out.content == [{"type": "terminal", "terminalId": start["terminalId"]}]
+
+
+async def test_live_output_stops_at_the_terminal_limit_and_the_exit_shows_the_last_bytes(
+    tmp_path: Path,
+) -> None:
+    lines = OUTPUT_BYTE_LIMIT // 10 + 100
+    command = f"seq -w 1 {lines} | sed 's/^/line /'"
+    _out, shown = await _run_live(tmp_path, command, Redactor())
+    chunks = _chunks(shown)
+    assert sum(map(len, chunks)) <= OUTPUT_BYTE_LIMIT
+    assert b"".join(chunks).startswith(b"line 00001\n")
+    end = shown[-1]
+    snapshot = base64.b64decode(end["output"]["data"])
+    assert len(snapshot) == OUTPUT_BYTE_LIMIT
+    assert snapshot.endswith(f"line {lines}\n".encode())
+    assert end["exitStatus"] == {"exitCode": 0, "signal": None}

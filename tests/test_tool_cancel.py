@@ -25,14 +25,15 @@ from acp_bridge.client import AcpClient, PromptResult, prompt_params
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import derive_messages
 from acp_bridge.log.replay import replay_updates
+from acp_bridge.protocol.v2_tools import tool_update
 from acp_bridge.redact import Redactor
 from acp_bridge.tools import ToolContext
 from acp_bridge.tools.base import ClientCapabilities
 from acp_bridge.tools.command import RunCommand
 from acp_bridge.tools.live_terminal import LiveTerminal
 from acp_bridge.tools.local_workspace import LocalWorkspace
-from acp_bridge.tools.runner import is_cancelled
 from acp_bridge.tools.workspace import OUTPUT_BYTE_LIMIT
+from acp_bridge.update_builders import CANCELLED_META, is_cancelled
 
 pytestmark = pytest.mark.anyio
 
@@ -252,3 +253,21 @@ async def test_live_output_stops_at_the_terminal_limit_and_the_exit_shows_the_la
     assert len(snapshot) == OUTPUT_BYTE_LIMIT
     assert snapshot.endswith(f"line {lines}\n".encode())
     assert end["exitStatus"] == {"exitCode": 0, "signal": None}
+
+
+def test_v2_shows_a_running_call_cancellable_and_a_cancelled_one_cancelled() -> None:
+    running = {"toolCallId": "c", "status": "in_progress"}
+    assert tool_update(running) == {**running, "capabilities": {"cancel": {}}}
+    pending = {"toolCallId": "c", "status": "pending", "title": "Run"}
+    assert tool_update(pending) is pending
+    done = {"toolCallId": "c", "status": "failed", "content": []}
+    assert tool_update(done) == {**done, "capabilities": None}
+    cancelled = {**done, "_meta": {**CANCELLED_META, "other": 1}}
+    assert tool_update(cancelled) == {
+        "toolCallId": "c",
+        "status": "cancelled",
+        "content": [],
+        "capabilities": None,
+        "_meta": {"other": 1},
+    }
+    assert "_meta" not in tool_update({**done, "_meta": CANCELLED_META})

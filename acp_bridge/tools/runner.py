@@ -52,7 +52,7 @@ from pydantic import ValidationError
 from ..jsonrpc.connection import ConnectionClosed
 from ..jsonrpc.errors import RemoteError
 from ..log.records import ToolCallStatus
-from ..update_builders import tool_call_update
+from ..update_builders import CANCELLED_META, tool_call_update
 from . import localfs
 from . import permissions as perm
 from .base import ToolContext, ToolError, ToolOutput
@@ -66,9 +66,6 @@ log = logging.getLogger("acp_bridge.tools")
 ABORTED_BEFORE_DISPATCH: Final = "ABORTED_BEFORE_DISPATCH"
 # _ask's answer when the turn was stopped while asking.
 STOPPED: Final = "<stopped>"
-# The ``_meta`` of the final update of a call the user cancelled alone: the
-# dialect shows its status as ``cancelled`` where it has one (ACP v2).
-CANCELLED_META: Final = {"acpBridge": {"cancelled": True}}
 
 
 def aborted_text(name: str) -> str:
@@ -87,12 +84,6 @@ def cancelled_text(name: str) -> str:
         f"The user cancelled this {name} call while it was running; it returned no result. "
         "The turn went on."
     )
-
-
-def is_cancelled(update: dict[str, Any]) -> bool:
-    """A final tool call update of a call the user cancelled alone (`CANCELLED_META`)."""
-    meta = update.get("_meta")
-    return isinstance(meta, dict) and meta.get("acpBridge", {}).get("cancelled") is True
 
 
 @dataclass

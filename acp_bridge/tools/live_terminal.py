@@ -28,13 +28,10 @@ import base64
 import codecs
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from ..redact import Redactor
-from .workspace import OUTPUT_BYTE_LIMIT, CommandOutput
-
-if TYPE_CHECKING:
-    from .local_workspace import LocalTerminal
+from .workspace import OUTPUT_BYTE_LIMIT, CommandOutput, Terminal
 
 __all__ = ["LINE_LIMIT", "LiveTerminal", "terminal_output_chunk", "terminal_update"]
 
@@ -60,7 +57,7 @@ class LiveTerminal:
         self._redactor = redactor
         self.terminal_id = "term_" + uuid.uuid4().hex[:16]
         # The running command, from its start until it has exited.
-        self.terminal: LocalTerminal | None = None
+        self.terminal: Terminal | None = None
         self.exited = False
         # Killed by ``terminal/cancel``: its result says so.
         self.cancelled = False
@@ -69,7 +66,7 @@ class LiveTerminal:
         self._sent = 0  # bytes of output shown in chunks
         self._over = False  # the chunks stopped at the limit
 
-    def started(self, terminal: LocalTerminal, command: str, cwd: str) -> None:
+    def started(self, terminal: Terminal, command: str, cwd: str) -> None:
         self.terminal = terminal
         self._emit(
             terminal_update(

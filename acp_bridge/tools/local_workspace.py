@@ -24,9 +24,16 @@ import anyio
 import anyio.to_thread
 
 from . import localfs
-from .live_terminal import LiveTerminal
 from .outcome import ToolError, ToolOutput
-from .workspace import NO_TERMINAL, OUTPUT_BYTE_LIMIT, Call, CommandOutput, Target, Terminal
+from .workspace import (
+    NO_TERMINAL,
+    OUTPUT_BYTE_LIMIT,
+    Call,
+    CommandOutput,
+    LiveView,
+    Target,
+    Terminal,
+)
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -123,7 +130,7 @@ class LocalTerminal:
     process: anyio.abc.Process
     content: list[dict[str, Any]] = field(default_factory=list)
     # Shown live (`acp_bridge.tools.live_terminal`); the tool call embeds it.
-    live: LiveTerminal | None = None
+    live: LiveView | None = None
     _kept: bytearray = field(default_factory=bytearray)
     _truncated: bool = False
     _eof: anyio.Event = field(default_factory=lambda: anyio.Event())  # anyio loads it then

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 if TYPE_CHECKING:
-    from .live_terminal import LiveTerminal
     from .localfs import Bounds
     from .outcome import ToolOutput
 
@@ -45,6 +44,7 @@ __all__ = [
     "OUTPUT_BYTE_LIMIT",
     "Call",
     "CommandOutput",
+    "LiveView",
     "Offers",
     "Target",
     "Terminal",
@@ -97,8 +97,10 @@ class Call(Protocol):
     hidden_env: tuple[str, ...]
     # Set when the call is stopped and has a real partial result.
     partial: ToolOutput | None
-    # Shows a command the workspace runs itself live (None: nobody to show it to).
-    live: LiveTerminal | None
+
+    @property
+    def live(self) -> LiveView | None:
+        """Shows a command the workspace runs itself live (None: nobody to show it to)."""
 
     @property
     def request(self) -> Callable[[str, dict[str, Any]], Awaitable[Any]]: ...
@@ -108,6 +110,25 @@ class Call(Protocol):
 
     @property
     def cleanup(self) -> Callable[[str, dict[str, Any]], Awaitable[Any | None]]: ...
+
+
+class LiveView(Protocol):
+    """A command the workspace runs itself, as the client sees it live
+    (`acp_bridge.tools.live_terminal.LiveTerminal` is the one)."""
+
+    terminal_id: str
+    # Killed by ``terminal/cancel``.
+    cancelled: bool
+    # Its exit was shown.
+    exited: bool
+
+    def started(self, terminal: Terminal, command: str, cwd: str) -> None: ...
+
+    def output(self, data: bytes) -> None:
+        """Bytes it printed, as they come."""
+
+    def exit(self, out: CommandOutput) -> None:
+        """It has exited (called again: nothing more)."""
 
 
 class Offers(Protocol):

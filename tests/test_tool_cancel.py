@@ -76,9 +76,12 @@ def _terminal_id(client: AcpClient) -> str | None:
     return None
 
 
-async def _play(tmp_path: Path, cancel: str) -> tuple[Json, Json, list[Json], AcpClient]:
+async def _play(
+    tmp_path: Path, cancel: str, script: Json = SCRIPT
+) -> tuple[Json, Json, list[Json], AcpClient]:
     """Prompt; once the command printed ``started``, send ``cancel`` for it
-    (``tool_call/cancel`` or ``terminal/cancel``); then cancel it again (late)."""
+    (``tool_call/cancel`` or ``terminal/cancel``, or ``session/cancel``: a
+    Stop); then cancel it again (late)."""
     ws = tmp_path / "ws"
     ws.mkdir()
     box: Json = {}
@@ -98,6 +101,9 @@ async def _play(tmp_path: Path, cancel: str) -> tuple[Json, Json, list[Json], Ac
             )
             terminal_id = _terminal_id(client)
             assert terminal_id is not None
+            if cancel == "session/cancel":
+                await client.notify(cancel, {"sessionId": sid})
+                return
             if cancel == "tool_call/cancel":
                 params = {"sessionId": sid, "toolCallId": "call_1"}
             else:
@@ -106,7 +112,7 @@ async def _play(tmp_path: Path, cancel: str) -> tuple[Json, Json, list[Json], Ac
         box["late"] = await client.request(cancel, params)
 
     run = await run_bridge(
-        write_script(tmp_path, SCRIPT), tmp_path / "state", play, mode="inprocess"
+        write_script(tmp_path, script), tmp_path / "state", play, mode="inprocess"
     )
     records = run.logs()[box["sid"]]
     check_log(records)
@@ -271,3 +277,55 @@ def test_v2_shows_a_running_call_cancellable_and_a_cancelled_one_cancelled() -> 
         "_meta": {"other": 1},
     }
     assert "_meta" not in tool_update({**done, "_meta": CANCELLED_META})
+
+
+async def test_a_stop_while_a_local_command_runs_is_still_a_stop(
+    tmp_path: Path, v2_engine: None
+) -> None:
+    """The cancel of one call does not blur a Stop: the turn ends cancelled, the
+    result says the user interrupted it, and no update is marked cancelled."""
+    script = {**SCRIPT, "responses": [SCRIPT["responses"][0], REPORT, REPORT]}
+    _box, response, records, client = await _play(tmp_path, "session/cancel", script)
+    assert response["result"] == {"stopReason": "cancelled"}
+    final = _final_update(client)
+    assert not is_cancelled(final)
+    (logged,) = [r for r in records if r["type"] == "tool/result"]
+    assert "interrupted by the user: the command was killed" in logged["content"][0]["text"]
+    assert "started" in logged["content"][0]["text"]
+
+
+async def test_a_call_waiting_for_permission_or_unknown_cannot_be_cancelled_alone(
+    tmp_path: Path, v2_engine: None
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    box: Json = {}
+    asked = anyio.Event()
+    answer = anyio.Event()
+
+    async def hold(params: Json) -> Json:
+        asked.set()
+        await answer.wait()
+        return {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
+
+    async def play(client: AcpClient) -> None:
+        client.handlers["session/request_permission"] = hold
+        await client.initialize()
+        sid = await client.new_session(str(ws))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.request, "session/prompt", prompt_params(sid, "Run it"))
+            await asked.wait()
+            for call_id in ("call_1", "call_9"):
+                params = {"sessionId": sid, "toolCallId": call_id}
+                box[call_id] = await client.request("tool_call/cancel", params)
+            box["terminal"] = await client.request(
+                "terminal/cancel", {"sessionId": sid, "terminalId": "term_x"}
+            )
+            answer.set()
+
+    await run_bridge(write_script(tmp_path, SCRIPT), tmp_path / "state", play, mode="inprocess")
+    assert box["call_1"]["error"]["code"] == -32602
+    assert "is not running yet" in box["call_1"]["error"]["message"]
+    assert box["call_9"]["error"]["data"]["field"] == "toolCallId"
+    assert "no tool call call_9 is running" in box["call_9"]["error"]["message"]
+    assert "no terminal term_x is running" in box["terminal"]["error"]["message"]

@@ -49,6 +49,7 @@ __all__ = [
     "AcpSchema",
     "load_acp_schema",
     "load_acp_unstable_schema",
+    "load_acp_v2_schema",
     "load_pinned_sdk_schema",
     "load_pinned_sdk_unstable_schema",
 ]
@@ -142,3 +143,11 @@ def pinned_sdk_schema_path() -> Path:
     if not SDK_SCHEMA.is_file():
         unavailable(f"the installed TypeScript SDK has no {SDK_SCHEMA.name}")
     return SDK_SCHEMA
+
+
+def load_acp_v2_schema() -> AcpSchema:
+    """ACP v2's schema (the Preview), from the pinned TypeScript SDK package
+    (installed if needed): ``schema/v2/schema.json`` beside v1's."""
+    schema = _load(pinned_sdk_schema_path().parent.parent / "v2" / "schema.json")
+    assert schema is not None, "the pinned TypeScript SDK has no v2 schema"
+    return schema

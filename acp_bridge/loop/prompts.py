@@ -60,6 +60,10 @@ class PromptHost(Protocol):
         or None to start nothing (shutdown); it may raise to refuse the prompt."""
         ...
 
+    def started(self, turn: Turn) -> None:
+        """The turn's start is logged (a v2 prompt is answered then)."""
+        ...
+
     def answer(self, turn: Turn) -> None:
         """Answer the prompt; called the moment the turn ends."""
         ...
@@ -167,7 +171,9 @@ class PromptQueue:
             if not kind:
                 return None
             self.turns += 1
-            turn = Turn(self.session, self.turns, kind, config, spawn, answer=ended)
+            turn = Turn(
+                self.session, self.turns, kind, config, spawn, answer=ended, started=host.started
+            )
             turn.request_id = request_id
             self.active = turn
             if cancelled_early:

@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from acp_schema import load_acp_v2_schema
 from support.harness import run_bridge, tool_call, write_script
@@ -149,7 +148,8 @@ async def test_v1_client_and_protocol_1(tmp_path: Path) -> None:
     assert seen[0]["protocolVersion"] == 1 and "agentCapabilities" in seen[0]
 
     async def play_v1(client: AcpClient) -> None:
-        seen.append(await client.initialize())
+        v1 = {"protocolVersion": 1, "clientCapabilities": {}}
+        seen.append((await client.request("initialize", v1))["result"])
 
     await run_bridge(_script(tmp_path), tmp_path / "state", play_v1)
     assert seen[1]["protocolVersion"] == 1
@@ -195,7 +195,6 @@ async def test_v2_permission_and_local_command(tmp_path: Path) -> None:
     text = json.dumps(box["updates"])
     assert "v2-ran" in text
     assert not any(m == "terminal/create" for _, m in _methods(run.client))
-    del anyio
 
 
 def _methods(client: AcpClient) -> list[tuple[str, str]]:

@@ -92,9 +92,7 @@ def tool_state(
         capabilities=capabilities,
         workspace=workspace,
         registry=registry_for(capabilities),
-        request=dialect.editor_request(
-            agent.conn.request, session.frames, session.outbox.send
-        ),
+        request=dialect.editor_request(agent.conn.request, session.frames, session.outbox.send),
         log=session.log,
         emit=_Emit(session),
         hidden_env=env.hidden,

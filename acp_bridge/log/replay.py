@@ -399,8 +399,10 @@ class _Shown:
     def updates(self, record: Record) -> list[dict[str, Any]]:
         kind = record.get("type")
         produced = _updates_of(record, self.message_ids, self.markers)
-        if self.user_ids is not None and produced and produced[0]["sessionUpdate"] == (
-            "user_message_chunk"
+        if (
+            self.user_ids is not None
+            and produced
+            and produced[0]["sessionUpdate"] == ("user_message_chunk")
         ):
             message_id = self.user_ids(record["seq"])
             for update in produced:

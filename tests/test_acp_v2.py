@@ -109,7 +109,8 @@ async def test_v2_prompt_stop_and_follow_up(tmp_path: Path) -> None:
     chunks = [u for u in stopped if u["sessionUpdate"] == "agent_message_chunk"]
     assert len({u["messageId"] for u in chunks}) == 1
     delivered = _text(stopped)
-    assert PREFIX.startswith(delivered) and delivered
+    assert delivered
+    assert PREFIX.startswith(delivered)
     # The follow-up's model request holds the interrupted message, as delivered.
     assert box["idle2"]["stopReason"] == "end_turn"
     facts = parse_report(_text(box["second"]))
@@ -145,7 +146,8 @@ async def test_v1_client_and_protocol_1(tmp_path: Path) -> None:
         seen.append((await client.request("initialize", V2_INIT))["result"])
 
     await run_bridge(_script(tmp_path), tmp_path / "state", play, extra=("--protocol", "1"))
-    assert seen[0]["protocolVersion"] == 1 and "agentCapabilities" in seen[0]
+    assert seen[0]["protocolVersion"] == 1
+    assert "agentCapabilities" in seen[0]
 
     async def play_v1(client: AcpClient) -> None:
         v1 = {"protocolVersion": 1, "clientCapabilities": {}}
@@ -188,7 +190,8 @@ async def test_v2_permission_and_local_command(tmp_path: Path) -> None:
     run = await run_bridge(script, tmp_path / "state", play)
     load_acp_v2_schema().check_transcript(run.client.transcript)
     assert box["idle"]["stopReason"] == "end_turn"
-    assert asked and asked[0]["subject"]["type"] == "tool_call"
+    assert asked
+    assert asked[0]["subject"]["type"] == "tool_call"
     assert asked[0]["subject"]["toolCall"]["toolCallId"] == "call_1"
     states = _states(box["updates"])
     assert states[:4] == ["running", "requires_action", "running", "idle"]

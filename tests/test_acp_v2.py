@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp_schema import load_acp_v2_schema
+from acp_schema import load_acp_schema, load_acp_v2_schema
 from support.harness import run_bridge, tool_call, write_script
 
 from acp_bridge.client import AcpClient, prompt_params
@@ -202,3 +202,120 @@ async def test_v2_permission_and_local_command(tmp_path: Path) -> None:
 
 def _methods(client: AcpClient) -> list[tuple[str, str]]:
     return [(d, e.get("method", "")) for d, e in client.transcript if isinstance(e, dict)]
+
+
+V1_INIT = {"protocolVersion": 1, "clientCapabilities": {}}
+
+
+async def _one_turn(client: AcpClient, init: Json, cwd: str, text: str) -> tuple[str, Json]:
+    """A session with one ended turn (the report script's second answer)."""
+    await client.request("initialize", init)
+    sid = (await client.request("session/new", {"cwd": cwd, "mcpServers": []}))["result"][
+        "sessionId"
+    ]
+    answer = (await client.request("session/prompt", prompt_params(sid, text)))["result"]
+    return sid, answer
+
+
+def _report_script(tmp_path: Path) -> Path:
+    return write_script(
+        tmp_path, {"when_exhausted": "repeat_last", "responses": [{"events": [{"text": "hi"}]}]}
+    )
+
+
+async def test_a_v1_session_resumes_over_v2_and_back(tmp_path: Path) -> None:
+    """The log is the one truth: a session made over v1 is resumed (with
+    replay) over v2, and one made over v2 is loaded over v1."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    script = _report_script(tmp_path)
+    box: Json = {}
+
+    async def make_v1(client: AcpClient) -> None:
+        box["v1"], _ = await _one_turn(client, V1_INIT, str(ws), "made over v1")
+
+    async def make_v2(client: AcpClient) -> None:
+        box["v2"], box["v2_answer"] = await _one_turn(client, V2_INIT, str(ws), "made over v2")
+        await _idle(client, 0)
+
+    await run_bridge(script, tmp_path / "state", make_v1)
+    await run_bridge(script, tmp_path / "state", make_v2)
+
+    async def resume_v1_over_v2(client: AcpClient) -> None:
+        await client.request("initialize", V2_INIT)
+        params = {"sessionId": box["v1"], "cwd": str(ws), "replayFrom": {"type": "start"}}
+        box["resumed"] = await client.request("session/resume", params)
+        box["v2_updates"] = list(client.updates)
+        start = len(client.updates)
+        box["next"] = await client.request("session/prompt", prompt_params(box["v1"], "again"))
+        box["next_idle"] = await _idle(client, start)
+
+    run = await run_bridge(script, tmp_path / "state", resume_v1_over_v2)
+    load_acp_v2_schema().check_transcript(run.client.transcript)
+    assert "result" in box["resumed"]
+    users = [u for u in box["v2_updates"] if u["sessionUpdate"] == "user_message_chunk"]
+    assert [u["content"]["text"] for u in users] == ["made over v1"]
+    assert users[0]["messageId"].startswith("msg_user_")
+    assert _text(box["v2_updates"]) == "hi"
+    assert box["next_idle"]["stopReason"] == "end_turn"
+
+    async def load_v2_over_v1(client: AcpClient) -> None:
+        await client.request("initialize", V1_INIT)
+        params = {"sessionId": box["v2"], "cwd": str(ws), "mcpServers": []}
+        box["loaded"] = await client.request("session/load", params)
+        box["v1_updates"] = list(client.updates)
+
+    run = await run_bridge(script, tmp_path / "state", load_v2_over_v1)
+    load_acp_schema().check_transcript(run.client.transcript)
+    assert "result" in box["loaded"]
+    users = [u for u in box["v1_updates"] if u["sessionUpdate"] == "user_message_chunk"]
+    assert [u["content"]["text"] for u in users] == ["made over v2"]
+    assert "messageId" not in users[0]  # v1's replay, unchanged
+    assert _text(box["v1_updates"]) == "hi"
+
+
+async def test_v2_session_methods(tmp_path: Path) -> None:
+    """list, set_config_option (modes are a config option only), close,
+    delete, auth/login and auth/logout in v2's shapes; v1's set_mode,
+    authenticate and load are not v2's (-32601)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    box: Json = {}
+
+    async def play(client: AcpClient) -> None:
+        await client.request("initialize", V2_INIT)
+        new = (await client.request("session/new", {"cwd": str(ws)}))["result"]
+        sid = new["sessionId"]
+        box["new"] = new
+        box["list"] = await client.request("session/list", {})
+        box["mode"] = await client.request(
+            "session/set_config_option",
+            {"sessionId": sid, "configId": "mode", "type": "id", "value": "read_only"},
+        )
+        box["set_mode"] = await client.request(
+            "session/set_mode", {"sessionId": sid, "modeId": "ask"}
+        )
+        box["authenticate"] = await client.request("authenticate", {"methodId": "api-key"})
+        box["login"] = await client.request("auth/login", {"methodId": "api-key"})
+        box["logout"] = await client.request("auth/logout", {})
+        box["close"] = await client.request("session/close", {"sessionId": sid})
+        box["delete"] = await client.request("session/delete", {"sessionId": sid})
+        box["list_after"] = await client.request("session/list", {})
+        box["updates"] = list(client.updates)
+
+    run = await run_bridge(_report_script(tmp_path), tmp_path / "state", play)
+    load_acp_v2_schema().check_transcript(run.client.transcript)
+    mode = next(o for o in box["new"]["configOptions"] if o["configId"] == "mode")
+    assert mode["currentValue"] == "ask"
+    assert "modes" not in box["new"]
+    assert [s["sessionId"] for s in box["list"]["result"]["sessions"]] == [box["new"]["sessionId"]]
+    options = box["mode"]["result"]["configOptions"]
+    assert next(o for o in options if o["configId"] == "mode")["currentValue"] == "read_only"
+    assert not any(u["sessionUpdate"] == "current_mode_update" for u in box["updates"])
+    assert box["set_mode"]["error"]["code"] == -32601
+    assert box["authenticate"]["error"]["code"] == -32601
+    assert box["login"]["result"] == {}
+    assert box["logout"]["result"] == {}
+    assert box["close"]["result"] == {}
+    assert box["delete"]["result"] == {}
+    assert box["list_after"]["result"]["sessions"] == []

@@ -131,9 +131,11 @@ class LiveMethods:
 
         session = self.table.get(params)
         if params.get("configId") == tool_session.MODE_OPTION:
-            return tool_session.set_mode_option(session, params)
-        config_options.set_option(session.provider, params)
-        return {"configOptions": tool_session.config_options_of(session)}
+            tool_session.set_mode_option(session, params)
+        else:
+            config_options.set_option(session.provider, params)
+        options = tool_session.config_options_of(session)
+        return {"configOptions": self.table.dialect.config_options(options)}
 
     async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
         from . import tool_session  # the tools load off the start-up path

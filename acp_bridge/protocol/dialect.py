@@ -81,6 +81,10 @@ class Dialect(Protocol):
         """A session's config options (and modes) in the answer of
         ``session/new`` and of the methods that open a stored session."""
 
+    def config_options(self, options: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A session's config options (v1's shapes, `answers.config_options`)
+        as this dialect has them."""
+
     def answer_unstarted(self, reply: Reply) -> None:
         """Answer a prompt whose turn never ran or never ended (a shutdown)."""
 

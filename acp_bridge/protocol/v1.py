@@ -75,6 +75,9 @@ class _V1:
     ) -> Callable[[str, dict[str, Any]], Awaitable[Any]]:
         return request
 
+    def config_options(self, options: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return options
+
     def answer_unstarted(self, reply: Reply) -> None:
         reply.result({"stopReason": "cancelled"})
 

@@ -186,6 +186,8 @@ class _V2:
         del reply
         return frames.state("idle", **fields)
 
+    config_options = staticmethod(config_options)
+
     def answer_unstarted(self, reply: Reply) -> None:
         from ..jsonrpc.errors import RpcError
 

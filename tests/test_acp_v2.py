@@ -319,3 +319,24 @@ async def test_v2_session_methods(tmp_path: Path) -> None:
     assert box["close"]["result"] == {}
     assert box["delete"]["result"] == {}
     assert box["list_after"]["result"]["sessions"] == []
+
+
+async def test_v2_provider_error_is_an_error_idle(tmp_path: Path) -> None:
+    """A provider error ends the turn with ``idle(stopReason: error)`` and the
+    JSON-RPC error v1 would have answered the prompt with (never a Stop)."""
+    failing = {"message": "Overloaded", "kind": "overloaded", "status": 529, "retryable": False}
+    script = write_script(tmp_path, {"responses": [{"events": [{"error": failing}]}]})
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    box: Json = {}
+
+    async def play(client: AcpClient) -> None:
+        _, box["answer"] = await _one_turn(client, V2_INIT, str(ws), "fail")
+        box["idle"] = await _idle(client, 0)
+
+    run = await run_bridge(script, tmp_path / "state", play)
+    load_acp_v2_schema().check_transcript(run.client.transcript)
+    assert box["answer"]["messageId"].startswith("msg_user_")
+    assert box["idle"]["stopReason"] == "error"
+    assert box["idle"]["error"]["code"] == -32603
+    assert "Overloaded" in box["idle"]["error"]["message"]

@@ -277,7 +277,7 @@ async def test_a_v1_session_resumes_over_v2_and_back(tmp_path: Path) -> None:
 async def test_v2_session_methods(tmp_path: Path) -> None:
     """list, set_config_option (modes are a config option only), close,
     delete, auth/login and auth/logout in v2's shapes; v1's set_mode,
-    authenticate and load are not v2's (-32601)."""
+    authenticate, fork and load are not v2's (-32601)."""
     ws = tmp_path / "ws"
     ws.mkdir()
     box: Json = {}
@@ -296,6 +296,7 @@ async def test_v2_session_methods(tmp_path: Path) -> None:
             "session/set_mode", {"sessionId": sid, "modeId": "ask"}
         )
         box["authenticate"] = await client.request("authenticate", {"methodId": "api-key"})
+        box["fork"] = await client.request("session/fork", {"sessionId": sid, "cwd": str(ws)})
         box["login"] = await client.request("auth/login", {"methodId": "api-key"})
         box["logout"] = await client.request("auth/logout", {})
         box["close"] = await client.request("session/close", {"sessionId": sid})
@@ -314,6 +315,7 @@ async def test_v2_session_methods(tmp_path: Path) -> None:
     assert not any(u["sessionUpdate"] == "current_mode_update" for u in box["updates"])
     assert box["set_mode"]["error"]["code"] == -32601
     assert box["authenticate"]["error"]["code"] == -32601
+    assert box["fork"]["error"]["code"] == -32601
     assert box["login"]["result"] == {}
     assert box["logout"]["result"] == {}
     assert box["close"]["result"] == {}

@@ -105,11 +105,12 @@ class Agent:
 
     def _speak_v2(self) -> None:
         """The method table of a v2 connection: no ``session/load`` (a resume
-        replays), no modes but the config option, ``auth/*`` for v1's
+        replays), no fork (not in v2), no modes but the config option, ``auth/*`` for v1's
         ``authenticate``/``logout``, and the cancel of one tool call or terminal."""
         requests = self.conn.requests
         auth = edge_handlers(self.auth.handlers())
-        for method in ("session/load", "session/set_mode", "authenticate", "logout"):
+        v1_only = ("session/load", "session/fork", "session/set_mode", "authenticate", "logout")
+        for method in v1_only:
             requests.pop(method, None)
         requests["auth/login"] = auth["authenticate"]
         requests["auth/logout"] = auth["logout"]

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from acp_schema import load_acp_schema, load_acp_v2_schema
 from support.harness import run_bridge, tool_call, write_script
@@ -342,3 +343,43 @@ async def test_v2_provider_error_is_an_error_idle(tmp_path: Path) -> None:
     assert box["idle"]["stopReason"] == "error"
     assert box["idle"]["error"]["code"] == -32603
     assert "Overloaded" in box["idle"]["error"]["message"]
+
+
+async def test_v2_stop_while_a_permission_waits(tmp_path: Path) -> None:
+    """A Stop while the turn ``requires_action``: the call never runs, the
+    turn goes straight to ``idle(cancelled)`` (no ``running`` in between),
+    and nothing of it follows."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    script = write_script(
+        tmp_path,
+        {
+            "responses": [{"events": [tool_call("call_1", "run_command", command="echo no")]}],
+            "when_exhausted": "error",
+        },
+    )
+    box: Json = {}
+
+    async def never(params: Json) -> Json:
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    async def play(client: AcpClient) -> None:
+        client.handlers["session/request_permission"] = never
+        sid, _ = await _one_turn(client, V2_INIT, str(ws), "run it")
+        await client.wait_until(lambda: "requires_action" in _states(client.updates))
+        await client.notify("session/cancel", {"sessionId": sid})
+        box["idle"] = await _idle(client, 0)
+        await client.request("session/list", {})  # a barrier: anything late is in by now
+        box["updates"] = list(client.updates)
+
+    run = await run_bridge(script, tmp_path / "state", play)
+    load_acp_v2_schema().check_transcript(run.client.transcript)
+    assert box["idle"]["stopReason"] == "cancelled"
+    states = _states(box["updates"])
+    assert states[-2:] == ["requires_action", "idle"]
+    assert (
+        box["updates"][-1] is box["idle"]
+        or box["updates"].index(box["idle"]) == len(box["updates"]) - 1
+    )
+    assert "no\n" not in json.dumps(box["updates"])

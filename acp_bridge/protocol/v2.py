@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+import anyio
+
 from .. import __version__
 from ..acp import params as P
 from ..acp.edge import to_rpc_error
@@ -207,10 +209,17 @@ class _V2:
             if method != "session/request_permission":
                 return await request(method, params)
             send(frames.state("requires_action"))
+            # Running again once answered, or once the editor failed it (the
+            # turn goes on); not when a Stop cancelled it: its idle follows.
             try:
-                return await request(method, permission_params(params))
-            finally:
+                result = await request(method, permission_params(params))
+            except anyio.get_cancelled_exc_class():
+                raise
+            except BaseException:
                 send(frames.state("running"))
+                raise
+            send(frames.state("running"))
+            return result
 
         return v2_request
 

@@ -383,3 +383,25 @@ async def test_v2_stop_while_a_permission_waits(tmp_path: Path) -> None:
         or box["updates"].index(box["idle"]) == len(box["updates"]) - 1
     )
     assert "no\n" not in json.dumps(box["updates"])
+
+
+async def test_v2_notices_are_notice_updates(tmp_path: Path) -> None:
+    """v2 has ``notice`` among its updates: what a v1 client without the
+    opt-in sees as a thought chunk (an MCP server that cannot start) is a
+    ``notice`` on v2; no chunk without a ``messageId`` is sent."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    box: Json = {}
+
+    async def play(client: AcpClient) -> None:
+        await client.request("initialize", V2_INIT)
+        bad = {"type": "stdio", "name": "bad", "command": str(tmp_path / "no-such-server")}
+        await client.request("session/new", {"cwd": str(ws), "mcpServers": [bad]})
+        await client.wait_until(lambda: any(u["sessionUpdate"] == "notice" for u in client.updates))
+        box["updates"] = list(client.updates)
+
+    run = await run_bridge(_report_script(tmp_path), tmp_path / "state", play)
+    load_acp_v2_schema().check_transcript(run.client.transcript)
+    notice = next(u for u in box["updates"] if u["sessionUpdate"] == "notice")
+    assert "bad" in notice["title"] + notice.get("description", "")
+    assert not any(u["sessionUpdate"] == "agent_thought_chunk" for u in box["updates"])

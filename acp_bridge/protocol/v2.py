@@ -43,13 +43,19 @@ if TYPE_CHECKING:
     from ..log.replay_read import DeltaRun
     from ..loop.output import SessionFrames
 
-__all__ = ["V2", "user_message_id"]
+__all__ = ["OPTED_IN", "V2", "user_message_id"]
 
 PROTOCOL_VERSION: Final = 2
 
 # v1 updates v2 has no place for (modes are a config option; plans are v2's
 # plan_update, not built yet).
 _DROPPED: Final = frozenset({"current_mode_update", "plan"})
+
+
+# v2 has ``notice`` and ``compaction_update`` among its updates: a v2 session
+# takes them as a v1 client that opted in does (its capabilities as the
+# engine reads them; the client's own are what its log records).
+OPTED_IN: Final[dict[str, Any]] = {"session": {"notices": {}, "compaction": {}}}
 
 
 def user_message_id(seq: int) -> str:

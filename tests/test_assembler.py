@@ -56,7 +56,6 @@ def test_blocks_of_a_finished_stream() -> None:
     ]
     assert assembler.finish == "tool_use"
     assert assembler.usage == Usage(10, 20, 1000)
-    assert assembler.has_visible_content()
 
 
 def test_views_are_repeatable() -> None:
@@ -70,7 +69,6 @@ def test_fresh_assembler_is_empty() -> None:
     assert assembler.blocks() == []
     assert assembler.interrupted_blocks() == []
     assert assembler.completed_tool_calls() == []
-    assert not assembler.has_visible_content()
     assert assembler.finish is None
     assert assembler.usage is None
 
@@ -99,13 +97,13 @@ def test_whitespace_only_blocks_are_omitted() -> None:
     assert assembler.interrupted_blocks() == [{"type": "text", "text": " x "}]
 
 
-def test_has_visible_content_ignores_whitespace_and_tool_calls() -> None:
+def test_no_interrupted_message_of_whitespace_and_tool_calls() -> None:
     assembler = assemble(
         [TextDelta(0, "  "), TextDelta(0, "\n"), ToolCallStart(1, "c", "t"), BlockEnd(1)]
     )
-    assert not assembler.has_visible_content()
+    assert assembler.interrupted_blocks() == []
     assembler.feed(ReasoningDelta(2, "hm"))
-    assert assembler.has_visible_content()
+    assert assembler.interrupted_blocks() == [{"type": "reasoning", "text": "hm"}]
 
 
 def test_tool_call_with_no_arguments_has_empty_input() -> None:
@@ -323,7 +321,6 @@ def test_rechunked_text_deltas_join_exactly(text: str, cuts: list[int]) -> None:
     assembler = assemble([TextDelta(0, p) for p in _split(text, cuts)])
     whole = [{"type": "text", "text": text}] if not text.isspace() else []
     assert assembler.interrupted_blocks() == whole
-    assert assembler.has_visible_content() == bool(whole)
 
 
 @pytest.mark.parametrize("number", ["-9223372036854775809", "18446744073709551616"])

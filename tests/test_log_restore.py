@@ -126,16 +126,6 @@ def live(records: list[Record]) -> SessionLog:
     return slog
 
 
-@pytest.mark.parametrize(("name", "records"), SNAPSHOT_LOGS, ids=[n for n, _ in SNAPSHOT_LOGS])
-def test_restored_with_the_types_of_the_read_is_the_same(name: str, records: list[Record]) -> None:
-    """`restore` given each record's type (as the read has them) keeps the same records."""
-    plain = reopened(records)
-    typed = SessionLog("memory.jsonl", cast(RecordWriter, Writer()), next_seq=len(records))
-    typed.restore(records, [r["type"] for r in records])
-    assert typed.records == plain.records
-    assert list(typed.history.messages()) == derive_messages(records)
-
-
 # -- through the agent ---------------------------------------------------------------
 
 REPORT = ["message_count", "first_user_text", "last_user_text", "last_assistant_text"]

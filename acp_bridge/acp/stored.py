@@ -28,10 +28,9 @@ from ..commands.catalog import announce
 from ..errors import LogDamaged, SessionBusy
 from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RpcError
-from ..log.by_type import Typed
 from ..log.reader import LogCorrupt, session_path
 from ..log.reopen import read_to_reopen, reopen
-from ..log.replay import title_update
+from ..log.replay import title_update, without_deltas
 from ..log.replay_read import read_for_replay
 from ..log.upcast import load_log, pause_gc
 from ..log.writer import new_record
@@ -147,9 +146,9 @@ class StoredMethods:
                 session_id,
                 reopened.closed[-1].get("reason"),
             )
-        others = Typed.without_deltas(reopened.records, reopened.kinds)
+        others = without_deltas(reopened.records)
         session = await self._register(session_id, cwd, reopened.log, others, dirs, sent_prompt)
-        session.prompts.turns = _last_turn(others.of_types(TURN_STARTS))
+        session.prompts.turns = _last_turn(others)
         items = reopened.items if reopened.items is not None else reopened.records
         return Opened(session, items, others, True)
 
@@ -159,14 +158,14 @@ class StoredMethods:
         while (opening := self._opening.get(session_id)) is not None:
             await opening.wait()
 
-    def _read_for_replay(self, path: str) -> tuple[list[Any], Typed[Record]]:
+    def _read_for_replay(self, path: str) -> tuple[list[Any], list[Record]]:
         """The items a replay reads (`read_for_replay`) and the records that are not deltas."""
         read = read_for_replay(path)
         if read is None:
             loaded = self._read(path)
-            return loaded.records, Typed.without_deltas(loaded.records, loaded.kinds)
+            return loaded.records, without_deltas(loaded.records)
         loaded, items = read
-        return items, Typed.without_deltas(loaded.records, loaded.kinds)
+        return items, without_deltas(loaded.records)
 
     def _read(self, path: str) -> Any:
         try:
@@ -179,7 +178,7 @@ class StoredMethods:
         session_id: str,
         cwd: str,
         slog: Any,
-        records: Typed[Record],
+        records: list[Record],
         dirs: list[str] | None = None,
         sent_prompt: dict[str, Any] | None = None,
     ) -> Session:
@@ -199,32 +198,25 @@ class StoredMethods:
         session_id: str,
         cwd: str,
         slog: Any,
-        records: Typed[Record],
+        records: list[Record],
         dirs: list[str] | None,
         sent_prompt: dict[str, Any] | None,
     ) -> Session:
         table = self.table
         provider = await table.new_provider()
         # Tools as the log left them: the last mode and the remembered choices.
-        start = next(iter(records.of_types(STARTS)), {})
+        start = next((r for r in records if r.get("type") == "session/start"), {})
         stored = start.get("additional_directories")
         extra = dirs
         if extra is None and isinstance(stored, list):
             extra = [d for d in stored if isinstance(d, str)]
-        # What the session reads of its log: its tools' state and its cost so
-        # far (loaded off the start-up path, as `SessionTable.make_session`).
-        from ..context.session import COST_TYPES
-        from ..tools.plan import PLAN_TYPES
-        from ..tools.state import STATE_TYPES
-
-        kept = records.of_types(STATE_TYPES | COST_TYPES | PLAN_TYPES)
-        session = table.make_session(session_id, cwd, slog, provider, extra, kept)
+        # What the session reads of its log: its tools' state and its cost so far.
+        session = table.make_session(session_id, cwd, slog, provider, extra, records)
         if sent_prompt is not None:
             client_prompt.keep(session, sent_prompt)
             session.context.client_prompt = client_prompt.restore([sent_prompt_record(sent_prompt)])
         else:
-            found = records.of_types(frozenset({client_prompt.CLIENT_PROMPT_TYPE}))
-            session.context.client_prompt = client_prompt.restore(found)
+            session.context.client_prompt = client_prompt.restore(records)
         table.sessions[session_id] = session
         await table.prepare_context(session)
         return session
@@ -260,8 +252,7 @@ class StoredMethods:
             frames = self.table.dialect.replay_frames(
                 records,
                 session.frames,
-                others=others.records,
-                kinds=others.kinds,
+                others=others,
                 compaction=session.context.compaction_updates,
                 notices=opted_in(session),
                 plans=ClientCapabilities.from_initialize(self.table.client_capabilities).plan,
@@ -273,9 +264,9 @@ class StoredMethods:
             from .subagents import exposed, replayed
 
             if exposed(self.table.client_capabilities):  # the children, announced again
-                for update in replayed(others.records, session.id, session.cwd):
+                for update in replayed(others, session.id, session.cwd):
                     send(session.frames.update(update))
-            endings = _endings(others.of_types(TURN_ENDS))
+            endings = _endings(others)
             del records, others, frames
             answer = await self._announce_then_answer(session, endings)
             self.table.spawn(functools.partial(_release, self.table.outbox, held, resume))
@@ -287,14 +278,22 @@ class StoredMethods:
         return answer
 
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
+        replay_from = params.get("replayFrom") if self.table.dialect.version == 2 else None
+        if replay_from is not None:
+            # ACP v2 has no session/load: a resume with replayFrom is one.
+            if not isinstance(replay_from, dict) or replay_from.get("type") != "start":
+                raise RpcError.invalid_params(
+                    "replayFrom", f'must be {{"type": "start"}}, got {P.echo(replay_from)}'
+                )
+            return await self.load(params)
         opened = await self._open(params)
         session, others = opened.session, opened.others
         await self.table.mcp.attach(session, params)
         # No replay: only what the editor needs to use the session again.
-        title = title_of(others.of_types(TITLE_TYPES))
+        title = title_of(others)
         if title is not None:
             self.table.outbox.send(session.frames.update(title_update(title)))
-        return await self._announce_then_answer(session, _endings(others.of_types(TURN_ENDS)))
+        return await self._announce_then_answer(session, _endings(others))
 
     async def _announce_then_answer(
         self, session: Session, endings: list[dict[str, Any]]
@@ -429,7 +428,7 @@ class StoredMethods:
         except BaseException:
             table.unlock(session_id)
             raise
-        session = await self._register(session_id, cwd, reopened.log, Typed(records))
+        session = await self._register(session_id, cwd, reopened.log, records)
         session.prompts.turns = _last_turn(records)
         # Its MCP servers, like a new session's: the editor's (mcpServers) and the configured.
         await table.mcp.attach(session, params)
@@ -444,7 +443,7 @@ class StoredMethods:
         table.mcp.answered(session)
         # Its state after the answer, as a new session's (the answer tells the
         # editor the id): its title, which its turns gave it, then its commands.
-        title = title_of(Typed(records).of_types(TITLE_TYPES))
+        title = title_of(records)
         if title is not None:
             table.outbox.send(session.frames.update(title_update(title)))
         announce(session)
@@ -481,18 +480,10 @@ class Opened:
     # `acp_bridge.log.replay_read`).
     items: list[Any]
     # Those that are not ``stream/delta`` (only the replay reads the deltas,
-    # most records of a long log), with their types if the read had them.
-    others: Typed[Record]
+    # most records of a long log).
+    others: list[Record]
     # Whether it was opened now (else it was open here already).
     now: bool
-
-
-# The types of the records that `_last_turn`, `_endings`, `title_of` and the
-# start of `StoredMethods._make` read (`acp_bridge.log.by_type`).
-TURN_STARTS: Final = frozenset({"turn/start"})
-TURN_ENDS: Final = frozenset({"turn/end"})
-TITLE_TYPES: Final = frozenset({"user/message"})
-STARTS: Final = frozenset({"session/start"})
 
 
 def _last_turn(records: list[Record]) -> int:

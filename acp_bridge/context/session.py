@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 import anyio.to_thread
 
@@ -89,13 +89,9 @@ class SessionContext:
         return {"cost": {"amount": round(self.cost, 6), "currency": price.currency}}
 
 
-# The types `cost_so_far` reads (`acp_bridge.log.by_type`).
-COST_TYPES: Final = frozenset({"usage/update"})
-
-
 def cost_so_far(records: Iterable[Mapping[str, Any]]) -> tuple[float, str | None]:
     """The cost the last ``usage/update`` of a log reported (a reopened session
-    goes on from it); only records of `COST_TYPES` count."""
+    goes on from it)."""
     # The last one that reported a cost, looked for from the end.
     for record in reversed(records if isinstance(records, Sequence) else list(records)):
         cost = record.get("cost") if record.get("type") == "usage/update" else None

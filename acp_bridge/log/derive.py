@@ -241,17 +241,12 @@ def pinned_seqs(compaction: Mapping[str, Any]) -> frozenset[int]:
     return frozenset(seq for seq in compaction.get("pinned", ()) if type(seq) is int)
 
 
-# The types `replaced_turns` reads (`acp_bridge.log.by_type`).
-REGENERATE_TYPES: Final = frozenset({"turn/start"})
-
-
 def replaced_turns(records: Iterable[Mapping[str, Any]]) -> set[int]:
     """The turns whose replies a later regenerate replaced.
 
     A regenerate turn's ``turn/start`` names the user turn it answers again
     (``regenerates``); of that turn and its regenerates, only the last keeps
-    its reply in the history.  Only ``turn/start`` records count
-    (`REGENERATE_TYPES`).
+    its reply in the history.  Only ``turn/start`` records count.
     """
     attempts: dict[int, list[int]] = {}
     replaced: set[int] = set()

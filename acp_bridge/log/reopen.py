@@ -84,8 +84,6 @@ class Reopened:
     # The closing records appended (empty when the last turn had ended).
     closed: list[Record]
     torn: bool
-    # The type of each of ``records``, when the read had them (else None).
-    kinds: list[str] | None = None
     # For a replay: the records in order with the text deltas folded into
     # runs (`acp_bridge.log.replay_read`), which ``records`` then lack; None
     # when the file was read whole.
@@ -111,12 +109,7 @@ def _check_compactions(loaded: LoadedLog, path: str) -> None:
     bad one (a negative ``kept_from``, a summary that is not text) would not
     be the one the log describes.  Only these records: they are few, and the
     reading above checked the rest's framing."""
-    kinds = loaded.kinds
-    records = loaded.records
-    if kinds is not None:
-        compactions = [r for r, kind in zip(records, kinds, strict=True) if kind == "compaction"]
-    else:
-        compactions = [r for r in records if r.get("type") == "compaction"]
+    compactions = [r for r in loaded.records if r.get("type") == "compaction"]
     if compactions:
         from .reader import validate_records
 
@@ -130,20 +123,17 @@ def reopen(path: str, outbox: RecordWriter, read: Read | None = None) -> Reopene
     slog = SessionLog(path, outbox, next_seq=loaded.next_seq)
     records = loaded.records
     closed: list[Record] = []
-    kinds = loaded.kinds
     with gc_paused():
-        slog.restore(records, kinds)
+        slog.restore(records)
         for kind, turn, step, fields in closing_records(records):
             record = slog.append(kind, turn, step, **fields)
             closed.append(record)
     records.extend(closed)
     if items is not None:
         items.extend(closed)
-    if kinds is not None:
-        kinds.extend(record["type"] for record in closed)
     if closed:
         slog.sync()
-    return Reopened(slog, records, closed, loaded.torn, kinds, items)
+    return Reopened(slog, records, closed, loaded.torn, items)
 
 
 def _read(path: str, for_replay: bool) -> tuple[LoadedLog, list[Item] | None]:

@@ -65,18 +65,17 @@ A log read for a replay (`acp_bridge.log.replay_read.read_for_replay`) has
 its runs of one-part deltas folded into `DeltaRun` items: each replays as the
 deltas it holds would have, one chunk per text.
 
-Why this module is over 400 lines: `replay_updates` (the reference) and
-`replay_frames` (the same updates as wire bytes, for a large load) share one
-walk over the records; split, the two would drift apart, and a test holds
-them byte-identical.
+`replay_frames` is what ``session/load`` writes: the frame of each update of
+`replay_updates`.
+
+Why this module is over 400 lines: one walk over the records makes every
+update a replay shows, each record type in one place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
-
-import orjson
 
 from ..update_builders import (
     session_info_update,
@@ -86,8 +85,7 @@ from ..update_builders import (
     usage_update,
     user_message_chunk,
 )
-from .by_type import of_types
-from .derive import REGENERATE_TYPES, replaced_turns
+from .derive import replaced_turns
 from .replay_read import DeltaRun
 
 __all__ = [
@@ -95,7 +93,6 @@ __all__ = [
     "REPLAY_CHUNK_CHARS",
     "command_answer",
     "merged_texts",
-    "replay_frame_list",
     "replay_frames",
     "replay_updates",
     "retry_notice",
@@ -153,17 +150,24 @@ def title_from_prompt(blocks: Iterable[Mapping[str, Any]]) -> str | None:
 def replay_updates(
     records: Iterable[Record | DeltaRun],
     *,
+    others: Sequence[Record] | None = None,
     compaction: bool = False,
     notices: bool = False,
     plans: bool = False,
+    user_ids: Callable[[int], str] | None = None,
 ) -> list[dict[str, Any]]:
     """The ``session/update`` params that replay a session (see the module docstring).
 
+    ``user_ids``: the user's chunks carry ``messageId`` ``user_ids(seq)`` of
+    their record (ACP v2's, `acp_bridge.protocol.v2.user_message_id`).
+
     ``notices``: the client takes ACP notices, which are live only, so the
     thought chunks marked ``_meta.acpBridge.notice`` are left out.  ``plans``:
-    the client keeps plans by id (``clientCapabilities.plan``).
+    the client keeps plans by id (``clientCapabilities.plan``).  ``others``:
+    `without_deltas` of ``records``, if the caller has it already.
     """
-    records = list(records)
+    # Not copied if a list: a copy touches every item, cold in the cache.
+    records = records if isinstance(records, list) else list(records)
     session_id = _session_id(records)
     updates: list[dict[str, Any]] = []
     append = updates.append
@@ -195,7 +199,16 @@ def replay_updates(
             key, spec = now, (kind, message_id, meta, replaced)
         texts.append(text)
 
-    _walk(records, update, chunk, None, compaction=compaction, notices=notices, plans=plans)
+    _walk(
+        records,
+        update,
+        chunk,
+        others,
+        compaction=compaction,
+        notices=notices,
+        plans=plans,
+        user_ids=user_ids,
+    )
     flush()
     return updates
 
@@ -236,172 +249,21 @@ def replay_frames(
     frame: Callable[[dict[str, Any]], bytes],
     *,
     others: Sequence[Record] | None = None,
-    kinds: Sequence[str] | None = None,
-    compaction: bool = False,
-    notices: bool = False,
-    plans: bool = False,
-) -> bytes:
-    """The serialized frames of `replay_updates`, joined: ``frame(update)`` of each.
-
-    What ``session/load`` writes.  The text chunks, most of a long log, are
-    not built as updates: each is the frame of its message's first chunk cut
-    where the text goes (one template per attempt and kind, made by ``frame``
-    from `text_chunk`, as the live stream's are), with the chunk's JSON text
-    in the cut.  Byte for byte the frames of `replay_updates` (a test compares
-    them on every log it has).  ``others``: `without_deltas` of ``records``,
-    if the caller has it already, and ``kinds`` the type of each of them, if
-    the read had those (`acp_bridge.log.by_type`).
-    """
-    return b"".join(
-        replay_frame_list(
-            records,
-            frame,
-            others=others,
-            kinds=kinds,
-            compaction=compaction,
-            notices=notices,
-            plans=plans,
-        )
-    )
-
-
-def replay_frame_list(
-    records: Iterable[Record | DeltaRun],
-    frame: Callable[[dict[str, Any]], bytes],
-    *,
-    others: Sequence[Record] | None = None,
-    kinds: Sequence[str] | None = None,
     compaction: bool = False,
     notices: bool = False,
     plans: bool = False,
 ) -> list[bytes]:
-    """`replay_frames` in pieces (each one or more whole frames): what the
-    writer joins anyway, not joined twice (a long log's replay is megabytes)."""
-    out: list[bytes] = []
-    runs = _ChunkRuns(out, frame)
-
-    def update(item: dict[str, Any]) -> None:
-        runs.flush()
-        out.append(frame(item))
-
-    _walk(
-        # Not copied if a list: a copy touches every item, cold in the cache.
-        records if isinstance(records, list) else list(records),
-        update,
-        runs.chunk,
-        others,
-        kinds=kinds,
-        compaction=compaction,
-        notices=notices,
-        plans=plans,
-        chunks=runs.chunks,
+    """What ``session/load`` writes: ``frame(update)`` of each update of
+    `replay_updates` (``frame`` adds the session id)."""
+    updates = replay_updates(
+        records, others=others, compaction=compaction, notices=notices, plans=plans
     )
-    runs.flush()
-    return out
-
-
-class _ChunkRuns:
-    """The chunk frames of `replay_frames`: a run of consecutive chunks of one
-    message, kind and marker is serialized at once (`_run_frames`)."""
-
-    __slots__ = ("frame", "key", "out", "spec", "templates", "texts")
-
-    def __init__(self, out: list[bytes], frame: Callable[[dict[str, Any]], bytes]) -> None:
-        self.out = out
-        self.frame = frame
-        self.templates: dict[tuple[str, Any, int, bool], tuple[bytes, bytes] | None] = {}
-        self.key: tuple[str, Any, int, bool] | None = None
-        self.spec: tuple[str, str | None, Meta, bool] = ("", None, None, False)
-        self.texts: list[Any] = []
-
-    def chunk(
-        self, kind: str, text: Any, message_id: str | None, meta: Meta, replaced: bool
-    ) -> None:
-        key = (kind, message_id, id(meta), replaced)
-        if key != self.key:
-            self.flush()
-            self.key, self.spec = key, (kind, message_id, meta, replaced)
-        self.texts.append(text)
-
-    def chunks(
-        self, kind: str, texts: list[str], message_id: str | None, meta: Meta, replaced: bool
-    ) -> None:
-        """`chunk` of each of ``texts``, in order."""
-        key = (kind, message_id, id(meta), replaced)
-        if key != self.key:
-            self.flush()
-            self.key, self.spec = key, (kind, message_id, meta, replaced)
-        self.texts += texts
-
-    def flush(self) -> None:
-        texts = self.texts
-        if not texts or self.key is None:
-            return
-        self.texts = []
-        texts = merged_texts(texts)
-        kind, message_id, meta, replaced = self.spec
-        if len(texts) == 1:  # no template needed for one frame
-            marks = {**(meta or {}), "replaced": True} if replaced else meta
-            self.out.append(
-                self.frame(text_chunk(kind, texts[0], message_id=message_id, meta=marks))
-            )
-            return
-        try:
-            template = self.templates[self.key]
-        except KeyError:
-            template = self.templates[self.key] = _template(
-                self.frame, kind, message_id, meta, replaced
-            )
-        if template is None:  # the cut is not unique: each whole frame
-            marks = {**(meta or {}), "replaced": True} if replaced else meta
-            for text in texts:
-                chunk = text_chunk(kind, text, message_id=message_id, meta=marks)
-                self.out.append(self.frame(chunk))
-        else:
-            self.out.append(_run_frames(template[0], template[1], texts))
-
-
-def _run_frames(head: bytes, tail: bytes, texts: list[Any]) -> bytes:
-    """``head + dumps(text) + tail`` for each text, joined.
-
-    Texts that are strings without a backslash or a NUL are joined with NULs
-    and serialized in one call: in the JSON, ``\\u0000`` then stands for the
-    joins only (a NUL is the one character written so, and without
-    backslashes in the texts no other escape can look like it), and each is
-    replaced by the end of one frame and the start of the next.
-    """
-    dumps = orjson.dumps
-    if len(texts) == 1:
-        return head + dumps(texts[0]) + tail
-    if set(map(type, texts)) == {str}:
-        joined = "\x00".join(texts)
-        if "\\" not in joined and joined.count("\x00") == len(texts) - 1:
-            body = dumps(joined).replace(b"\\u0000", b'"' + tail + head + b'"')
-            return head + body + tail
-    return b"".join([head + dumps(text) + tail for text in texts])
-
-
-# A stand-in text (ids and markers never hold its JSON): where a chunk's text goes.
-_CUT: Final = "\x00"
-_CUT_JSON: Final = orjson.dumps(_CUT)
-
-
-def _template(
-    frame: Callable[[dict[str, Any]], bytes],
-    kind: str,
-    message_id: str | None,
-    meta: Meta,
-    replaced: bool,
-) -> tuple[bytes, bytes] | None:
-    marks = {**(meta or {}), "replaced": True} if replaced else meta
-    pieces = frame(text_chunk(kind, _CUT, message_id=message_id, meta=marks)).split(_CUT_JSON)
-    return (pieces[0], pieces[1]) if len(pieces) == 2 else None
+    return [frame(params["update"]) for params in updates]
 
 
 Meta = Mapping[str, Any] | None
 UpdateSink = Callable[[dict[str, Any]], None]
 ChunkSink = Callable[[str, Any, "str | None", Meta, bool], None]
-ChunksSink = Callable[[str, list[str], "str | None", Meta, bool], None]
 
 
 def _walk(
@@ -410,35 +272,27 @@ def _walk(
     chunk: ChunkSink,
     others: Sequence[Record] | None,
     *,
-    kinds: Sequence[str] | None = None,
     compaction: bool,
     notices: bool,
     plans: bool = False,
-    chunks: ChunksSink | None = None,
+    user_ids: Callable[[int], str] | None = None,
 ) -> None:
     """The one walk of a replay: each update to ``update``, except the text
     chunks of ``stream/delta`` records, which go to ``chunk`` as (update kind,
-    text, message id, marker, replaced) so that the caller can build them as
-    it likes; those of a `DeltaRun` go to ``chunks`` at once (the texts in a
-    list), or to ``chunk`` one by one without it.  ``others`` must be given
+    text, message id, marker, replaced), to be merged; those of a `DeltaRun`
+    go to ``chunk`` one by one.  ``others`` must be given
     when ``records`` holds runs (`without_deltas` of the records they stand
-    for); ``kinds``, the type of each of them, if the read had those."""
-    from ..tools.plan import PLAN_TYPES, plans_of
+    for)."""
+    from ..tools.plan import plans_of
 
     # What the walk looks up ahead and the plan come from the other records:
-    # a pass over these is a quarter of one over a long log, and with their
-    # types each reader gets only the records of the types it reads.
+    # a pass over these is a quarter of one over a long log.
     if others is None:
         others = without_deltas(_dicts(records))
-    if kinds is None:
-        marking = regenerates = planning = others
-    else:
-        marking = of_types(others, kinds, MARKER_TYPES)
-        regenerates = of_types(others, kinds, REGENERATE_TYPES)
-        planning = of_types(others, kinds, PLAN_TYPES)
-    markers = _markers(marking)
-    replaced = replaced_turns(regenerates)
+    markers = _markers(others)
+    replaced = replaced_turns(others)
     shown = _Shown(markers, compaction)
+    shown.user_ids = user_ids
     chunk_updates = CHUNK_UPDATES
     # What the last delta's attempt and turn came to (consecutive deltas share
     # them; any other record, a stream/start among them, starts over).
@@ -449,7 +303,7 @@ def _walk(
     for record in records:
         if isinstance(record, DeltaRun):
             last = None  # the next delta record looks its attempt up again
-            _run_chunks(record, shown.message_ids, markers, replaced, chunk, chunks)
+            _run_chunks(record, shown.message_ids, markers, replaced, chunk)
             continue
         kind = record.get("type")
         if kind != "stream/delta":
@@ -474,7 +328,7 @@ def _walk(
             update_kind = chunk_updates.get(part_kind)
             if update_kind is not None:
                 chunk(update_kind, text, message_id, marker, was_replaced)
-    for item in plans_of(planning).shown(by_id=plans):
+    for item in plans_of(others).shown(by_id=plans):
         update(item)
 
 
@@ -484,7 +338,6 @@ def _run_chunks(
     markers: Mapping[str, dict[str, Any]],
     replaced: Container[Any],
     chunk: ChunkSink,
-    chunks: ChunksSink | None,
 ) -> None:
     """The chunks of a `DeltaRun`, as its delta records would give them."""
     update_kind = CHUNK_UPDATES.get(run.kind)
@@ -492,11 +345,8 @@ def _run_chunks(
         return
     message_id, marker = message_ids.get(run.attempt), markers.get(run.attempt)
     was_replaced = run.turn in replaced
-    if chunks is not None:
-        chunks(update_kind, run.texts, message_id, marker, was_replaced)
-    else:
-        for text in run.texts:
-            chunk(update_kind, text, message_id, marker, was_replaced)
+    for text in run.texts:
+        chunk(update_kind, text, message_id, marker, was_replaced)
 
 
 # The types of the records `_Shown.updates` shows something of or keeps
@@ -529,6 +379,7 @@ class _Shown:
         "markers",
         "message_ids",
         "nothing_to_compact",
+        "user_ids",
     )
 
     def __init__(self, markers: dict[str, dict[str, Any]], compaction: bool) -> None:
@@ -543,10 +394,19 @@ class _Shown:
         # A /compact turn that has not (yet) shown a compaction.
         self.compact_turn: object = None
         self.first_turn = True
+        self.user_ids: Callable[[int], str] | None = None
 
     def updates(self, record: Record) -> list[dict[str, Any]]:
         kind = record.get("type")
         produced = _updates_of(record, self.message_ids, self.markers)
+        if (
+            self.user_ids is not None
+            and produced
+            and produced[0]["sessionUpdate"] == ("user_message_chunk")
+        ):
+            message_id = self.user_ids(record["seq"])
+            for update in produced:
+                update["messageId"] = message_id
         if kind == "turn/start" and record.get("command") == "compact":
             self.compact_turn = record.get("turn")
         elif kind == "compaction" and record.get("status") != "in_progress":
@@ -616,13 +476,8 @@ def _session_id(records: list[Record | DeltaRun]) -> str | None:
     return None
 
 
-# The types `_markers` reads (`acp_bridge.log.by_type`).
-MARKER_TYPES: Final = frozenset({"assistant/message", "assistant/attempt"})
-
-
 def _markers(records: Iterable[Record]) -> dict[str, dict[str, Any]]:
-    """attempt id -> the ``_meta.acpBridge`` marker of its chunks, if any
-    (only records of `MARKER_TYPES` count)."""
+    """attempt id -> the ``_meta.acpBridge`` marker of its chunks, if any."""
     markers: dict[str, dict[str, Any]] = {}
     for record in records:
         kind = record.get("type")

@@ -63,7 +63,7 @@ Item = Record | DeltaRun
 def read_for_replay(path: str | os.PathLike[str]) -> tuple[LoadedLog, list[Item]] | None:
     """The log at ``path`` and its items in order: each record a dict, but
     the runs of deltas (`DeltaRun`).  The log's ``records`` are the dicts
-    alone, with their ``kinds``.  None if the file needs `load_log`."""
+    alone.  None if the file needs `load_log`."""
     with open(path, "rb") as file, gc_paused():
         return _read(_slices(file))
 
@@ -92,7 +92,6 @@ def _slices(file: BinaryIO) -> Iterator[bytes | None]:
 def _read(slices: Iterable[bytes | None]) -> tuple[LoadedLog, list[Item]] | None:
     items: list[Item] = []
     records: list[Record] = []
-    kinds: list[str] = []
     seq = 0
     size = 0
     run: DeltaRun | None = None
@@ -111,14 +110,13 @@ def _read(slices: Iterable[bytes | None]) -> tuple[LoadedLog, list[Item]] | None
         if DELTA not in found:
             items += values
             records += values
-            kinds += found
             run = None
             continue
-        run = _fold(values, found, items, records, kinds, run)
+        run = _fold(values, found, items, records, run)
         del values
     if not size:
         return None  # an empty file: load_log's to read
-    return LoadedLog(records, seq, size, False, [], kinds), items
+    return LoadedLog(records, seq, size, False, []), items
 
 
 def _fold(
@@ -126,14 +124,13 @@ def _fold(
     found: list[str],
     items: list[Item],
     records: list[Record],
-    kinds: list[str],
     run: DeltaRun | None,
 ) -> DeltaRun | None:
     """Add a slice's records to ``items``, each run of one-part deltas of one
     attempt, turn and kind folded into a `DeltaRun` (a delta of another shape
-    stays a dict), and the dicts to ``records`` and ``kinds``.  Returns the
-    run the next slice may continue."""
-    append, keep, note = items.append, records.append, kinds.append
+    stays a dict), and the dicts to ``records``.  Returns the run the next
+    slice may continue."""
+    append, keep = items.append, records.append
     # The open run's key and texts (locals: this loop visits every delta).
     if run is None:
         attempt, turn, part_kind, texts = None, None, None, None
@@ -167,6 +164,5 @@ def _fold(
                         continue
         append(value)
         keep(value)
-        note(kind)
         run = texts = None
     return run

@@ -82,8 +82,6 @@ class LoadedLog:
     valid_size: int
     torn: bool
     skipped: list[str] = field(default_factory=list)
-    # The type of each record, when the fast path has it already (else None).
-    kinds: list[str] | None = None
 
 
 _VERSION = itemgetter("v")
@@ -95,8 +93,9 @@ def _checked(values: Any, current: int, size: int) -> LoadedLog | None:
     """The records of a whole file of today's records, or None if any needs more
     than a glance (an upcast, an unknown type, a bad ``seq``): the slow path
     then handles it and names the line."""
-    kinds = record_types(values, current)
-    return None if kinds is None else LoadedLog(values, len(values), size, False, [], kinds)
+    if record_types(values, current) is None:
+        return None
+    return LoadedLog(values, len(values), size, False, [])
 
 
 def record_types(values: Any, current: int, first: int = 0) -> list[str] | None:
@@ -109,12 +108,6 @@ def record_types(values: Any, current: int, first: int = 0) -> list[str] | None:
     about as much as the parsing.  ``values`` are JSON data (what orjson
     parsed): of those, only a dict answers to a string key, so the fields'
     reads check that each value is a dict, without a pass of their own.
-
-    The types returned are this module's strings (`RECORD_TYPES`' own), not
-    the parsed ones: a few objects, whose hashes are known, instead of one
-    string a record, each somewhere else in memory.  The passes that later
-    pick records by their types (`acp_bridge.log.by_type`, the projection's
-    filter) then cost a few milliseconds on a long log, not tens.
     """
     if type(values) is not list:
         return None

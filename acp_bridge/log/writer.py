@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from itertools import compress
 from typing import Any, Final, Protocol
 
 import orjson
@@ -135,13 +134,9 @@ class SessionLog:
         # granularity of the writes to the editor.
         self._timed = bytearray()
 
-    def restore(self, records: list[dict[str, Any]], kinds: list[str] | None = None) -> None:
-        """Start the in-memory history from the records of a log read back
-        (``kinds``: the type of each record, when the read has them)."""
-        if kinds is None:
-            model = [record for record in records if record.get("type") in MODEL_TYPES]
-        else:  # one pass over strings, not the dicts
-            model = list(compress(records, map(MODEL_TYPES.__contains__, kinds)))
+    def restore(self, records: list[dict[str, Any]]) -> None:
+        """Start the in-memory history from the records of a log read back."""
+        model = [record for record in records if record.get("type") in MODEL_TYPES]
         self.history = HistoryProjection([for_history(record) for record in model])
 
     @property

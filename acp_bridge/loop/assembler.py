@@ -338,16 +338,3 @@ class StreamAssembler:
     def completed_tool_calls(self) -> list[dict[str, Any]]:
         """Closed tool calls (`BlockEnd` seen, or the stream ended), in stream order."""
         return [b.tool_call() for b in self._blocks.values() if b.kind == TOOL_CALL and b.closed]
-
-    def has_visible_content(self) -> bool:
-        """Whether any text or reasoning block has non-whitespace content.
-
-        Tool calls do not count: this is the test for whether a stopped stream
-        leaves an interrupted message (``bool(interrupted_blocks())``).
-        """
-        for block in self._blocks.values():
-            if block.kind == TEXT or block.kind == REASONING:
-                for part in block.parts:
-                    if part and not part.isspace():
-                        return True
-        return False

@@ -20,7 +20,6 @@ state; the script's format is apart (`acp_bridge.providers.script_format`).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass
@@ -103,12 +102,6 @@ class ScriptedProvider:
         if isinstance(script, PreparedScript):
             script = self._script = script.get()
         return script
-
-    @classmethod
-    def from_file(cls, path: str | os.PathLike[str]) -> ScriptedProvider:
-        from acp_bridge.providers.script_format import load_script
-
-        return cls(load_script(path))
 
     def stream(self, request: ModelRequest) -> AbstractAsyncContextManager[_ScriptStream]:
         self.request_count += 1

@@ -112,13 +112,9 @@ def _shown_text(entries: list[dict[str, Any]]) -> str:
     )
 
 
-# The types `plans_of` reads (`acp_bridge.log.by_type`).
-PLAN_TYPES: Final = frozenset({"tool/call", "tool/result"})
-
-
 def plans_of(records: Iterable[Mapping[str, Any]]) -> Plans:
     """The plans a log ends with: every ``update_plan`` call that succeeded,
-    applied in order (only records of `PLAN_TYPES` count).  A call of
+    applied in order.  A call of
     `UpdatePlan` (entries only) is about the plan ``"main"``."""
     calls: dict[str, PlanByIdArgs] = {}
     plans = Plans()

@@ -55,10 +55,6 @@ class ToolRegistry:
         self._tools[name] = tool
         self._specs = None
 
-    def unregister(self, name: str) -> None:
-        self._tools.pop(name, None)
-        self._specs = None
-
     def get(self, name: str) -> AnyTool | None:
         return self._tools.get(name)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from ..log.writer import SessionLog
 from ..redact import SECRETS, Redactor
@@ -115,13 +115,9 @@ async def _no_editor(method: str, params: dict[str, Any]) -> Any:
     raise RuntimeError(f"a session without tools makes no editor request ({method})")
 
 
-# The types `from_records` reads (`acp_bridge.log.by_type`).
-STATE_TYPES: Final = frozenset({"session/mode", "permission/rule"})
-
-
 def from_records(records: Iterable[Mapping[str, Any]], cwd: str) -> tuple[str, dict[str, str]]:
-    """The mode and remembered choices a session's log ends with (only
-    records of `STATE_TYPES` count), for a session opened in ``cwd``: a choice
+    """The mode and remembered choices a session's log ends with, for a
+    session opened in ``cwd``: a choice
     counts only in the project (cwd) it was given in.  One recorded without
     its cwd (an older log) is left out; the project's own rules, kept in
     ``permissions.json``, still apply (`acp_bridge.tools.rules_store`)."""

@@ -138,6 +138,15 @@ def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
         "free place (default: 4, at most 64)",
     )
     p.add_argument(
+        "--protocol",
+        type=int,
+        choices=(1, 2),
+        default=d(2),
+        metavar="VERSION",
+        help="the latest ACP version a client may ask for: 2 (default) speaks v2 to a "
+        "client that asks for it; 1 speaks v1 to every client",
+    )
+    p.add_argument(
         "--mcp-start-timeout",
         type=_seconds(600.0),
         default=d(10.0),

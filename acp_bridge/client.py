@@ -115,7 +115,12 @@ class PromptResult:
 
     @property
     def stop_reason(self) -> str | None:
+        """The prompt response's stop reason; in ACP v2 the turn's end is an idle
+        ``state_update`` (`acp_bridge.testing.session.Turn`), and it is that one's."""
         result = self.response.get("result")
+        if self.response.get("method") == "session/update":
+            params = self.response.get("params")
+            result = params.get("update") if isinstance(params, dict) else None
         return result.get("stopReason") if isinstance(result, dict) else None
 
     def text(self, kind: str = "agent_message_chunk") -> str:

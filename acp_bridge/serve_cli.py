@@ -75,6 +75,7 @@ def serve_command(args: argparse.Namespace, state_dir: str) -> int:
         forget_credentials=_forget_credentials,
         setup_command=setup_command(),
         mcp_start_timeout=args.mcp_start_timeout,
+        latest_protocol=args.protocol,
         mcp_config_file=_mcp_config_file(args),
     )
     return _run(options)

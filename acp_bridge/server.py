@@ -92,6 +92,8 @@ class ServeOptions:
     # and the config file that may list more servers.
     mcp_start_timeout: float = 10.0
     mcp_config_file: str | None = None
+    # The latest ACP version a client may ask for (--protocol).
+    latest_protocol: int = 2
 
 
 def _refuse_sessions(reason: str) -> Callable[[], Provider]:
@@ -168,6 +170,7 @@ async def serve(options: ServeOptions) -> int:
             state_dir=options.state_dir,
             config=options.turn,
             spawn=tg.start_soon,
+            latest_protocol=options.latest_protocol,
         )
         agent.providers.reload = functools.partial(_load_provider, options, agent, again=True)
         agent.auth.forget = options.forget_credentials

@@ -13,13 +13,15 @@ from above the log, so both the loop and the log can use it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
+    "CANCELLED_META",
     "available_commands_update",
     "compaction_update",
     "config_option_update",
     "current_mode_update",
+    "is_cancelled",
     "notice_update",
     "plan_items_update",
     "plan_markdown_update",
@@ -62,6 +64,18 @@ def tool_call(fields: Mapping[str, Any]) -> Update:
 def tool_call_update(fields: Mapping[str, Any]) -> Update:
     """A tool call's update (``fields``: what its ``tool/update`` record keeps)."""
     return {"sessionUpdate": "tool_call_update", **fields}
+
+
+# The ``_meta`` of the final update of a tool call the user cancelled alone
+# (``tool_call/cancel``): its status is v1's ``failed``, and a dialect that has
+# ``cancelled`` (ACP v2) shows that instead (`is_cancelled`).
+CANCELLED_META: Final = {"acpBridge": {"cancelled": True}}
+
+
+def is_cancelled(update: Mapping[str, Any]) -> bool:
+    """A tool call update marked with `CANCELLED_META`."""
+    meta = update.get("_meta")
+    return isinstance(meta, dict) and meta.get("acpBridge", {}).get("cancelled") is True
 
 
 def usage_update(used: int, size: int, extra: Mapping[str, Any] | None = None) -> Update:

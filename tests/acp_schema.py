@@ -37,9 +37,10 @@ Usage::
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import overload
+from typing import Any, overload
 
 from support.harness import ACP_SCHEMA
 
@@ -49,6 +50,7 @@ __all__ = [
     "AcpSchema",
     "load_acp_schema",
     "load_acp_unstable_schema",
+    "load_acp_v2_schema",
     "load_pinned_sdk_schema",
     "load_pinned_sdk_unstable_schema",
 ]
@@ -142,3 +144,47 @@ def pinned_sdk_schema_path() -> Path:
     if not SDK_SCHEMA.is_file():
         unavailable(f"the installed TypeScript SDK has no {SDK_SCHEMA.name}")
     return SDK_SCHEMA
+
+
+class V2Schema(AcpSchema):
+    """v2's schema, strict about what it leaves open: its unions accept any
+    other ``sessionUpdate`` (or ``state``) for forward compatibility, so a v1
+    update sent by mistake (``tool_call``, ``plan``) would pass; here it is an
+    error."""
+
+    def transcript_errors(self, transcript: Iterable[tuple[str, Any]]) -> list[str]:
+        transcript = list(transcript)
+        problems = super().transcript_errors(transcript)
+        kinds = _consts(self.defs["SessionUpdate"], "sessionUpdate")
+        states = _consts(self.defs["StateUpdate"], "state")
+        for position, (direction, msg) in enumerate(transcript):
+            if direction != "recv" or not isinstance(msg, dict):
+                continue
+            if msg.get("method") != "session/update":
+                continue
+            update = msg.get("params", {}).get("update", {})
+            if update.get("sessionUpdate") not in kinds:
+                problems.append(
+                    f"message {position}: not a v2 update: {update.get('sessionUpdate')}"
+                )
+            elif update["sessionUpdate"] == "state_update" and update.get("state") not in states:
+                problems.append(f"message {position}: not a v2 state: {update.get('state')}")
+        return problems
+
+
+def _consts(union: dict[str, Any], key: str) -> frozenset[str]:
+    """The ``const`` values of ``key`` in the branches of a discriminated union."""
+    return frozenset(
+        branch["properties"][key]["const"]
+        for branch in union["anyOf"]
+        if "const" in branch.get("properties", {}).get(key, {})
+    )
+
+
+@cache
+def load_acp_v2_schema() -> V2Schema:
+    """ACP v2's schema (the Preview), from the pinned TypeScript SDK package
+    (installed if needed): ``schema/v2/schema.json`` beside v1's."""
+    path = pinned_sdk_schema_path().parent.parent / "v2" / "schema.json"
+    assert path.is_file(), "the pinned TypeScript SDK has no v2 schema"
+    return V2Schema(json.loads(path.read_text(encoding="utf-8")))

@@ -47,8 +47,10 @@ def test_the_engine_does_not_import_the_protocol_edge(layer: str) -> None:
     assert offenders == []
 
 
-@pytest.mark.parametrize("asked", [0, 1, 2, 65535])
-def test_every_client_gets_v1_for_now(asked: int) -> None:
+@pytest.mark.parametrize("asked", [0, 1, 3, 65535])
+def test_every_client_but_one_asking_2_gets_v1(asked: int) -> None:
+    assert negotiate(2, 1) is V1  # --protocol 1
+    assert negotiate(2).version == 2
     dialect = negotiate(asked)
     assert dialect is V1
     assert dialect.version == 1

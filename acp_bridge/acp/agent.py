@@ -41,8 +41,11 @@ class Agent:
         state_dir: str,
         config: TurnConfig,
         spawn: Spawn,
+        latest_protocol: int = 2,
     ) -> None:
         self.conn = conn
+        # The latest protocol version a client may ask for (``--protocol``).
+        self.latest_protocol = latest_protocol
         # Where new sessions get their provider (the server sets its factory
         # and its ``reload``).
         self.providers = ProviderSlot()
@@ -89,7 +92,9 @@ class Agent:
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         table = self.table
         # One dialect for the connection, from the version the client asks for.
-        table.dialect = dialect = negotiate(P.protocol_version(params))
+        table.dialect = dialect = negotiate(P.protocol_version(params), self.latest_protocol)
+        if dialect.version == 2:
+            self._speak_v2()
         # Recorded in each new session's log (session/start).
         table.client_capabilities, table.client_info = dialect.read_initialize(params)
         return dialect.initialize_answer(
@@ -97,6 +102,19 @@ class Agent:
             logout=self.auth.forget is not None,
             setup_command=self.auth.setup_command,
         )
+
+    def _speak_v2(self) -> None:
+        """The method table of a v2 connection: no ``session/load`` (a resume
+        replays), no fork (not in v2), no modes but the config option, ``auth/*`` for v1's
+        ``authenticate``/``logout``, and the cancel of one tool call or terminal."""
+        requests = self.conn.requests
+        auth = edge_handlers(self.auth.handlers())
+        v1_only = ("session/load", "session/fork", "session/set_mode", "authenticate", "logout")
+        for method in v1_only:
+            requests.pop(method, None)
+        requests["auth/login"] = auth["authenticate"]
+        requests["auth/logout"] = auth["logout"]
+        requests.update(edge_handlers(self.live.cancel_handlers()))
 
     def stuck_turns(self) -> int:
         """Turns abandoned at the cancel deadline whose task has still not returned."""

@@ -1,5 +1,7 @@
 """The ACP methods of live sessions: ``session/new``, ``session/prompt``,
-``session/cancel``, ``session/set_mode`` and ``session/set_config_option``.
+``session/cancel``, ``session/set_mode`` and ``session/set_config_option``;
+and ACP v2's ``tool_call/cancel`` and ``terminal/cancel`` (`cancel_handlers`:
+only a v2 connection has them).
 
 Entry points only: the table (`acp_bridge.acp.table`) holds the sessions,
 `acp_bridge.acp.prompt_turns` runs a prompt's turn, and each session's
@@ -46,6 +48,35 @@ class LiveMethods:
             "session/set_mode": self.set_mode,
             "session/cancel": _cancel_is_a_notification,
         }
+
+    def cancel_handlers(self) -> dict[str, Handler]:
+        """ACP v2's cancel of one running tool call or terminal (the turn goes on)."""
+        return {
+            "tool_call/cancel": self.cancel_tool_call,
+            "terminal/cancel": self.cancel_terminal,
+        }
+
+    async def cancel_tool_call(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``tool_call/cancel``: answered once accepted; the call's final
+        ``tool_call_update`` (``cancelled``) follows.  ``-32602`` for a call
+        that is unknown, not running, or finished (the schema's answer)."""
+        session = self.table.get(params)
+        call_id: str = P.require(params, "toolCallId", str)
+        why = session.prompts.cancel_tool_call(call_id)
+        if why is not None:
+            raise RpcError.invalid_params("toolCallId", why)
+        return {}
+
+    async def cancel_terminal(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``terminal/cancel``: its command is killed (the ``terminal_update``
+        with its exit status follows) and its tool call ends with what it
+        printed; ``-32602`` for a terminal that is unknown or has exited."""
+        session = self.table.get(params)
+        terminal_id: str = P.require(params, "terminalId", str)
+        why = await session.prompts.cancel_terminal(terminal_id)
+        if why is not None:
+            raise RpcError.invalid_params("terminalId", why)
+        return {}
 
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         table = self.table
@@ -100,9 +131,11 @@ class LiveMethods:
 
         session = self.table.get(params)
         if params.get("configId") == tool_session.MODE_OPTION:
-            return tool_session.set_mode_option(session, params)
-        config_options.set_option(session.provider, params)
-        return {"configOptions": tool_session.config_options_of(session)}
+            tool_session.set_mode_option(session, params)
+        else:
+            config_options.set_option(session.provider, params)
+        options = tool_session.config_options_of(session)
+        return {"configOptions": self.table.dialect.config_options(options)}
 
     async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
         from . import tool_session  # the tools load off the start-up path

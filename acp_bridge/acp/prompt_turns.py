@@ -158,7 +158,11 @@ def _answer(table: SessionTable, reply: Reply, session: Session, turn: Turn) -> 
             why = f"{log_error} ({session.log.path})"
             notify(session, "error", "The session log cannot be written", why, fallback=False)
     # The turn's end on the wire, in the connection's dialect.
-    table.dialect.answer_turn(reply, turn.stop_reason, error=turn.error, log_error=log_error)
+    frame = table.dialect.answer_turn(
+        reply, turn.stop_reason, frames=session.frames, error=turn.error, log_error=log_error
+    )
+    if frame:
+        table.outbox.send(frame)
     table.outbox.flush_now()  # someone is waiting for this answer
 
 
@@ -196,6 +200,13 @@ class _PromptHost:
         self.config, self.spawn, self.running = table.config, table.spawn, table.running
         self._table, self._reply, self._session = table, reply, session
         self.before_start = before_start
+
+    def started(self, turn: Turn) -> None:
+        """The turn's start (and its user message) is logged."""
+        session = self._session
+        frame = self._table.dialect.turn_started(self._reply, session.frames, session.log.seq - 1)
+        if frame:
+            self._table.outbox.send(frame)
 
     def answer(self, turn: Turn) -> None:
         _answer(self._table, self._reply, self._session, turn)

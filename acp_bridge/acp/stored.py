@@ -278,6 +278,14 @@ class StoredMethods:
         return answer
 
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
+        replay_from = params.get("replayFrom") if self.table.dialect.version == 2 else None
+        if replay_from is not None:
+            # ACP v2 has no session/load: a resume with replayFrom is one.
+            if not isinstance(replay_from, dict) or replay_from.get("type") != "start":
+                raise RpcError.invalid_params(
+                    "replayFrom", f'must be {{"type": "start"}}, got {P.echo(replay_from)}'
+                )
+            return await self.load(params)
         opened = await self._open(params)
         session, others = opened.session, opened.others
         await self.table.mcp.attach(session, params)

@@ -199,6 +199,9 @@ class _ChildHost:
             return None
         return TurnKind.prompt(self._blocks, self._blocks)
 
+    def started(self, turn: Turn) -> None:
+        """A child's turn answers no prompt of the editor."""
+
     def answer(self, turn: Turn) -> None:
         pass  # the child's answer is the parent's tool result
 

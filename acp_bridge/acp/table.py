@@ -121,10 +121,15 @@ class SessionTable:
         session.tools = tool_session.tool_state(self, session, extra_dirs, records or ())
         context = session.context
         context.additional_directories = tuple(extra_dirs or ())
-        context.compaction_updates = opted_in(self.client_capabilities)
+        capabilities = self.client_capabilities
+        if self.dialect.version == 2:
+            from ..protocol.v2 import OPTED_IN
+
+            capabilities = OPTED_IN
+        context.compaction_updates = opted_in(capabilities)
         from ..notices import opt_in
 
-        opt_in(session, self.client_capabilities)
+        opt_in(session, capabilities)
         from .subagents import attach, depth_of
 
         # Its task calls start child sessions (a reopened child: as deep as it was).

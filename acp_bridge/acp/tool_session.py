@@ -20,6 +20,7 @@ from ..protocol import Dialect, answers
 from ..redact import SECRETS
 from ..tools.base import ClientCapabilities
 from ..tools.editor_workspace import choose
+from ..tools.local_workspace import LocalWorkspace
 from ..tools.modes import MODE_OPTION, MODES
 from ..tools.registry import TOOLS, ToolRegistry
 from ..tools.secret_env import env_policy
@@ -43,12 +44,17 @@ __all__ = [
 ]
 
 
+_LOCAL_CAPABILITIES = ClientCapabilities(read_text_file=True, write_text_file=True, terminal=True)
+
+
 class ToolHost(Protocol):
     """What a session's tools need of the session table."""
 
     config: TurnConfig
     client_capabilities: dict[str, Any] | None
     conn: Connection
+    # The connection's dialect: a v2 session's tools work on this machine.
+    dialect: Dialect
     # Where the remembered permissions live, and how their writes are started.
     state_dir: str
 
@@ -69,17 +75,24 @@ def tool_state(
         lambda env: (env.hidden, env.values),
     )
     SECRETS.add(env.values, min_length=1)
-    capabilities = _shared(
-        ClientCapabilities.from_initialize(agent.client_capabilities), dataclasses.astuple
-    )
+    dialect = agent.dialect
+    if dialect.local_tools:
+        # Files and commands here, as the editor's would be (v2 has no fs/terminal).
+        capabilities = _LOCAL_CAPABILITIES
+        workspace: Any = _shared(LocalWorkspace(), repr)
+    else:
+        capabilities = _shared(
+            ClientCapabilities.from_initialize(agent.client_capabilities), dataclasses.astuple
+        )
+        workspace = _shared(choose(capabilities), repr)
     return ToolState(
         session_id=session.id,
         cwd=session.cwd,
         roots=[session.cwd, *(extra_dirs or [])],
         capabilities=capabilities,
-        workspace=_shared(choose(capabilities), repr),
+        workspace=workspace,
         registry=registry_for(capabilities),
-        request=agent.conn.request,
+        request=dialect.editor_request(agent.conn.request, session.frames, session.outbox.send),
         log=session.log,
         emit=_Emit(session),
         hidden_env=env.hidden,

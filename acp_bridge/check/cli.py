@@ -18,6 +18,7 @@ from pathlib import Path
 from ..client import bridge_command
 from ..stderr_log import install as install_stderr_logging
 from .requirements import REQUIREMENTS
+from .requirements_v2 import V2_REQUIREMENTS, requirements_for
 from .runner import DEFAULT_STREAM_PROMPT, CheckOptions, run_check_sync
 
 USAGE = "acp-bridge check [options] [-- AGENT COMMAND...]"
@@ -51,8 +52,9 @@ def _env(text: str) -> tuple[str, str]:
 
 
 def _check_id(text: str) -> str:
-    if text not in REQUIREMENTS:
-        known = ", ".join(REQUIREMENTS)
+    # Of either protocol here; main() refuses one the chosen protocol does not have.
+    if text not in REQUIREMENTS and text not in V2_REQUIREMENTS:
+        known = ", ".join(dict.fromkeys([*REQUIREMENTS, *V2_REQUIREMENTS]))
         raise argparse.ArgumentTypeError(f"unknown check {text!r} (known: {known})")
     return text
 
@@ -67,12 +69,22 @@ def build_parser() -> argparse.ArgumentParser:
         # the state directory, so a check leaves the stored sessions alone.
         parents=[common_options(True)],
         usage=USAGE,
-        description="Run an ACP v1 conformance suite against an agent over stdio and print "
+        description="Run an ACP conformance suite (v1, or with --protocol 2 the Stop checks "
+        "of v2) against an agent over stdio and print "
         "a report: every check with its tier (mandatory, capability, advisory), the "
         "requirement, the spec sentence behind it, and for a failure the wire frames at "
         "fault.  Without an agent command, acp-bridge itself is checked.",
         epilog="Exit status: 0 conformant, 1 not conformant, 2 bad options.  "
         "See docs/testing.md for the checks.",
+    )
+    p.add_argument(
+        "--protocol",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="the ACP version to check: 1 (default: the whole suite) or 2 (the Stop checks "
+        "in v2 terms: idle(cancelled), ordering, next turn, race, resume with replay; every "
+        "frame validated against the v2 schema)",
     )
     p.add_argument(
         "--json",
@@ -194,6 +206,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(options_argv)
     install_stderr_logging(getattr(logging, args.log_level.upper()))
+    checks = requirements_for(args.protocol)
+    for check_id in args.only:
+        if check_id not in checks:
+            parser.error(
+                f"--only {check_id}: not a check of --protocol {args.protocol} "
+                f"(its checks: {', '.join(checks)})"
+            )
     scripted = args.scripted or not command
     if command and shutil.which(command[0]) is None:
         parser.error(f"cannot run {command[0]!r}: no such program")
@@ -215,6 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stops=args.stops,
         progress=sys.stderr,
         logout=args.logout,
+        protocol=args.protocol,
     )
     from .report import render_text, write_json
 

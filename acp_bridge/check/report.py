@@ -92,6 +92,10 @@ def result_lines(result: Result, *, show_wire: bool) -> list[str]:
 def _capabilities(info: Json | None) -> str:
     caps = (info or {}).get("agentCapabilities") or {}
     names = []
+    v2_session = ((info or {}).get("capabilities") or {}).get("session")
+    if isinstance(v2_session, dict):
+        names.append("session")
+        names += [f"session {key}" for key, value in v2_session.items() if value]
     if caps.get("loadSession") is True:
         names.append("loadSession")
     for key, value in (caps.get("sessionCapabilities") or {}).items():
@@ -106,10 +110,11 @@ def _capabilities(info: Json | None) -> str:
 def render_text(report: Report) -> str:
     """The report for a terminal."""
     options = report.options
-    info = (report.agent_info or {}).get("agentInfo") or {}
+    agent = report.agent_info or {}
+    info = agent.get("agentInfo") or agent.get("info") or {}  # v1, v2
     lines = [
-        f"acp-bridge check {__version__}: ACP v1 conformance of {shlex.join(options.command)}"
-        + (" (scripted provider)" if options.scripted else ""),
+        f"acp-bridge check {__version__}: ACP v{options.protocol} conformance of "
+        f"{shlex.join(options.command)}" + (" (scripted provider)" if options.scripted else ""),
         f"agent: {info.get('name', '?')} {info.get('version', '')}".rstrip()
         + f"; advertises: {_capabilities(report.agent_info)}",
         f"schema: {report.schema_source}; every frame both ways",
@@ -220,6 +225,7 @@ def render_json(report: Report, *, wires: bool = True) -> Json:
             "initialize": report.agent_info,
         },
         "options": {
+            "protocol": options.protocol,
             "stream_prompt": options.stream_prompt,
             "permission_prompt": options.permission_prompt,
             "stop_after": options.stop_after,

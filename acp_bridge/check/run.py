@@ -20,7 +20,8 @@ from typing import Any, TextIO
 from .. import __version__
 from ..agent_process import AgentProcess
 from ..testing.agent import Agent, start_agent
-from .requirements import REQUIREMENTS
+from .requirements import Requirement
+from .requirements_v2 import requirements_for
 from .results import Evidence, Outcome, Process, Result
 from .schema import AcpSchema
 from .scripts import SCRIPTED_PERMISSION_PROMPT, SCRIPTED_STREAM_PROMPT, SCRIPTS
@@ -81,6 +82,9 @@ class CheckOptions:
     """Stops to make over the Stop scenarios, for the ``"stop"`` figures."""
     progress: TextIO | None = None
     """Where to write a progress line every few seconds (the command line: stderr)."""
+    protocol: int = 1
+    """The ACP version to check: 1, or 2 (the Stop checks in v2 terms,
+    `acp_bridge.check.requirements_v2`)."""
     logout: bool = False
     """Send ``logout`` to an agent that advertises it (it may forget the
     credentials the agent keeps for its user); acp-bridge scripted gets it anyway,
@@ -105,6 +109,8 @@ class CheckRun:
         self.wires = wires or tmp
         """Where each process's wire is spooled (`acp_bridge.check.spool`)."""
         self.schema = schema
+        self.requirements: dict[str, Requirement] = requirements_for(options.protocol)
+        """The checks of the protocol checked: what a result is recorded against."""
         self.project = Path(options.session_cwd) if options.session_cwd else tmp / "project"
         self.project.mkdir(parents=True, exist_ok=True)
         self.empty_project = tmp / "project-with-no-sessions"
@@ -212,22 +218,32 @@ class CheckRun:
     async def initialize_response(self, agent: Agent, *, version: int = 1) -> Json:
         """``initialize`` as the checker sends it (no client capabilities at all): the
         whole response message."""
-        return await agent.client.request(
-            "initialize",
-            {
+        if version == 2:
+            params: Json = {"protocolVersion": 2, "info": CLIENT_INFO, "capabilities": {}}
+        else:
+            params = {
                 "protocolVersion": version,
                 "clientCapabilities": NO_CAPABILITIES,
                 "clientInfo": CLIENT_INFO,
-            },
-            within=self.options.timeout,
-        )
+            }
+        return await agent.client.request("initialize", params, within=self.options.timeout)
 
     async def initialize(self, agent: Agent) -> Json:
-        """``initialize`` (version 1, no client capabilities): the result."""
-        response = await self.initialize_response(agent)
+        """``initialize`` (the version checked, no client capabilities): the result.
+        An agent that answers another version than 2 to a v2 check is not checked
+        further: its turns would not end the v2 way."""
+        protocol = self.options.protocol
+        response = await self.initialize_response(agent, version=protocol)
         result = response.get("result")
         if not isinstance(result, dict):
             raise RuntimeError(f"initialize was answered {json.dumps(response)[:300]}")
+        if protocol == 2:
+            if result.get("protocolVersion") != 2:
+                raise RuntimeError(
+                    f"initialize with protocolVersion 2 was answered protocolVersion "
+                    f"{json.dumps(result.get('protocolVersion'))}: the agent does not speak v2"
+                )
+            agent.protocol = 2
         if self.agent_info is None:
             self.agent_info = result
         return result
@@ -252,7 +268,7 @@ class CheckRun:
             return
         items = [Evidence(self.process_of(agent), list(marks)) for agent, marks in evidence]
         self.results[check_id] = Result(
-            REQUIREMENTS[check_id], outcome, detail, items, dict(figures or {})
+            self.requirements[check_id], outcome, detail, items, dict(figures or {})
         )
 
     def wanted(self, checks: Sequence[str]) -> bool:
@@ -260,8 +276,10 @@ class CheckRun:
 
     def advertised(self, path: str) -> bool:
         """Whether the agent's capabilities (from the first initialize) have ``path``
-        (``loadSession``, ``sessionCapabilities.list``): true, or an object."""
-        value: Any = (self.agent_info or {}).get("agentCapabilities") or {}
+        (``loadSession``, ``sessionCapabilities.list``; in v2 ``session``): true, or
+        an object."""
+        info = self.agent_info or {}
+        value: Any = info.get("agentCapabilities") or info.get("capabilities") or {}
         for part in path.split("."):
             value = value.get(part) if isinstance(value, dict) else None
         return value is True or isinstance(value, dict)

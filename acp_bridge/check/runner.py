@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-from .requirements import REQUIREMENTS, Tier
+from .requirements import Tier
 from .results import Evidence, Outcome, Process, Result
 from .run import (
     DEFAULT_STREAM_PROMPT,
@@ -32,9 +32,9 @@ from .run import (
     Json,
     Scenario,
 )
-from .scenarios import SCENARIOS
+from .scenarios import SCENARIOS, V2_SCENARIOS
 from .scenarios.stop_figures import summary as stop_summary
-from .schema import BUNDLED_SOURCE, bundled_schema, structure
+from .schema import BUNDLED_SOURCE, bundled_schema, bundled_source, structure
 
 
 @dataclass
@@ -90,7 +90,7 @@ async def run_scenarios(run: CheckRun, scenarios: Sequence[Scenario]) -> None:
         evidence = [Evidence(p, []) for p in mine]
         for check_id in scenario.checks:
             if check_id not in run.results:
-                run.results[check_id] = Result(REQUIREMENTS[check_id], outcome, why, evidence)
+                run.results[check_id] = Result(run.requirements[check_id], outcome, why, evidence)
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -199,9 +199,10 @@ def check_all_frames(run: CheckRun) -> tuple[list[str], int]:
             detail = f"all {found.received} frames from {len(run.processes)} processes are valid"
             outcome = Outcome.PASS
         run.results["stdout.valid"] = Result(
-            REQUIREMENTS["stdout.valid"], outcome, detail, found.invalid
+            run.requirements["stdout.valid"], outcome, detail, found.invalid
         )
-    if run.wanted(("capability.gating",)):
+    # v2 has no editor-side methods to gate: an fs/* request is not valid v2 at all.
+    if "capability.gating" in run.requirements and run.wanted(("capability.gating",)):
         if found.gated:
             detail = "the agent sent " + ", ".join(sorted(found.gated_methods))
             detail += " although the checker advertised no file system, terminal or "
@@ -213,7 +214,7 @@ def check_all_frames(run: CheckRun) -> tuple[list[str], int]:
                 detail += " (no scenario made the agent use a tool: give --permission-prompt)"
             outcome = Outcome.PASS
         run.results["capability.gating"] = Result(
-            REQUIREMENTS["capability.gating"], outcome, detail, found.gated
+            run.requirements["capability.gating"], outcome, detail, found.gated
         )
     checker_problems = [
         f"{p.name}: {problem}"
@@ -250,13 +251,13 @@ async def run_check(options: CheckOptions) -> Report:
     started = time.monotonic()
     wires = Path(tempfile.mkdtemp(prefix="acp-check-wires-"))
     with tempfile.TemporaryDirectory(prefix="acp-check-") as tmp:
-        run = CheckRun(options, Path(tmp), bundled_schema(), wires)
+        run = CheckRun(options, Path(tmp), bundled_schema(options.protocol), wires)
         async with anyio.create_task_group() as tg:
             tg.start_soon(report_progress, run, started)
-            await run_scenarios(run, SCENARIOS)
+            await run_scenarios(run, V2_SCENARIOS if options.protocol == 2 else SCENARIOS)
             tg.cancel_scope.cancel()
         checker_problems, checker_frames = check_all_frames(run)
-    order = {check_id: i for i, check_id in enumerate(REQUIREMENTS)}
+    order = {check_id: i for i, check_id in enumerate(run.requirements)}
     tiers = list(Tier)
     results = sorted(
         run.results.values(),
@@ -269,6 +270,7 @@ async def run_check(options: CheckOptions) -> Report:
         run.agent_info,
         checker_problems,
         checker_frames,
+        schema_source=bundled_source(options.protocol),
         seconds=time.monotonic() - started,
         stop=stop_summary(run),
         wires=wires,

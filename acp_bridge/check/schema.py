@@ -5,6 +5,11 @@
 of the ACP specification repository (agentclientprotocol/agent-client-protocol)
 at commit b7f0005493b98de32fabee3e9540e2b64da68535 (tag schema-v1.21.0 + 11
 commits), Apache-2.0, with one ``$comment`` added that says so.
+`bundled_schema(2)` is the ACP v2 schema that ships beside it,
+``acp_bridge/schemas/acp-v2.schema.json``: ``schema/v2/schema.json`` of the npm
+package ``@agentclientprotocol/sdk@2.4.0`` (the Preview of 2026-11-20), Apache-2.0,
+with one ``$comment`` added.  Both have the same wrapper definitions and method
+annotations, so one `AcpSchema` validates either.
 `AcpSchema(any_schema)` validates against another copy (a newer release).
 
 The schema's wrapper definitions are loose on purpose: ``AgentNotification``
@@ -37,6 +42,10 @@ BUNDLED_SCHEMA: Final = Path(__file__).resolve().parent.parent / "schemas" / "ac
 BUNDLED_SOURCE: Final = (
     "ACP v1 JSON Schema, agentclientprotocol/agent-client-protocol@b7f0005 "
     "(schema-v1.21.0+11), bundled"
+)
+BUNDLED_V2_SCHEMA: Final = BUNDLED_SCHEMA.with_name("acp-v2.schema.json")
+BUNDLED_V2_SOURCE: Final = (
+    "ACP v2 JSON Schema (Preview), @agentclientprotocol/sdk@2.4.0 schema/v2/schema.json, bundled"
 )
 
 _BASE: Final = "urn:acp:schema"
@@ -290,9 +299,25 @@ def _explain(error: ValidationError) -> str:
 
 
 @cache
-def bundled_schema() -> AcpSchema:
-    """The ACP v1 schema bundled with the package (see the module docstring)."""
-    return AcpSchema(json.loads(BUNDLED_SCHEMA.read_text(encoding="utf-8")))
+def bundled_schema(protocol: int = 1) -> AcpSchema:
+    """The ACP schema of ``protocol`` (1 or 2) bundled with the package (see the
+    module docstring)."""
+    path = BUNDLED_V2_SCHEMA if protocol == 2 else BUNDLED_SCHEMA
+    return AcpSchema(json.loads(path.read_text(encoding="utf-8")))
 
 
-__all__ = ["BUNDLED_SCHEMA", "BUNDLED_SOURCE", "AcpSchema", "bundled_schema", "structure"]
+def bundled_source(protocol: int = 1) -> str:
+    """What `bundled_schema` of ``protocol`` is, for a report."""
+    return BUNDLED_V2_SOURCE if protocol == 2 else BUNDLED_SOURCE
+
+
+__all__ = [
+    "BUNDLED_SCHEMA",
+    "BUNDLED_SOURCE",
+    "BUNDLED_V2_SCHEMA",
+    "BUNDLED_V2_SOURCE",
+    "AcpSchema",
+    "bundled_schema",
+    "bundled_source",
+    "structure",
+]

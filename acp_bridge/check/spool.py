@@ -80,7 +80,7 @@ class Spool(Sequence[Entry]):
         self._end += len(line)
         if at is not None:
             self.times.append(at)
-        if entry[0] == "recv" and is_response(entry[1]):
+        if entry[0] == "recv" and (is_response(entry[1]) or _ends_a_turn(entry[1])):
             self._responses.append(index)
         self._remember(index, entry, len(line))
 
@@ -153,8 +153,9 @@ class Spool(Sequence[Entry]):
         return direction, msg
 
     def position(self, msg: Json) -> int | None:
-        """The index of ``msg``, a received response (the very object, or an equal
-        one), the latest if several; None if it is not one."""
+        """The index of ``msg``, a received response or an ACP v2 idle state_update
+        (what ends a v2 turn; the very object, or an equal one), the latest if
+        several; None if it is not one."""
         for index in reversed(self._responses):
             _, found = self._read(index)
             if found is msg or found == msg:
@@ -206,3 +207,15 @@ class _Dropped(list[Json]):
 
 
 __all__ = ["RECENT_BYTES", "Received", "Spool"]
+
+
+def _ends_a_turn(msg: Json) -> bool:
+    """An ACP v2 idle ``state_update``: what ends a v2 turn, found like a response."""
+    params = msg.get("params")
+    update = params.get("update") if isinstance(params, dict) else None
+    return (
+        msg.get("method") == "session/update"
+        and isinstance(update, dict)
+        and update.get("sessionUpdate") == "state_update"
+        and update.get("state") == "idle"
+    )

@@ -154,8 +154,12 @@ def replay_updates(
     compaction: bool = False,
     notices: bool = False,
     plans: bool = False,
+    user_ids: Callable[[int], str] | None = None,
 ) -> list[dict[str, Any]]:
     """The ``session/update`` params that replay a session (see the module docstring).
+
+    ``user_ids``: the user's chunks carry ``messageId`` ``user_ids(seq)`` of
+    their record (ACP v2's, `acp_bridge.protocol.v2.user_message_id`).
 
     ``notices``: the client takes ACP notices, which are live only, so the
     thought chunks marked ``_meta.acpBridge.notice`` are left out.  ``plans``:
@@ -203,6 +207,7 @@ def replay_updates(
         compaction=compaction,
         notices=notices,
         plans=plans,
+        user_ids=user_ids,
     )
     flush()
     return updates
@@ -270,6 +275,7 @@ def _walk(
     compaction: bool,
     notices: bool,
     plans: bool = False,
+    user_ids: Callable[[int], str] | None = None,
 ) -> None:
     """The one walk of a replay: each update to ``update``, except the text
     chunks of ``stream/delta`` records, which go to ``chunk`` as (update kind,
@@ -286,6 +292,7 @@ def _walk(
     markers = _markers(others)
     replaced = replaced_turns(others)
     shown = _Shown(markers, compaction)
+    shown.user_ids = user_ids
     chunk_updates = CHUNK_UPDATES
     # What the last delta's attempt and turn came to (consecutive deltas share
     # them; any other record, a stream/start among them, starts over).
@@ -372,6 +379,7 @@ class _Shown:
         "markers",
         "message_ids",
         "nothing_to_compact",
+        "user_ids",
     )
 
     def __init__(self, markers: dict[str, dict[str, Any]], compaction: bool) -> None:
@@ -386,10 +394,19 @@ class _Shown:
         # A /compact turn that has not (yet) shown a compaction.
         self.compact_turn: object = None
         self.first_turn = True
+        self.user_ids: Callable[[int], str] | None = None
 
     def updates(self, record: Record) -> list[dict[str, Any]]:
         kind = record.get("type")
         produced = _updates_of(record, self.message_ids, self.markers)
+        if (
+            self.user_ids is not None
+            and produced
+            and produced[0]["sessionUpdate"] == ("user_message_chunk")
+        ):
+            message_id = self.user_ids(record["seq"])
+            for update in produced:
+                update["messageId"] = message_id
         if kind == "turn/start" and record.get("command") == "compact":
             self.compact_turn = record.get("turn")
         elif kind == "compaction" and record.get("status") != "in_progress":

@@ -12,6 +12,10 @@ told about:
   user's message and ends ``cancelled`` without a model request.  An idle
   session keeps no sticky flag;
 * `cancel_request` (``$/cancel_request``) does the same for one prompt;
+* `cancel_tool_call` and `cancel_terminal` (ACP v2's ``tool_call/cancel``
+  and ``terminal/cancel``) stop one running tool call, or the command of one
+  terminal, of the running turn, which goes on
+  (`acp_bridge.tools.runner.ToolRunner.cancel_call`);
 * `run` waits for the prompt's turn, runs it, and answers the moment it ends
   (the turn's updates and records are already queued ahead of the answer on
   the one ordered writer).  What the protocol edge supplies for one prompt
@@ -56,6 +60,10 @@ class PromptHost(Protocol):
         or None to start nothing (shutdown); it may raise to refuse the prompt."""
         ...
 
+    def started(self, turn: Turn) -> None:
+        """The turn's start is logged (a v2 prompt is answered then)."""
+        ...
+
     def answer(self, turn: Turn) -> None:
         """Answer the prompt; called the moment the turn ends."""
         ...
@@ -97,6 +105,25 @@ class PromptQueue:
         turn = self.active
         if turn is not None and turn.request_id == request_id:
             stop(turn, "user", spawn)
+
+    def cancel_tool_call(self, call_id: str) -> str | None:
+        """Cancel the running tool call ``call_id`` alone: None when accepted,
+        else why not (unknown, not running yet, finished)."""
+        turn = self.active
+        if turn is not None and not turn.over:
+            return turn.tools.cancel_call(call_id)
+        records = self.session.log.records
+        if any(r["type"] == "tool/result" and r["tool_call_id"] == call_id for r in records):
+            return f"the tool call {call_id} has already finished"
+        return f"no tool call {call_id} is running in this session"
+
+    async def cancel_terminal(self, terminal_id: str) -> str | None:
+        """Kill the command of the running turn's terminal ``terminal_id``: None
+        when accepted, else why not."""
+        turn = self.active
+        if turn is None or turn.over:
+            return f"no terminal {terminal_id} is running in this session"
+        return await turn.tools.cancel_terminal(terminal_id)
 
     async def run(self, request_id: RequestId, host: PromptHost) -> Turn | None:
         """Run one prompt's turn when its time comes; None when it started none."""
@@ -144,7 +171,9 @@ class PromptQueue:
             if not kind:
                 return None
             self.turns += 1
-            turn = Turn(self.session, self.turns, kind, config, spawn, answer=ended)
+            turn = Turn(
+                self.session, self.turns, kind, config, spawn, answer=ended, started=host.started
+            )
             turn.request_id = request_id
             self.active = turn
             if cancelled_early:

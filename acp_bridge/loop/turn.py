@@ -113,6 +113,7 @@ class Turn:
         spawn: Spawn,
         *,
         answer: Callable[[Turn], None] | None = None,
+        started: Callable[[Turn], None] | None = None,
     ) -> None:
         """A turn of ``kind`` (`TurnKind`: a prompt, a regenerate, a
         ``/compact`` or a slash command), whole: nothing of it is changed
@@ -127,6 +128,7 @@ class Turn:
         # Set once the turn has ended and answered.
         self.settled = anyio.Event()
         self._answer = answer
+        self._started = started
         self.stop_reason: str | None = None
         self.error: TurnFailed | None = None
         self.cause: str | None = None
@@ -222,6 +224,8 @@ class Turn:
         # A replay may have widened stdout: a Stop must not wait behind a full one.
         self.session.outbox.narrow_stdout()
         self.rec.turn_start()
+        if self._started is not None:
+            self._started(self)
         reason: StopReason | None = None
         ending: Ending
         try:

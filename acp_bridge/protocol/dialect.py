@@ -6,7 +6,7 @@ Everything here is a wire shape: what the engine hands over are plain facts
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -40,27 +40,50 @@ class Dialect(Protocol):
     ) -> dict[str, Any]:
         """The result of ``initialize``."""
 
+    @property
+    def local_tools(self) -> bool:
+        """A session's tools run commands and edit files on this machine
+        (`acp_bridge.tools.local_workspace`), never through the editor."""
+
     def session_frames(self, session_id: str) -> SessionFrames:
         """The serializer of one session's ``session/update`` notifications
         (the chunk templates of the streaming path among them)."""
+
+    def turn_started(self, reply: Reply, frames: SessionFrames, seq: int) -> bytes | None:
+        """A prompt's turn has started, its user message (or its start) logged
+        as record ``seq``: v2 answers the prompt now; the frame to send after."""
 
     def answer_turn(
         self,
         reply: Reply,
         stop_reason: str | None,
         *,
+        frames: SessionFrames | None = None,
         error: BridgeError | RpcError | None = None,
         log_error: str | None = None,
-    ) -> None:
+    ) -> bytes | None:
         """Put the end of a prompt's turn on the wire: it stopped for
         ``stop_reason`` (the log's, `acp_bridge.loop.stop`) or failed with
-        ``error``; ``log_error``: its records could not all be written."""
+        ``error``; ``log_error``: its records could not all be written.  The
+        frame to send on the session's updates, if any."""
+
+    def editor_request(
+        self,
+        request: Callable[[str, dict[str, Any]], Awaitable[Any]],
+        frames: SessionFrames,
+        send: Callable[[bytes], None],
+    ) -> Callable[[str, dict[str, Any]], Awaitable[Any]]:
+        """How a session's tools send the editor a request (a permission request)."""
 
     def session_fields(
         self, model_options: list[dict[str, Any]] | None, mode: str | None
     ) -> dict[str, Any]:
         """A session's config options (and modes) in the answer of
         ``session/new`` and of the methods that open a stored session."""
+
+    def config_options(self, options: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A session's config options (v1's shapes, `answers.config_options`)
+        as this dialect has them."""
 
     def answer_unstarted(self, reply: Reply) -> None:
         """Answer a prompt whose turn never ran or never ended (a shutdown)."""

@@ -10,7 +10,7 @@ so the mapping is the identity), or the JSON-RPC error of its failure; updates a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ..acp.edge import to_rpc_error
@@ -37,6 +37,8 @@ class _V1:
 
     version: Final = answers.PROTOCOL_VERSION
 
+    local_tools: Final = False
+
     read_initialize = staticmethod(answers.read_initialize)
     initialize_answer = staticmethod(answers.initialize_answer)
 
@@ -45,11 +47,15 @@ class _V1:
 
     session_fields = staticmethod(answers.session_fields)
 
+    def turn_started(self, reply: Reply, frames: SessionFrames, seq: int) -> None:
+        """v1 answers a prompt when its turn ends."""
+
     def answer_turn(
         self,
         reply: Reply,
         stop_reason: str | None,
         *,
+        frames: SessionFrames | None = None,
         error: BridgeError | RpcError | None = None,
         log_error: str | None = None,
     ) -> None:
@@ -60,6 +66,17 @@ class _V1:
         if log_error is not None:
             result["_meta"] = {"acpBridge": {"logError": log_error}}
         reply.result(result)
+
+    def editor_request(
+        self,
+        request: Callable[[str, dict[str, Any]], Awaitable[Any]],
+        frames: SessionFrames,
+        send: Callable[[bytes], None],
+    ) -> Callable[[str, dict[str, Any]], Awaitable[Any]]:
+        return request
+
+    def config_options(self, options: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return options
 
     def answer_unstarted(self, reply: Reply) -> None:
         reply.result({"stopReason": "cancelled"})

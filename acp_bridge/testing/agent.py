@@ -13,6 +13,13 @@ acp-bridge on a script or a provider config, or any command.  Then::
     request = await turn.wait_for_permission()    # ... the agent asked
     result = await turn.stop()                    # session/cancel, then the response
 
+An ACP v2 agent is driven the same way after ``initialize(protocol_version=2)``:
+``session/prompt`` is answered at once (``turn.accepted``, with the user
+message's ``messageId``) and the turn ends with an ``idle`` ``state_update``,
+which is the turn's ``response`` (``result.stop_reason`` reads it); a Stop is
+confirmed by ``idle`` with ``cancelled``; ``resume_session(id, replay_from={"type":
+"start"})`` replays.
+
 Every wait is bounded (``within``, seconds): a hung agent fails the test with
 `TimeoutError`.  After each response the kit runs a barrier (`Agent.settle`),
 so ``result.late`` holds every update the agent had sent for the turn after
@@ -125,6 +132,9 @@ class Agent:
         self.elicitation_requests: list[Json] = []
         self.barrier_ids: set[str] = set()
         self.info: Json | None = None  # the initialize result
+        self.protocol = 1
+        """The ACP version the connection speaks (2 once ``initialize`` agreed on it):
+        how a turn ends (`acp_bridge.testing.session.Turn`)."""
         self._asked = anyio.Event()
 
     # -- requests ------------------------------------------------------------------
@@ -152,18 +162,32 @@ class Agent:
         client_info: Json | None = None,
     ) -> Json:
         """``initialize``; the client capabilities are ``capabilities`` if given, else
-        built from the flags (files and terminals by default).  Returns the result."""
-        if capabilities is None:
-            capabilities = client_capabilities(fs=fs, terminal=terminal, elicitation=elicitation)
-        result = await self.request(
-            "initialize",
-            {
+        built from the flags (files and terminals by default).  Returns the result.
+
+        With ``protocol_version=2`` it sends v2's shape (``info``, ``capabilities``:
+        ``capabilities`` if given, else none; v2 has no editor files or terminals,
+        only form elicitation); the kit speaks v2 from then on if the agent answers 2."""
+        if protocol_version == 2:
+            if capabilities is None:
+                capabilities = {"elicitation": {"form": {}}} if elicitation else {}
+            params = {
+                "protocolVersion": 2,
+                "info": client_info or CLIENT_INFO,
+                "capabilities": capabilities,
+            }
+        else:
+            if capabilities is None:
+                capabilities = client_capabilities(
+                    fs=fs, terminal=terminal, elicitation=elicitation
+                )
+            params = {
                 "protocolVersion": protocol_version,
                 "clientCapabilities": capabilities,
                 "clientInfo": client_info or CLIENT_INFO,
-            },
-        )
+            }
+        result = await self.request("initialize", params)
         self.info = result
+        self.protocol = 2 if result.get("protocolVersion") == 2 else 1
         return dict(result)
 
     async def new_session(
@@ -182,10 +206,18 @@ class Agent:
         return await self._reopen("session/load", session_id, cwd, mcp_servers)
 
     async def resume_session(
-        self, session_id: str, cwd: str | Path | None = None, *, mcp_servers: Sequence[Json] = ()
+        self,
+        session_id: str,
+        cwd: str | Path | None = None,
+        *,
+        mcp_servers: Sequence[Json] = (),
+        replay_from: Json | None = None,
     ) -> Session:
-        """``session/resume`` (``replayed`` should stay empty: resume does not replay)."""
-        return await self._reopen("session/resume", session_id, cwd, mcp_servers)
+        """``session/resume`` (``replayed`` should stay empty: resume does not replay);
+        in v2, ``replay_from`` (``{"type": "start"}``) asks for the replay, which
+        ``replayed`` then holds."""
+        extra = {} if replay_from is None else {"replayFrom": replay_from}
+        return await self._reopen("session/resume", session_id, cwd, mcp_servers, extra)
 
     async def fork_session(
         self, session_id: str, cwd: str | Path | None = None, *, mcp_servers: Sequence[Json] = ()
@@ -198,12 +230,18 @@ class Agent:
         return Session(self, str(result["sessionId"]), cwd, result)
 
     async def _reopen(
-        self, method: str, session_id: str, cwd: str | Path | None, mcp_servers: Sequence[Json]
+        self,
+        method: str,
+        session_id: str,
+        cwd: str | Path | None,
+        mcp_servers: Sequence[Json],
+        extra: Json | None = None,
     ) -> Session:
         cwd = str(cwd or self.workspace)
         start = len(self.client.messages)
         rid = self.client.next_id()
         params = {"sessionId": session_id, "cwd": cwd, "mcpServers": list(mcp_servers)}
+        params.update(extra or {})
         response = await self.client.request(method, params, rid=rid)
         if "result" not in response:
             raise AgentError(method, response)

@@ -27,7 +27,15 @@ from .policies import PermissionRequest
 
 Json = dict[str, Any]
 
-__all__ = ["KitAgent", "Session", "Turn", "TurnEnded", "session_update", "text_prompt"]
+__all__ = [
+    "KitAgent",
+    "Session",
+    "Turn",
+    "TurnEnded",
+    "session_update",
+    "text_prompt",
+    "turn_end",
+]
 
 
 class TurnEnded(Exception):
@@ -42,6 +50,15 @@ def text_prompt(session_id: str, content: str | Sequence[Json]) -> Json:
     """The params of a ``session/prompt``: a text, or a list of content blocks."""
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
     return {"sessionId": session_id, "prompt": blocks}
+
+
+def turn_end(msg: Json, session_id: str) -> Json | None:
+    """The update of an ACP v2 ``idle`` ``state_update`` of ``session_id`` (what
+    ends a v2 turn), else None."""
+    update = session_update(msg, session_id)
+    if update is None or update.get("sessionUpdate") != "state_update":
+        return None
+    return update if update.get("state") == "idle" else None
 
 
 def session_update(msg: Json, session_id: str) -> Json | None:
@@ -60,6 +77,7 @@ class KitAgent(Protocol):
 
     client: AcpClient
     permission_requests: list[PermissionRequest]
+    protocol: int
 
     async def request(self, method: str, params: Json, *, within: float = 30) -> Any: ...
 
@@ -152,13 +170,20 @@ class Session:
 
 
 class Turn:
-    """A prompt sent and not yet awaited (see `Session.start_prompt`)."""
+    """A prompt sent and not yet awaited (see `Session.start_prompt`).
+
+    ``response`` is what ended the turn: in ACP v1 the prompt's response; in v2
+    the ``idle`` ``state_update`` (the whole ``session/update`` message), or an
+    error answered to the prompt.  In v2 ``accepted`` is the prompt's response
+    (its ``messageId``), which comes at once."""
 
     def __init__(self, session: Session, request_id: RequestId, start: int) -> None:
         self.session = session
         self.request_id = request_id
         self.updates: list[Json] = []  # of this session, before the response
         self.response: Json | None = None
+        self.accepted: Json | None = None
+        self.v2 = session.agent.protocol == 2
         self.stop_sent = False
         self._key = id_key(request_id)
         self._asks = len(session.agent.permission_requests)  # asked before the turn
@@ -190,6 +215,12 @@ class Turn:
         while self.response is None and self._pos < len(messages):
             msg = messages[self._pos]
             if is_response(msg) and id_key(msg["id"]) == self._key:
+                if self.v2 and "error" not in msg:
+                    self.accepted = msg
+                else:
+                    self.response = msg
+                    self._response_pos = self._pos
+            elif self.v2 and turn_end(msg, self.session.id) is not None:
                 self.response = msg
                 self._response_pos = self._pos
             else:

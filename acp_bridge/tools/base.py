@@ -56,6 +56,7 @@ from .workspace import Target, Workspace
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from .live_terminal import LiveTerminal
     from .plans import Plans
 
 ToolKind = Literal[
@@ -136,6 +137,12 @@ class ToolContext:
     workspace: Workspace | None = None
     # Starts child sessions (`acp_bridge.tools.subagent.SubagentHost`); None: none.
     subagents: Any = None
+    # Shows a command the workspace runs itself (a local one) live, and lets
+    # ``terminal/cancel`` kill it (`acp_bridge.tools.live_terminal`).
+    live: LiveTerminal | None = None
+    # The user cancelled this call alone (``tool_call/cancel``): the turn goes
+    # on, and the result says so (set by the runner before it cancels the call).
+    cancelled: bool = False
 
     def resolve(self, path: str) -> str:
         """``path`` made absolute (relative paths are taken from the session's cwd)."""

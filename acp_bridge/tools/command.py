@@ -5,7 +5,9 @@ the editor's terminal (``terminal/create``, embedded in the tool call so the
 user watches it live), or as a local process.  The tool waits for the exit (at
 most ``timeout_s``), reads the output, and always releases the terminal.
 Stopped or timed out, the command is killed, its output so far is read, and
-that partial output is the result, with the interruption stated.  The secret
+that partial output is the result, with the interruption stated; so for a
+command the user cancelled alone (``tool_call/cancel``, or ``terminal/cancel``
+for its terminal), after which the turn goes on.  The secret
 variables of the bridge's environment (`acp_bridge.tools.secret_env`) are set
 empty in the command's environment.  An ACP v1 editor without the
 ``terminal`` capability gets no command run: the tool says so.
@@ -61,8 +63,8 @@ class RunCommand(Tool["CommandArgs"]):
                     return _result(args.command, out, embed, ctx, why)
                 return _result(args.command, await terminal.output(), embed, ctx, None)
             except anyio.get_cancelled_exc_class():
-                # Stopped: kill the command and keep what it printed.
-                why = "interrupted by the user: the command was killed"
+                # Stopped, or this call cancelled: kill the command and keep what it printed.
+                why = f"{_by_user(ctx.cancelled)}: the command was killed"
                 unread = why + "; its output could not be read"
                 ctx.partial = _result(args.command, CommandOutput(), embed, ctx, unread)
                 stopped = await terminal.stop()
@@ -71,6 +73,11 @@ class RunCommand(Tool["CommandArgs"]):
                 raise
         finally:
             await terminal.release()
+
+
+def _by_user(alone: bool) -> str:
+    """Who interrupted a command: the user's Stop, or the user's cancel of it alone."""
+    return "cancelled by the user (the turn went on)" if alone else "interrupted by the user"
 
 
 def _result(
@@ -85,6 +92,8 @@ def _result(
     if out.truncated:
         kept = OUTPUT_BYTE_LIMIT
         lines.append(f"[output truncated by the terminal: only the last {kept} bytes were kept]")
+    if interruption is None and out.cancelled:
+        interruption = f"{_by_user(True)}: the command was killed"
     if interruption is not None:
         lines.append(f"[{interruption}; the output above is what it printed before]")
     elif signal:

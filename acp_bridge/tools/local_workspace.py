@@ -7,7 +7,8 @@ again without following a symlink, in a worker thread.  A command runs as
 stderr, as a terminal shows them) is read as it comes, the last
 `acp_bridge.tools.workspace.OUTPUT_BYTE_LIMIT` bytes kept, so a kill leaves
 what it printed; a kill, and the release every command ends with, signal the
-whole group.
+whole group.  Given the call's `acp_bridge.tools.live_terminal.LiveTerminal`,
+its output is shown live as it comes, and ``terminal/cancel`` can kill it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ import anyio.to_thread
 
 from . import localfs
 from .outcome import ToolError, ToolOutput
-from .workspace import NO_TERMINAL, OUTPUT_BYTE_LIMIT, Call, CommandOutput, Target, Terminal
+from .workspace import (
+    NO_TERMINAL,
+    OUTPUT_BYTE_LIMIT,
+    Call,
+    CommandOutput,
+    LiveView,
+    Target,
+    Terminal,
+)
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -102,7 +111,11 @@ class LocalWorkspace:
                 )
         except OSError as exc:
             raise ToolError(f"cannot run the command in {cwd}: {exc.strerror or exc}") from None
-        return LocalTerminal(process)
+        live = call.live
+        terminal = LocalTerminal(process, live=live)
+        if live is not None:
+            live.started(terminal, command, cwd)
+        return terminal
 
 
 # Files on the local disk, no commands: an ACP v1 editor that offers neither.
@@ -116,11 +129,17 @@ class LocalTerminal:
 
     process: anyio.abc.Process
     content: list[dict[str, Any]] = field(default_factory=list)
+    # Shown live (`acp_bridge.tools.live_terminal`); the tool call embeds it.
+    live: LiveView | None = None
     _kept: bytearray = field(default_factory=bytearray)
     _truncated: bool = False
     _eof: anyio.Event = field(default_factory=lambda: anyio.Event())  # anyio loads it then
     # `wait` saw it exit and read what came within the drain time.
     _drained: bool = False
+
+    def __post_init__(self) -> None:
+        if self.live is not None:
+            self.content = [{"type": "terminal", "terminalId": self.live.terminal_id}]
 
     async def _pump(self) -> None:
         stream = self.process.stdout
@@ -130,6 +149,8 @@ class LocalTerminal:
         with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
             while True:
                 chunk = await stream.receive()
+                if self.live is not None:
+                    self.live.output(chunk)
                 kept = self._kept
                 kept += chunk
                 if len(kept) > OUTPUT_BYTE_LIMIT:
@@ -162,9 +183,17 @@ class LocalTerminal:
             with contextlib.suppress(ValueError):
                 died = signal.Signals(-code).name
             code = None
-        return CommandOutput(
-            self._kept.decode("utf-8", errors="replace"), self._truncated, code, died
+        live = self.live
+        out = CommandOutput(
+            self._kept.decode("utf-8", errors="replace"),
+            self._truncated,
+            code,
+            died,
+            cancelled=live is not None and live.cancelled,
         )
+        if live is not None and self.process.returncode is not None:
+            live.exit(out)
+        return out
 
     async def stop(self) -> CommandOutput | None:
         with anyio.CancelScope(shield=True):
@@ -175,5 +204,7 @@ class LocalTerminal:
     async def release(self) -> None:
         with anyio.CancelScope(shield=True):
             await self.kill()  # what it left in the background, too
+            if self.live is not None and not self.live.exited:
+                await self.output()  # the client sees it exit
             with anyio.move_on_after(_DRAIN_S):
                 await self.process.aclose()

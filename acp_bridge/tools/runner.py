@@ -28,11 +28,21 @@ failed; a running tool produces its real partial result when it has one (a
 command's output so far) or a result saying it was stopped; the calls not yet
 dispatched get an ``ABORTED_BEFORE_DISPATCH`` result from `abort_rest`, which
 the turn's ending calls.  Nothing is started once the turn is stopped.
+
+One running call can be cancelled alone (`ToolRunner.cancel_call`, ACP v2's
+``tool_call/cancel``): it is stopped as a Stop would stop it (a command is
+killed, its output so far is its result), its result says the user cancelled
+it, its final update is marked cancelled (`CANCELLED_META`; v1 shows it
+``failed``), and the turn goes on: the model gets that result in its next
+request.  A local command's terminal can be cancelled alone too
+(`ToolRunner.cancel_terminal`, ``terminal/cancel``): its command is killed and
+the call ends with what it printed, saying so.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Final
 
 import anyio
@@ -42,10 +52,11 @@ from pydantic import ValidationError
 from ..jsonrpc.connection import ConnectionClosed
 from ..jsonrpc.errors import RemoteError
 from ..log.records import ToolCallStatus
-from ..update_builders import tool_call_update
+from ..update_builders import CANCELLED_META, tool_call_update
 from . import localfs
 from . import permissions as perm
 from .base import ToolContext, ToolError, ToolOutput
+from .live_terminal import LiveTerminal
 from .state import ToolState
 from .texts import unavailable_tool_text
 from .turn_port import TurnPort
@@ -66,6 +77,22 @@ def aborted_text(name: str) -> str:
 
 def stopped_text(name: str) -> str:
     return f"The user stopped the turn while this {name} call was running; it returned no result."
+
+
+def cancelled_text(name: str) -> str:
+    return (
+        f"The user cancelled this {name} call while it was running; it returned no result. "
+        "The turn went on."
+    )
+
+
+@dataclass
+class _Running:
+    """The call running now: what cancelling it alone needs."""
+
+    call_id: str
+    scope: anyio.CancelScope
+    ctx: ToolContext
 
 
 def permission_stopped_text(name: str) -> str:
@@ -94,6 +121,10 @@ class ToolRunner:
         self.state = state
         # Calls of the step not yet dispatched, in model order.
         self.queue: list[dict[str, Any]] = []
+        self.running: _Running | None = None
+        # Ids of the calls (and of their terminals) that have finished, for
+        # the answer to a late cancel.
+        self.finished: set[str] = set()
 
     async def run(self, calls: list[dict[str, Any]]) -> None:
         self.queue = list(calls)
@@ -101,6 +132,34 @@ class ToolRunner:
             if self.turn.over:
                 return  # stopped: the ending gives the rest ABORTED_BEFORE_DISPATCH
             await self._one(self.queue[0])
+
+    def cancel_call(self, call_id: str) -> str | None:
+        """Cancel the running call ``call_id`` alone; the turn goes on.  None
+        when accepted (its final update follows), else why it cannot be."""
+        running = self.running
+        if running is not None and running.call_id == call_id and not self.turn.over:
+            running.ctx.cancelled = True
+            running.scope.cancel()
+            return None
+        return self._not_running("tool call", call_id)
+
+    async def cancel_terminal(self, terminal_id: str) -> str | None:
+        """Kill the command of the running call's terminal ``terminal_id``; the
+        call ends with what it printed, and the turn goes on.  None when
+        accepted (its ``terminal_update`` with the exit status follows)."""
+        running = self.running
+        live = running.ctx.live if running is not None else None
+        ours = live is not None and live.terminal_id == terminal_id and not self.turn.over
+        if ours and live is not None and await live.cancel():
+            return None
+        return self._not_running("terminal", terminal_id)
+
+    def _not_running(self, what: str, id: str) -> str:
+        if id in self.finished:
+            return f"the {what} {id} has already finished"
+        if any(call["id"] == id for call in self.queue):
+            return f"the {what} {id} is not running yet (only a running one can be cancelled)"
+        return f"no {what} {id} is running in this session"
 
     def abort_rest(self) -> None:
         """Every call not yet dispatched gets its aborted result and final status."""
@@ -115,7 +174,14 @@ class ToolRunner:
         if self.queue and self.queue[0] is call:
             self.queue.pop(0)
 
-    def _finish(self, call: dict[str, Any], status: ToolCallStatus, output: ToolOutput) -> None:
+    def _finish(
+        self,
+        call: dict[str, Any],
+        status: ToolCallStatus,
+        output: ToolOutput,
+        *,
+        cancelled: bool = False,
+    ) -> None:
         """Record and show a call's result: the one way every tool result takes
         to the log, the editor and the model, so the environment's secrets are
         redacted here (`acp_bridge.tools.secret_env`)."""
@@ -135,6 +201,9 @@ class ToolRunner:
         )
         if output.raw_output is not None:
             update["rawOutput"] = redact.json(output.raw_output)
+        if cancelled:
+            update["_meta"] = CANCELLED_META
+        self.finished.add(call["id"])
         self.turn.show_tool(update)
 
     async def _one(self, call: dict[str, Any]) -> None:
@@ -225,7 +294,7 @@ class ToolRunner:
         turn.rec.tool_call(call["id"], name, call["input"], "dispatched")
         turn.show_tool(tool_call_update({"toolCallId": call["id"], "status": "in_progress"}))
         output = await self._execute(tool, args, ctx, call)
-        self._finish(call, "dispatched", output)
+        self._finish(call, "dispatched", output, cancelled=ctx.cancelled and not turn.over)
 
     async def _ask(
         self, call: dict[str, Any], shown: dict[str, Any], outside: list[str], rule_key: str
@@ -283,10 +352,16 @@ class ToolRunner:
     ) -> ToolOutput:
         turn = self.turn
         try:
-            async with turn.in_flight.track("tool:" + call["id"]):
-                with anyio.move_on_after(self.state.tool_timeout) as timer:
-                    output: ToolOutput = await tool.run(args, ctx)
-                    return output
+            async with turn.in_flight.track("tool:" + call["id"]) as scope:
+                self.running = _Running(call["id"], scope, ctx)
+                try:
+                    with anyio.move_on_after(self.state.tool_timeout) as timer:
+                        output: ToolOutput = await tool.run(args, ctx)
+                        return output
+                finally:
+                    self.running = None
+                    if ctx.live is not None and ctx.live.exited:
+                        self.finished.add(ctx.live.terminal_id)
             if timer.cancelled_caught:
                 if ctx.partial is not None:
                     return ctx.partial
@@ -294,6 +369,8 @@ class ToolRunner:
                     f"{call['name']} timed out after {self.state.tool_timeout:g} s: stopped.",
                     is_error=True,
                 )
+            if ctx.cancelled and not turn.over:  # this call alone (`cancel_call`)
+                return ctx.partial or ToolOutput(cancelled_text(call["name"]), is_error=True)
             # The in-flight scope was cancelled (a Stop) and the tool swallowed it.
             return ctx.partial or ToolOutput(stopped_text(call["name"]), is_error=True)
         except anyio.get_cancelled_exc_class():
@@ -397,4 +474,5 @@ class ToolRunner:
             plans=state.plan_store(),
             workspace=state.workspace,
             subagents=state.subagents,
+            live=LiveTerminal(turn.emit, state.redactor),
         )

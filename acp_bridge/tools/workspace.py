@@ -44,6 +44,7 @@ __all__ = [
     "OUTPUT_BYTE_LIMIT",
     "Call",
     "CommandOutput",
+    "LiveView",
     "Offers",
     "Target",
     "Terminal",
@@ -83,6 +84,8 @@ class CommandOutput:
     truncated: bool = False
     exit_code: int | None = None
     signal: str | None = None
+    # Killed by the user's ``terminal/cancel`` (the turn goes on).
+    cancelled: bool = False
 
 
 class Call(Protocol):
@@ -96,6 +99,10 @@ class Call(Protocol):
     partial: ToolOutput | None
 
     @property
+    def live(self) -> LiveView | None:
+        """Shows a command the workspace runs itself live (None: nobody to show it to)."""
+
+    @property
     def request(self) -> Callable[[str, dict[str, Any]], Awaitable[Any]]: ...
 
     @property
@@ -103,6 +110,25 @@ class Call(Protocol):
 
     @property
     def cleanup(self) -> Callable[[str, dict[str, Any]], Awaitable[Any | None]]: ...
+
+
+class LiveView(Protocol):
+    """A command the workspace runs itself, as the client sees it live
+    (`acp_bridge.tools.live_terminal.LiveTerminal` is the one)."""
+
+    terminal_id: str
+    # Killed by ``terminal/cancel``.
+    cancelled: bool
+    # Its exit was shown.
+    exited: bool
+
+    def started(self, terminal: Terminal, command: str, cwd: str) -> None: ...
+
+    def output(self, data: bytes) -> None:
+        """Bytes it printed, as they come."""
+
+    def exit(self, out: CommandOutput) -> None:
+        """It has exited (called again: nothing more)."""
 
 
 class Offers(Protocol):

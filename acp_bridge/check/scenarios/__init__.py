@@ -6,7 +6,9 @@ them (see `acp_bridge.check.requirements` for what each check requires).  They
 are grouped by theme: first contact (`basics`), Stop (`stops`), the rest of a
 prompt's life (`turns`), stored sessions (`stored`), what an agent advertises
 beyond the baseline (`capabilities`) and what a request may carry (`content`);
-`frames` has what they share.
+`frames` has what they share.  `V2_SCENARIOS` play the Stop scenarios against
+an ACP v2 agent (the kit drives a v2 turn the same way), and the v2 resume
+(`resume_v2`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ..run import Scenario
 from .basics import bad_input, basics
 from .capabilities import SESSION_CHECKS, authentication, session_features
 from .content import content
+from .resume_v2 import resume_replay
 from .stops import cancel_race, idle_cancel, stop
 from .stored import close, stored_sessions
 from .turns import permission, queued, stdin_eof
@@ -65,4 +68,10 @@ SCENARIOS: list[Scenario] = [
     ),
 ]
 
-__all__ = ["SCENARIOS"]
+V2_SCENARIOS: list[Scenario] = [
+    Scenario("stop", ("stop.cancelled", "stop.ordering", "stop.next-turn"), stop),
+    Scenario("cancel-race", ("stop.race",), cancel_race),
+    Scenario("resume-replay", ("resume.replay", "resume.after-stop"), resume_replay),
+]
+
+__all__ = ["SCENARIOS", "V2_SCENARIOS"]

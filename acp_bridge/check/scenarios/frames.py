@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import anyio
 
-from ...client import CHUNK_KINDS, id_key
+from ...client import CHUNK_KINDS, PromptResult, id_key
 from ...testing.agent import SETTLE_METHOD, Agent, Turn, TurnEnded, session_update
 from ..run import CheckRun, Json
 from ..spool import Spool
@@ -59,10 +59,18 @@ CONVERSATION = frozenset(
         "tool_call",
         "tool_call_update",
         "plan",
+        # ACP v2's: message upserts, tool-call content, the agent's own terminals, plans.
+        "user_message",
+        "agent_message",
+        "agent_thought",
+        "tool_call_content_chunk",
+        "terminal_update",
+        "terminal_output_chunk",
+        "plan_update",
     }
 )
 """The updates that carry the conversation (content and tool calls); the others
-(commands, modes, config options, title, usage) describe the session."""
+(commands, modes, config options, title, usage, v2's state) describe the session."""
 
 
 def updates_between(
@@ -88,11 +96,20 @@ def ms_between(agent: Agent, first: int, second: int) -> float:
     return round((times[second] - times[first]) * 1000, 1)
 
 
+def stop_reason(response: Json | None) -> str | None:
+    """The stop reason of what ended a turn: the prompt's response, or in ACP v2
+    its idle ``state_update``."""
+    return PromptResult(response or {}, []).stop_reason
+
+
 def describe(response: Json | None) -> str:
+    """What ended a turn, for a report: a v1 result, a v2 idle state_update, an error."""
     if not response:
         return "no response (the agent exited)"
     if "error" in response:
         return f"an error {json.dumps(response['error'])[:300]}"
+    if response.get("method") == "session/update":
+        return "idle " + json.dumps(response.get("params", {}).get("update"))[:300]
     return json.dumps(response.get("result"))[:300]
 
 

@@ -28,6 +28,7 @@ from .frames import (
     send_cancel,
     sent_index,
     stop_reading,
+    stop_reason,
     stream,
     updates_between,
 )
@@ -79,8 +80,7 @@ def stop_kind(agent: Agent, stop_at: int, response: Json | None, behind: str) ->
         return "exited"
     if response_at[0] < stop_at:
         return "before"
-    result = (response or {}).get("result")
-    if isinstance(result, dict) and result.get("stopReason") == "cancelled":
+    if stop_reason(response) == "cancelled":
         return "cancelled"
     return "crossed" if crossed(agent, response, behind) else "otherwise"
 
@@ -183,7 +183,9 @@ async def stop(run: CheckRun) -> None:
     ``stop.ordering``.  A turn that ended before its Stop, or as the Stop crossed
     it, stopped nothing and decides nothing: the next Stop tries again."""
     opts = run.options
-    others = sum(run.wanted((check,)) for check in ("stop.idle", "stop.race"))
+    others = sum(
+        check in run.requirements and run.wanted((check,)) for check in ("stop.idle", "stop.race")
+    )
     first: Stopped | None = None
     unexercised: list[str] = []
     async with run.agent("stop") as agent:
@@ -370,7 +372,7 @@ async def idle_cancel(run: CheckRun) -> None:
         turn = await session.start_prompt(opts.prompt("stream") or "")
         why = await stream(run, turn)
         if why is not None:
-            kept = turn.response and (turn.response.get("result") or {}).get("stopReason")
+            kept = stop_reason(turn.response)
             if kept == "cancelled":
                 asked = any(r.session_id == session.id for r in agent.permission_requests)
                 run.record(
@@ -427,7 +429,7 @@ async def cancel_race(run: CheckRun) -> None:
             if response_at
             else []
         )
-        reason = (result.response or {}).get("result", {}).get("stopReason")
+        reason = stop_reason(result.response)
         if reason not in (None, "cancelled") and turn.chunks() <= opts.stop_after:
             # A turn this short may have ended before the agent read the cancel
             # behind it: the race was not run, whatever the agent does with one.

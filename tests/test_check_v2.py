@@ -139,11 +139,6 @@ async def test_the_kit_drives_a_v2_agent(ts_client: Path, tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="acp-bridge's v2 session/resume sends no state_update after the replay and before "
-    "its response (ResumeSessionResponse: MUST); remove this mark once it does",
-)
 def test_acp_bridge_passes_check_protocol_2(tmp_path: Path) -> None:
     """The real command line against acp-bridge itself over v2 (its scripted provider)."""
     import subprocess

@@ -310,6 +310,10 @@ class StoredMethods:
         thought, and a resume sends no conversation before answering."""
         await self.table.mcp.ready(session)
         announce(session)
+        at_rest = self.table.dialect.opened_state(session.frames)
+        if at_rest is not None:
+            # v2: the session's state after any replay, before the answer (a MUST).
+            self.table.outbox.send(at_rest)
         answer = {**self._options(session), "_meta": {"acpBridge": {"turns": endings}}}
         current_reply.get().result(answer)
         self.table.mcp.answered(session)

@@ -53,6 +53,10 @@ class Dialect(Protocol):
         """A prompt's turn has started, its user message (or its start) logged
         as record ``seq``: v2 answers the prompt now; the frame to send after."""
 
+    def opened_state(self, frames: SessionFrames) -> bytes | None:
+        """The frame that tells the editor an opened (resumed) session is at rest,
+        sent after any replay and before the answer: v2's ``state_update``."""
+
     def answer_turn(
         self,
         reply: Reply,

@@ -50,6 +50,9 @@ class _V1:
     def turn_started(self, reply: Reply, frames: SessionFrames, seq: int) -> None:
         """v1 answers a prompt when its turn ends."""
 
+    def opened_state(self, frames: SessionFrames) -> None:
+        """v1 has no session state."""
+
     def answer_turn(
         self,
         reply: Reply,

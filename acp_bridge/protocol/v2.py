@@ -171,6 +171,11 @@ class _V2:
         assert isinstance(frames, V2Frames)
         return frames.state("running")
 
+    def opened_state(self, frames: SessionFrames) -> bytes:
+        """A resumed session runs nothing (no stop reason: it ended no work now)."""
+        assert isinstance(frames, V2Frames)
+        return frames.state("idle")
+
     def answer_turn(
         self,
         reply: Reply,

@@ -265,10 +265,12 @@ def test_a_loaded_session_gets_its_mode_and_remembered_choices_back() -> None:
 
     from acp_bridge.acp.tool_session import tool_state
     from acp_bridge.loop.turn import TurnConfig
+    from acp_bridge.protocol.v1 import V1
     from acp_bridge.providers.script_format import parse_script
     from acp_bridge.providers.scripted import ScriptedProvider
 
     agent = SimpleNamespace(
+        dialect=V1,
         client_capabilities={"terminal": True},
         conn=SimpleNamespace(request=None),
         config=TurnConfig(),
@@ -278,7 +280,7 @@ def test_a_loaded_session_gets_its_mode_and_remembered_choices_back() -> None:
         id="s",
         cwd="/w",
         log=None,
-        outbox=None,
+        outbox=SimpleNamespace(send=None),
         frames=None,
     )
     records = [

@@ -121,11 +121,8 @@ class SessionTable:
         session.tools = tool_session.tool_state(self, session, extra_dirs, records or ())
         context = session.context
         context.additional_directories = tuple(extra_dirs or ())
-        capabilities = self.client_capabilities
-        if self.dialect.version == 2:
-            from ..protocol.v2 import OPTED_IN
-
-            capabilities = OPTED_IN
+        # The updates it takes that a client opts in to (v2: all of them).
+        capabilities = self.dialect.opt_ins(self.client_capabilities)
         context.compaction_updates = opted_in(capabilities)
         from ..notices import opt_in
 

@@ -85,6 +85,10 @@ class Dialect(Protocol):
         """A session's config options (and modes) in the answer of
         ``session/new`` and of the methods that open a stored session."""
 
+    def opt_ins(self, client_capabilities: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The capabilities the engine reads for the updates a client opts in
+        to (notices, compaction): the client's own, or a dialect's fixed set."""
+
     def config_options(self, options: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A session's config options (v1's shapes, `answers.config_options`)
         as this dialect has them."""

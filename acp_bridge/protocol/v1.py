@@ -78,6 +78,9 @@ class _V1:
     ) -> Callable[[str, dict[str, Any]], Awaitable[Any]]:
         return request
 
+    def opt_ins(self, client_capabilities: dict[str, Any] | None) -> dict[str, Any] | None:
+        return client_capabilities
+
     def config_options(self, options: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return options
 

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ..log.replay_read import DeltaRun
     from ..loop.output import SessionFrames
 
-__all__ = ["OPTED_IN", "V2", "user_message_id"]
+__all__ = ["V2", "user_message_id"]
 
 PROTOCOL_VERSION: Final = 2
 
@@ -200,6 +200,11 @@ class _V2:
         return frames.state("idle", **fields)
 
     config_options = staticmethod(config_options)
+
+    def opt_ins(self, client_capabilities: dict[str, Any] | None) -> dict[str, Any]:
+        """v2 has ``notice`` and ``compaction_update`` among its updates."""
+        del client_capabilities
+        return OPTED_IN
 
     def answer_unstarted(self, reply: Reply) -> None:
         from ..jsonrpc.errors import RpcError

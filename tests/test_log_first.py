@@ -87,3 +87,29 @@ async def test_records_reach_the_file_before_the_frames_they_describe(
         if b'"turn/end"' in data:
             assert b"answer" not in delivered, "answered before the turn/end was written"
     assert sum(1 for data, _ in outbox.seen if b"stream/delta" in data) >= 3
+
+
+async def test_a_nudge_records_a_stream_no_editor_sees(tmp_path: Path) -> None:
+    """A hidden subagent's chunks go to no editor: a nudge of the writer (in
+    place of the frame) still writes their delta record while the stream is
+    open, with nothing else queued to wake it."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    outbox = Outbox(write_end)
+    path = tmp_path / "s.jsonl"
+    slog = SessionLog(str(path), outbox)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(outbox.run)
+        slog.append("turn/start", 1, 0)
+        slog.open_stream("att_1", 1, 1, "fake")
+        await outbox.drain()
+        slog.delta(0, "text", "unseen words")
+        outbox.nudge()
+        with anyio.fail_after(5):
+            while b"unseen words" not in path.read_bytes():
+                await anyio.sleep(0.01)
+        with pytest.raises(BlockingIOError):
+            os.read(read_end, 1 << 16)  # nothing reached stdout
+        outbox.close()
+    os.close(write_end)
+    os.close(read_end)

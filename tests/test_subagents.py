@@ -203,7 +203,14 @@ async def test_a_stop_while_the_child_streams_stops_it_first(
     tmp_path: Path, caps: dict[str, Any]
 ) -> None:
     child = [{"events": [{"text": "Counting so far: one, two"}, {"hang": True}]}]
-    mark = "Counting so far" if caps is EXPOSED else "A subagent works on it"
+    sessions = tmp_path / "state" / "sessions"
+
+    def child_streamed(_: list[Any]) -> bool:
+        # A hidden editor never sees the child's text: Stop once the child's
+        # log holds it, so the stop falls while the child streams.
+        return any("Counting so far" in p.read_text() for p in sessions.glob("*.jsonl"))
+
+    mark = "Counting so far" if caps is EXPOSED else child_streamed
     result, sid, run = await session(tmp_path, answered(child), caps, stop_when=mark)
     assert result.stop_reason == "cancelled"
     assert not result.late

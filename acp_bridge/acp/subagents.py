@@ -217,7 +217,9 @@ class _Hidden:
         return getattr(self._outbox, name)
 
     def send(self, frame: bytes) -> None:
-        pass
+        # Not sent, but recorded: the writer takes the stream's delta record
+        # as it would with the frame.
+        self._outbox.nudge()
 
     def retract(self, prefixes: tuple[bytes, ...], count: int) -> bool:
         return False  # nothing was queued

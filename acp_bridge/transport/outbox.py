@@ -152,6 +152,15 @@ class Outbox:
             self._woken = True
             self._wakeup.set()
 
+    def nudge(self) -> None:
+        """Wake the writer with no frame to queue: its pre-flush hooks run (a
+        stream's delta record is queued) though nothing goes to stdout.  For
+        a session the editor does not see (a hidden subagent), whose chunks
+        are recorded but never sent."""
+        if not self._woken:
+            self._woken = True
+            self._wakeup.set()
+
     def retract(self, prefixes: tuple[bytes, ...], count: int) -> bool:
         """Take back the last ``count`` stdout frames that start with one of
         ``prefixes`` and are still queued (not yet taken by the writer).
@@ -364,6 +373,9 @@ class Outbox:
                 await self._wakeup.wait()
                 self._wakeup.clear()
                 self._woken = False
+                if not self._queue:
+                    for hook in self._pre_flush:  # a nudge: the hooks may queue records
+                        hook()
                 continue
             if self._pipe.over_in_flight() and not self.stdout_broken.is_set():
                 # Little in flight: the next batch waits until the editor

@@ -106,7 +106,8 @@ async def test_a_nudge_records_a_stream_no_editor_sees(tmp_path: Path) -> None:
         slog.delta(0, "text", "unseen words")
         outbox.nudge()
         with anyio.fail_after(5):
-            while b"unseen words" not in path.read_bytes():
+            # A file has no event to wait on.
+            while b"unseen words" not in path.read_bytes():  # noqa: ASYNC110
                 await anyio.sleep(0.01)
         with pytest.raises(BlockingIOError):
             os.read(read_end, 1 << 16)  # nothing reached stdout

@@ -268,7 +268,7 @@ def _load_in_worker(
     what ``session/new`` needs of the tools and the context, so that the first
     ``session/new`` finds them ready.  What only a turn needs (the tools'
     pydantic models, the runner, the script's models) loads at the first turn."""
-    import_module("acp_bridge.acp.tool_session")
+    import_module("acp_bridge.acp.tool_setup")
     import_module("acp_bridge.context.state")  # the system prompt, made at session/new
     return load_provider()
 

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from .log.reader import LOG_SUFFIX, LogCorrupt, iter_session_files, session_path
 from .log.upcast import load_log
-from .sessions.info import title_of
+from .stored.info import title_of
 
 Record = Mapping[str, Any]
 

@@ -189,7 +189,7 @@ def _imports(path: Path) -> set[str]:
         ("auth", {"live", "stored", "agent", "table"}),
         ("prompt_turns", {"live", "stored", "agent", "auth"}),
         ("table", {"live", "stored", "agent", "auth", "prompt_turns"}),
-        ("tool_session", {"live", "stored", "agent", "auth", "prompt_turns", "table"}),
+        ("tool_setup", {"live", "stored", "agent", "auth", "prompt_turns", "table"}),
         ("provider_slot", {"live", "stored", "agent", "auth", "prompt_turns", "table"}),
         ("edge", {"live", "stored", "agent", "auth", "prompt_turns", "table"}),
     ],

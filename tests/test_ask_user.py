@@ -15,7 +15,7 @@ from harness import SessionSnapshot, normalize, report, run_bridge, tool_call, w
 from support.bridge import Mode
 from syrupy.assertion import SnapshotAssertion
 
-from acp_bridge.acp.tool_session import registry_for
+from acp_bridge.acp.tool_setup import registry_for
 from acp_bridge.client import AcpClient, PromptResult
 from acp_bridge.tools.ask_user import DECLINED, DISMISSED, STOPPED
 from acp_bridge.tools.base import ClientCapabilities

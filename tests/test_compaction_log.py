@@ -35,7 +35,7 @@ from acp_bridge.log.derive import SUMMARY_HEADER, derive_messages, live_surface,
 from acp_bridge.log.projection import HistoryProjection
 from acp_bridge.log.records import MODEL_TYPES
 from acp_bridge.log.replay import replay_updates
-from acp_bridge.sessions.fork import fork_records
+from acp_bridge.stored.fork import fork_records
 
 Record = dict[str, Any]
 

@@ -29,7 +29,7 @@ from acp_bridge.log.writer.files import LogFiles
 from acp_bridge.log.writer.lock import SessionLocked
 from acp_bridge.providers.notes import CRASHED_NOTE, INTERRUPTED_NOTE
 from acp_bridge.providers.sent import sent_messages
-from acp_bridge.sessions.fork import ForkError, fork_records
+from acp_bridge.stored.fork import ForkError, fork_records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "log-v1.jsonl"
 

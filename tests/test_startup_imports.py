@@ -38,10 +38,10 @@ def test_a_session_s_tools_and_system_prompt_need_no_pydantic() -> None:
         """
         import sys
         import acp_bridge.server, acp_bridge.serve_cli
-        from acp_bridge.acp import tool_session
+        from acp_bridge.acp import tool_setup
         from acp_bridge.context.state import SessionContext
         from acp_bridge.tools.base import ClientCapabilities
-        registry = tool_session.registry_for(ClientCapabilities())
+        registry = tool_setup.registry_for(ClientCapabilities())
         listed = [(tool.name, tool.description) for tool in registry]
         assert len(listed) >= 7, listed
         print("before", "pydantic" in sys.modules, "acp_bridge.tools.arguments" in sys.modules)

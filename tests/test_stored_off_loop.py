@@ -109,7 +109,7 @@ async def test_a_fork_reads_both_logs_off_the_event_loop(
 ) -> None:
     from acp_bridge.acp import stored
     from acp_bridge.log.upcast import load_log
-    from acp_bridge.sessions.fork import fork_records
+    from acp_bridge.stored.fork import fork_records
 
     reads: list[tuple[str, bool]] = []
     async with with_closed_session(tmp_path) as (_, client, sid, cwd):

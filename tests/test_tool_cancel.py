@@ -19,7 +19,7 @@ import anyio
 import pytest
 from support.harness import report, run_bridge, tool_call, write_script
 
-from acp_bridge.acp import tool_session
+from acp_bridge.acp import tool_setup
 from acp_bridge.acp.live import LiveMethods
 from acp_bridge.client import AcpClient, PromptResult, prompt_params
 from acp_bridge.log.check import check_log
@@ -49,7 +49,7 @@ SCRIPT = {
 @pytest.fixture
 def v2_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """The engine as a v2 connection has it: local commands, the cancel methods."""
-    monkeypatch.setattr(tool_session, "choose", lambda capabilities: LocalWorkspace())
+    monkeypatch.setattr(tool_setup, "choose", lambda capabilities: LocalWorkspace())
     handlers = LiveMethods.handlers
     monkeypatch.setattr(
         LiveMethods, "handlers", lambda self: {**handlers(self), **self.cancel_handlers()}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from acp_bridge.acp import tool_session
-from acp_bridge.acp.tool_session import _shared
+from acp_bridge.acp import tool_setup
+from acp_bridge.acp.tool_setup import _shared
 from acp_bridge.tools.base import ClientCapabilities
 from acp_bridge.tools.secret_env import env_policy
 
@@ -37,6 +37,6 @@ def test_an_environment_policy_is_shared_only_with_the_same_secrets() -> None:
 
 
 def test_the_table_stays_bounded() -> None:
-    for n in range(tool_session._SHARED_MAX * 3):
+    for n in range(tool_setup._SHARED_MAX * 3):
         _shared(env_policy({"TOKEN": f"secret-value-number-{n:08d}"}), _policy_key)
-    assert len(tool_session._SHARED) <= tool_session._SHARED_MAX
+    assert len(tool_setup._SHARED) <= tool_setup._SHARED_MAX

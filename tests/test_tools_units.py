@@ -263,7 +263,7 @@ def test_a_loaded_session_gets_its_mode_and_remembered_choices_back() -> None:
     from types import SimpleNamespace
     from typing import Any, cast
 
-    from acp_bridge.acp.tool_session import tool_state
+    from acp_bridge.acp.tool_setup import tool_state
     from acp_bridge.loop.turn import TurnConfig
     from acp_bridge.protocol.v1 import V1
     from acp_bridge.providers.script_format import parse_script

@@ -61,7 +61,7 @@ async def _answer(name: str, argument: str, cleared: int, turn: Turn) -> StopRea
 
 def _model(session: Session, wanted: str | None) -> str:
     from . import config_options
-    from .tool_session import config_options_of
+    from .tool_setup import config_options_of
 
     provider = session.provider
     current = provider.model or provider.name
@@ -84,7 +84,7 @@ def _model(session: Session, wanted: str | None) -> str:
 
 def _mode(session: Session, wanted: str | None) -> str:
     from ..tools.modes import MODES
-    from .tool_session import set_mode_option
+    from .tool_setup import set_mode_option
 
     tools = session.tools
     listing = "".join(f"\n- {mode}: {about}" for mode, (_, about) in MODES.items())

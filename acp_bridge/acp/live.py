@@ -21,7 +21,7 @@ from ..log.reader import session_path
 from ..log.writer import SessionLog
 from ..paths import create_private_file, make_private_dirs
 from ..protocol import answers
-from ..sessions import client_prompt as client_prompt_log
+from ..stored import client_prompt as client_prompt_log
 from . import config_options
 from . import params as P
 from .edge import Handler
@@ -112,13 +112,13 @@ class LiveMethods:
         slog.sync()
         await table.mcp.ready(session)
         from ..commands.catalog import announce
-        from . import tool_session  # the tools load off the start-up path
+        from . import tool_setup  # the tools load off the start-up path
 
         # Answered first: the commands and what the MCP servers' start-up has to
         # say follow, for the session the editor now knows.
         answer = {
             "sessionId": session_id,
-            **tool_session.new_session_fields(session, table.dialect),
+            **tool_setup.new_session_fields(session, table.dialect),
         }
         current_reply.get().result(answer)
         table.mcp.answered(session)
@@ -127,20 +127,20 @@ class LiveMethods:
         return answer
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
-        from . import tool_session  # the tools load off the start-up path
+        from . import tool_setup  # the tools load off the start-up path
 
         session = self.table.get(params)
-        if params.get("configId") == tool_session.MODE_OPTION:
-            tool_session.set_mode_option(session, params)
+        if params.get("configId") == tool_setup.MODE_OPTION:
+            tool_setup.set_mode_option(session, params)
         else:
             config_options.set_option(session.provider, params)
-        options = tool_session.config_options_of(session)
+        options = tool_setup.config_options_of(session)
         return {"configOptions": self.table.dialect.config_options(options)}
 
     async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
-        from . import tool_session  # the tools load off the start-up path
+        from . import tool_setup  # the tools load off the start-up path
 
-        return tool_session.set_mode(self.table.get(params), params)
+        return tool_setup.set_mode(self.table.get(params), params)
 
     # -- prompt turns ------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from ..log.writer.files import LogFileLost
 from ..log.writer.lock import SessionLocked
 from ..loop.session import Session
 from ..loop.turn import Turn, TurnKind
-from ..sessions.regenerate import target_turn
+from ..stored.regenerate import target_turn
 from .table import SessionTable
 
 __all__ = ["run_command", "run_compact", "run_prompt", "run_regenerate", "run_turn"]

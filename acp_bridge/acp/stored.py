@@ -35,9 +35,9 @@ from ..log.replay_read import read_for_replay
 from ..log.upcast import load_log, pause_gc
 from ..log.writer import new_record
 from ..loop.session import Session
-from ..sessions import client_prompt
-from ..sessions.fork import ForkError, fork_records
-from ..sessions.info import PAGE_SIZE, BadCursor, list_sessions, title_of
+from ..stored import client_prompt
+from ..stored.fork import ForkError, fork_records
+from ..stored.info import PAGE_SIZE, BadCursor, list_sessions, title_of
 from . import params as P
 from .edge import Handler
 from .prompt_turns import run_regenerate
@@ -223,9 +223,9 @@ class StoredMethods:
 
     def _options(self, session: Session) -> dict[str, Any]:
         """``modes`` and ``configOptions``, as a ``session/new`` answer has them."""
-        from . import tool_session  # the tools load off the start-up path
+        from . import tool_setup  # the tools load off the start-up path
 
-        return tool_session.new_session_fields(session, self.table.dialect)
+        return tool_setup.new_session_fields(session, self.table.dialect)
 
     # -- load and resume ---------------------------------------------------------
 

@@ -59,7 +59,7 @@ from ..loop.session import Session
 from ..loop.turn import Turn, TurnConfig, TurnKind
 from ..paths import create_private_file, make_private_dirs
 from ..protocol import answers
-from ..sessions import client_prompt
+from ..stored import client_prompt
 from ..tools.base import ToolContext, ToolOutput
 from ..tools.paths import truncate
 from ..tools.registry import ToolRegistry

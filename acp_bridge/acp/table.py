@@ -114,11 +114,11 @@ class SessionTable:
         # Loaded off the start-up path (see `acp_bridge.server`).
         from ..compaction.shown import opted_in
         from ..context.state import cost_so_far
-        from . import tool_session
+        from . import tool_setup
 
         frames = self.dialect.session_frames(session_id)
         session = Session(session_id, cwd, slog, provider, self.outbox, frames)
-        session.tools = tool_session.tool_state(self, session, extra_dirs, records or ())
+        session.tools = tool_setup.tool_state(self, session, extra_dirs, records or ())
         context = session.context
         context.additional_directories = tuple(extra_dirs or ())
         # The updates it takes that a client opts in to (v2: all of them).
@@ -139,9 +139,9 @@ class SessionTable:
         that its first turn goes straight to the model."""
         # The tools themselves, not their specs: building JSON Schemas can wait.
         await session.context.system_prompt(session.tools.registry)
-        from . import tool_session
+        from . import tool_setup
 
-        await tool_session.add_project_rules(self, session)
+        await tool_setup.add_project_rules(self, session)
 
     # -- locks -------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ Each command is a turn of its own, of the kind
 finds:
 
 * ``/regenerate``: a new reply to the last user turn
-  (`acp_bridge.sessions.regenerate`);
+  (`acp_bridge.stored.regenerate`);
 * ``/compact [instructions]``: its ``turn/start`` keeps the command
   (``command: "compact"``, and its blocks in ``prompt``, which a replay shows
   as the user's message); it has no user message and no model request but

@@ -44,7 +44,7 @@ the editor saw the stop happen):
 After the user message of the session's first turn comes the update the
 agent sent live when that turn started: ``session_info_update`` with the
 session's title (the start of that first prompt,
-`acp_bridge.sessions.info.title_from_prompt` rules), when it has one.  The
+`acp_bridge.stored.info.title_from_prompt` rules), when it has one.  The
 slash commands are not part of the replay: they are announced after the
 load's answer (`acp_bridge.commands.catalog`).
 

@@ -64,7 +64,7 @@ class TurnKind:
 
     @classmethod
     def regenerate(cls, target: int, command: list[dict[str, Any]] | None) -> TurnKind:
-        """A new reply to the user turn ``target`` (`acp_bridge.sessions.regenerate`)."""
+        """A new reply to the user turn ``target`` (`acp_bridge.stored.regenerate`)."""
         start: dict[str, Any] = {"regenerates": target}
         if command is not None:
             start["prompt"] = command

@@ -32,7 +32,7 @@ class SessionCore:
     # Its updates' frames, in the connection's dialect (`acp_bridge.protocol`).
     frames: SessionFrames
     # Tools, mode, permissions and the workspace they act on (the agent gives
-    # them, `acp_bridge.acp.tool_session.tool_state`; a session made without
+    # them, `acp_bridge.acp.tool_setup.tool_state`; a session made without
     # them offers no tool, and a call is answered "unavailable").
     tools: ToolState = field(default=cast("ToolState", None), kw_only=True)
     # Its system prompt, window and cost (the agent sets its directories and

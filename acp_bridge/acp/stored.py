@@ -255,7 +255,9 @@ class StoredMethods:
                 others=others,
                 compaction=session.context.compaction_updates,
                 notices=opted_in(session),
-                plans=ClientCapabilities.from_initialize(self.table.client_capabilities).plan,
+                plans=ClientCapabilities.from_initialize(
+                    self.table.dialect.opt_ins(self.table.client_capabilities)
+                ).plan,
             )
             # Queued in pieces: the writer joins a batch's frames anyway.
             send = self.table.outbox.send

@@ -265,7 +265,7 @@ class StoredMethods:
                 send(frame)
             from .subagents import exposed, replayed
 
-            if exposed(self.table.client_capabilities):  # the children, announced again
+            if exposed(self.table):  # the children, announced again
                 for update in replayed(others, session.id, session.cwd):
                     send(session.frames.update(update))
             endings = _endings(others)

@@ -23,6 +23,11 @@ What differs from v1 (`acp_bridge.protocol.v1`), and what this module does for i
   session keeps plans by id as a v1 client with ``clientCapabilities.plan``
   does (`OPTED_IN`), live and on a resume's replay; v1's whole-list ``plan``
   is never sent.
+* Subagent sessions (the ``task`` tool's children) are shown to every v2
+  client, which the schema requires to understand ``subagent_update``: the
+  announcement on the parent, the child's updates and ``state_update`` under
+  its own id, the hand-over and the answer as ``session_message``
+  (`acp_bridge.acp.subagents`).
 * The editor has no ``fs/*`` or ``terminal/*``: a v2 session's tools use the
   local workspace (`local_tools`).
 """
@@ -57,11 +62,17 @@ PROTOCOL_VERSION: Final = 2
 _DROPPED: Final = frozenset({"current_mode_update", "plan"})
 
 
-# v2 has ``notice``, ``compaction_update`` and ``plan_update`` by ``planId``
-# among its updates, with no capability that gates them: a v2 session takes
-# them as a v1 client that opted in does (its capabilities as the engine
-# reads them; the client's own are what its log records).
-OPTED_IN: Final[dict[str, Any]] = {"session": {"notices": {}, "compaction": {}}, "plan": {}}
+# v2 has ``notice``, ``compaction_update``, ``plan_update`` by ``planId`` and
+# subagent sessions (``subagent_update``: "baseline v2 requirements. No Client
+# capability is required") among its updates, with no capability that gates
+# them: a v2 session takes them as a v1 client that opted in does (its
+# capabilities as the engine reads them; the client's own are what its log
+# records).
+OPTED_IN: Final[dict[str, Any]] = {
+    "session": {"notices": {}, "compaction": {}},
+    "plan": {},
+    "subagents": {},
+}
 
 
 def user_message_id(seq: int) -> str:
@@ -208,7 +219,7 @@ class _V2:
     config_options = staticmethod(config_options)
 
     def opt_ins(self, client_capabilities: dict[str, Any] | None) -> dict[str, Any]:
-        """v2 has ``notice``, ``compaction_update`` and plans by id among its updates."""
+        """v2 has notices, compaction updates, plans by id and subagent sessions."""
         del client_capabilities
         return OPTED_IN
 

@@ -338,3 +338,33 @@ async def test_resuming_the_parent_replays_its_children(tmp_path: Path) -> None:
     (back,) = [u for u in replayed if u["sessionUpdate"] == "session_message"]
     assert kinds.index("session_message") > announce
     assert back["content"] == [{"type": "text", "text": "There are 3 files."}]
+
+
+async def test_cancelling_the_task_call_stops_the_child_and_the_parent_goes_on(
+    tmp_path: Path,
+) -> None:
+    """``tool_call/cancel`` of the parent's ``task`` call: the child stops first
+    (its ``idle(cancelled)``), the call ends ``cancelled`` with what the child
+    had said, and the parent's turn goes on to its own end."""
+    streaming = [{"events": [{"text": "Counting so far: one"}, {"hang": True}]}]
+    box: Json = {}
+
+    async def cancel_task(client: AcpClient, sid: str) -> None:
+        await client.wait_until(lambda: "Counting so far" in str(client.transcript), within=10)
+        assert _running_call(client, sid, "call_1")
+        params = {"sessionId": sid, "toolCallId": "call_1"}
+        box["answer"] = await client.request("tool_call/cancel", params)
+
+    sid, child, run = await session(tmp_path, answered(streaming), act=cancel_task)
+    client = run.client
+    assert box["answer"]["result"] == {}
+    child_idle = idle(client, child)
+    assert child_idle is not None
+    assert child_idle["stopReason"] == "cancelled"
+    final = [u for u in of(client, sid) if u.get("toolCallId") == "call_1" and u.get("status")]
+    assert final[-1]["status"] == "cancelled"
+    order = updates(client)
+    assert order.index((child, child_idle)) < order.index((sid, final[-1]))
+    (seen,) = parse_report(text(client, sid))["tool_results"]
+    assert "Counting so far: one" in seen["text"]
+    assert last_is_the_parents_idle(client, sid)["stopReason"] == "end_turn"

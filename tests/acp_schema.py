@@ -51,6 +51,7 @@ __all__ = [
     "load_acp_schema",
     "load_acp_unstable_schema",
     "load_acp_v2_schema",
+    "load_acp_v2_unstable_schema",
     "load_pinned_sdk_schema",
     "load_pinned_sdk_unstable_schema",
 ]
@@ -187,4 +188,14 @@ def load_acp_v2_schema() -> V2Schema:
     (installed if needed): ``schema/v2/schema.json`` beside v1's."""
     path = pinned_sdk_schema_path().parent.parent / "v2" / "schema.json"
     assert path.is_file(), "the pinned TypeScript SDK has no v2 schema"
+    return V2Schema(json.loads(path.read_text(encoding="utf-8")))
+
+
+@cache
+def load_acp_v2_unstable_schema() -> V2Schema:
+    """v2's unstable schema beside it (``schema/v2/schema.unstable.json``), as
+    strict: where v2 defines plans as Markdown, ``plan_removed`` and subagent
+    sessions (``subagent_update``, ``session_message``)."""
+    path = pinned_sdk_schema_path().parent.parent / "v2" / "schema.unstable.json"
+    assert path.is_file(), "the pinned TypeScript SDK has no v2 unstable schema"
     return V2Schema(json.loads(path.read_text(encoding="utf-8")))

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from acp_schema import load_acp_schema, load_acp_v2_schema
+from acp_schema import load_acp_schema, load_acp_v2_schema, load_acp_v2_unstable_schema
 from support.harness import run_bridge, tool_call, write_script
 
 from acp_bridge.client import AcpClient, prompt_params
@@ -405,3 +405,64 @@ async def test_v2_notices_are_notice_updates(tmp_path: Path) -> None:
     notice = next(u for u in box["updates"] if u["sessionUpdate"] == "notice")
     assert "bad" in notice["title"] + notice.get("description", "")
     assert not any(u["sessionUpdate"] == "agent_thought_chunk" for u in box["updates"])
+
+
+async def test_v2_plans_by_id_live_and_on_resume(tmp_path: Path) -> None:
+    """v2 has plans by id with no capability to ask for: the model keeps
+    several plans (steps or Markdown) and removes one; the client gets
+    ``plan_update`` by ``planId`` and ``plan_removed``, never v1's whole-list
+    ``plan``; a resume with replay in a new process shows each plan left, in
+    its own form.  Every frame is checked against v2's unstable schema (where
+    the Markdown form and ``plan_removed`` are defined)."""
+    from test_plans_by_id import (
+        FIRST,
+        LATER,
+        NOTES,
+        REVIEW,
+        SCRIPT,
+        SECOND,
+        items,
+        markdown,
+        plan_frames,
+    )
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    state = tmp_path / "state"
+    box: Json = {}
+
+    async def play(client: AcpClient) -> None:
+        box["sid"], _ = await _one_turn(client, V2_INIT, str(ws), "Fix the parser bug")
+        box["idle"] = await _idle(client, 0)
+        box["updates"] = list(client.updates)
+
+    run = await run_bridge(write_script(tmp_path, SCRIPT), state, play)
+    run.check_logs()
+    schema = load_acp_v2_unstable_schema()
+    schema.check_transcript(run.client.transcript)
+    assert box["idle"]["stopReason"] == "end_turn"
+    assert plan_frames(box["updates"]) == [
+        items("main", FIRST),
+        markdown("review", REVIEW),
+        items("main", SECOND),
+        {"sessionUpdate": "plan_removed", "planId": "review"},
+        items("later", LATER),
+        markdown("notes", NOTES),
+    ]
+    # Each plan frame comes before the turn's idle.
+    at = box["updates"].index(box["idle"])
+    assert not plan_frames(box["updates"][at:])
+
+    async def resume(client: AcpClient) -> None:
+        await client.request("initialize", V2_INIT)
+        params = {"sessionId": box["sid"], "cwd": str(ws), "replayFrom": {"type": "start"}}
+        box["resumed"] = await client.request("session/resume", params)
+
+    again = await run_bridge(_report_script(tmp_path), state, resume)
+    schema.check_transcript(again.client.transcript)
+    assert "result" in box["resumed"]
+    assert plan_frames(again.client.updates) == [
+        items("main", SECOND),
+        items("later", LATER),
+        markdown("notes", NOTES),
+    ]

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from acp_schema import load_acp_v2_schema
+from acp_schema import load_acp_v2_schema, load_acp_v2_unstable_schema
 from support.harness import tool_call, write_script
 from test_ts_sdk_client import RUN_TIMEOUT_S, ts_client
 
@@ -32,7 +32,16 @@ PREFIX = "Hello from the interrupted message"
 ASKED = ["last_user_text", "last_assistant_text", "last_assistant_interrupted"]
 
 
-def _script(tmp_path: Path) -> Path:
+COMMAND = [{"events": [tool_call("call_1", "run_command", command="echo ts-v2-ran")]}]
+# The third prompt's model hands the command to a subagent, whose answer is the result.
+SUBAGENT = [
+    {"events": [tool_call("call_1", "task", description="Run it", prompt="Run it")]},
+    {"events": [tool_call("c_cmd", "run_command", command="echo ts-v2-ran")]},
+    {"events": [{"text": "The subagent saw ts-v2-ran."}]},
+]
+
+
+def _script(tmp_path: Path, third: list[dict[str, Any]]) -> Path:
     return write_script(
         tmp_path,
         {
@@ -40,7 +49,7 @@ def _script(tmp_path: Path) -> Path:
             "responses": [
                 {"events": [{"text": PREFIX, "chunk_size": 5}, {"hang": True}]},
                 {"events": [{"report": ASKED}]},
-                {"events": [tool_call("call_1", "run_command", command="echo ts-v2-ran")]},
+                *third,
                 {"events": [{"report": ["tool_results"]}]},
             ],
         },
@@ -48,13 +57,17 @@ def _script(tmp_path: Path) -> Path:
 
 
 def _run(
-    client_dir: Path, tmp_path: Path, name: str, *extra: str
+    client_dir: Path,
+    tmp_path: Path,
+    name: str,
+    *extra: str,
+    third: list[dict[str, Any]] = COMMAND,
 ) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
     node = shutil.which("node")
     assert node is not None
     frames_file = tmp_path / f"{name}.jsonl"
     agent = [sys.executable, "-m", "acp_bridge", "--provider", "fake"]
-    agent += ["--script", str(_script(tmp_path)), "--state-dir", str(tmp_path / "state")]
+    agent += ["--script", str(_script(tmp_path, third)), "--state-dir", str(tmp_path / "state")]
     command = [node, str(client_dir / "v2_client.mjs"), "--frames", str(frames_file)]
     command += ["--cwd", str(tmp_path / "project"), *extra, "--", *agent]
     result = subprocess.run(
@@ -70,7 +83,8 @@ def _run(
     assert result.returncode == 0, f"{summary.get('error')}\n{result.stderr[-3000:]}"
     frames = [json.loads(line) for line in frames_file.read_text(encoding="utf-8").splitlines()]
     transcript = [(f["dir"], json.loads(f["line"])) for f in frames]
-    load_acp_v2_schema().check_transcript(transcript)
+    schema = load_acp_v2_schema() if third is COMMAND else load_acp_v2_unstable_schema()
+    schema.check_transcript(transcript)
     return summary, transcript
 
 
@@ -104,3 +118,20 @@ def test_the_v2_sdk_client_runs_a_session(ts_client: Path, tmp_path: Path) -> No
     agent = [u for u in replayed if u["sessionUpdate"] == "agent_message_chunk"]
     assert agent[0]["messageId"] == first["stoppedMessageIds"][0]
     assert agent[0]["content"]["text"] == delivered
+
+
+def test_the_v2_sdk_client_runs_a_session_with_a_subagent(ts_client: Path, tmp_path: Path) -> None:
+    """v2 requires no capability for subagents: the official client (its
+    stable entry point) takes the child's announcement and messages, answers
+    the permission the child asks under its own id, and the parent's turn
+    ends with the child's answer as the ``task`` call's result."""
+    (tmp_path / "project").mkdir()
+    first, _ = _run(ts_client, tmp_path, "subagent", "--cancel-after", "2", third=SUBAGENT)
+    assert first["commandStopReason"] == "end_turn"
+    kinds = [u["sessionUpdate"] for u in first["commandUpdates"]]
+    assert "subagent_update" in kinds
+    (announce,) = [u for u in first["commandUpdates"] if u["sessionUpdate"] == "subagent_update"]
+    asked = [(p["sessionId"], p["subject"]["toolCall"]["toolCallId"]) for p in first["permissions"]]
+    assert asked == [(announce["sessionId"], "c_cmd")]
+    results = parse_report(first["commandText"])["tool_results"]
+    assert results[0]["text"] == "The subagent saw ts-v2-ran."

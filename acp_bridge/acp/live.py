@@ -29,7 +29,7 @@ from .prompt_turns import run_command, run_compact, run_prompt, run_regenerate
 from .table import SessionTable, require_directory
 
 if TYPE_CHECKING:
-    pass
+    from ..loop.session import Session
 
 __all__ = ["LiveMethods"]
 
@@ -56,11 +56,18 @@ class LiveMethods:
             "terminal/cancel": self.cancel_terminal,
         }
 
+    def _owner(self, params: dict[str, Any]) -> Session:
+        """The session that owns a tool call or terminal: an open session, or a
+        running subagent the client was told of (its calls advertise their
+        cancel under its own id)."""
+        child = self.table.children.get(P.session_id(params))
+        return child if child is not None else self.table.get(params)
+
     async def cancel_tool_call(self, params: dict[str, Any]) -> dict[str, Any]:
         """``tool_call/cancel``: answered once accepted; the call's final
         ``tool_call_update`` (``cancelled``) follows.  ``-32602`` for a call
         that is unknown, not running, or finished (the schema's answer)."""
-        session = self.table.get(params)
+        session = self._owner(params)
         call_id: str = P.require(params, "toolCallId", str)
         why = session.prompts.cancel_tool_call(call_id)
         if why is not None:
@@ -71,7 +78,7 @@ class LiveMethods:
         """``terminal/cancel``: its command is killed (the ``terminal_update``
         with its exit status follows) and its tool call ends with what it
         printed; ``-32602`` for a terminal that is unknown or has exited."""
-        session = self.table.get(params)
+        session = self._owner(params)
         terminal_id: str = P.require(params, "terminalId", str)
         why = await session.prompts.cancel_terminal(terminal_id)
         if why is not None:

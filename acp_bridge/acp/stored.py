@@ -255,7 +255,9 @@ class StoredMethods:
                 others=others,
                 compaction=session.context.compaction_updates,
                 notices=opted_in(session),
-                plans=ClientCapabilities.from_initialize(self.table.client_capabilities).plan,
+                plans=ClientCapabilities.from_initialize(
+                    self.table.dialect.opt_ins(self.table.client_capabilities)
+                ).plan,
             )
             # Queued in pieces: the writer joins a batch's frames anyway.
             send = self.table.outbox.send
@@ -263,7 +265,7 @@ class StoredMethods:
                 send(frame)
             from .subagents import exposed, replayed
 
-            if exposed(self.table.client_capabilities):  # the children, announced again
+            if exposed(self.table):  # the children, announced again
                 for update in replayed(others, session.id, session.cwd):
                     send(session.frames.update(update))
             endings = _endings(others)

@@ -9,7 +9,9 @@ child (``subagentSessionId``).  The child runs one turn on the task's
 prompt, through its own prompt queue (the entry point every prompt takes),
 in a task of its own; its final answer is the tool call's result.
 
-What the editor sees depends on ``clientCapabilities.subagents``:
+What the editor sees depends on ``clientCapabilities.subagents``, as the
+connection's dialect reads it (`acp_bridge.protocol.dialect.Dialect.opt_ins`:
+ACP v2 requires no capability for it, so every v2 client has it):
 
 * without it, nothing of the child reaches the editor under the child's id
   (an editor that does not know a session would drop its updates or refuse
@@ -24,7 +26,10 @@ What the editor sees depends on ``clientCapabilities.subagents``:
   answer comes back as a ``session_message`` on the parent.  The client may
   cancel the child alone (``capabilities.cancel``: ``session/cancel`` with
   the child's id): the child stops as at a Stop, the parent goes on, and its
-  ``task`` call's result is what the child had said.
+  ``task`` call's result is what the child had said.  Over v2 the child's
+  turn shows its ``state_update`` (``running``, ``idle``) under its own id,
+  and its tool calls and terminals may be cancelled one by one
+  (``tool_call/cancel``, ``terminal/cancel`` with the child's id).
 
 The rights of a child never exceed its parent's: it starts in the parent's
 mode, with the parent's remembered rules and directories, and it starts
@@ -53,6 +58,7 @@ from typing import Any, Final
 import anyio
 import anyio.to_thread
 
+from ..jsonrpc.connection import Reply
 from ..log.reader import session_path
 from ..log.writer import SessionLog
 from ..loop.session import Session
@@ -76,9 +82,11 @@ log = logging.getLogger("acp_bridge.subagents")
 CHILD_DEADLINE_SHARE: Final = 0.6
 
 
-def exposed(client_capabilities: dict[str, Any] | None) -> bool:
-    """Whether the client opted in to see child sessions (``clientCapabilities.subagents``)."""
-    return isinstance((client_capabilities or {}).get("subagents"), dict)
+def exposed(table: SessionTable) -> bool:
+    """Whether the client sees child sessions: ``clientCapabilities.subagents``,
+    as its dialect reads it (v2: always)."""
+    opted = table.dialect.opt_ins(table.client_capabilities)
+    return isinstance((opted or {}).get("subagents"), dict)
 
 
 def depth_of(records: Iterable[dict[str, Any]]) -> int:
@@ -135,7 +143,7 @@ class ChildSessions:
 
     async def _run(self, ctx: ToolContext, description: str, prompt: str) -> ToolOutput:
         table, parent = self.table, self.parent
-        shown = exposed(table.client_capabilities)
+        shown = exposed(table)
         child = await _open_child(table, parent, ctx.call_id, description, shown, self.depth + 1)
         blocks = [{"type": "text", "text": prompt}]
         ctx.update(
@@ -153,7 +161,7 @@ class ChildSessions:
             child.outbox.send(child.frames.update(handed))
         if shown:
             table.children[child.id] = child  # the client may cancel it alone
-        host = _ChildHost(table, blocks)
+        host = _ChildHost(table, child, blocks)
         done = anyio.Event()
         ran: list[Turn | None] = []
 
@@ -184,10 +192,19 @@ class ChildSessions:
 
 
 class _ChildHost:
-    """What a child's prompt queue needs for its one turn (`acp_bridge.loop.prompts.PromptHost`)."""
+    """What a child's prompt queue needs for its one turn (`acp_bridge.loop.prompts.PromptHost`).
 
-    def __init__(self, table: SessionTable, blocks: list[dict[str, Any]]) -> None:
+    The turn answers no request of the editor: its start and its end are put
+    on the wire as the dialect puts a prompt's (v2: the child's ``running``
+    and ``idle`` state updates; v1: nothing), with a reply already spent; a
+    hidden child's frames are not sent at all (`_Hidden`).
+    """
+
+    def __init__(self, table: SessionTable, child: Session, blocks: list[dict[str, Any]]) -> None:
         self._table = table
+        self._child = child
+        self._reply = Reply(table.outbox, "subagent")
+        self._reply.sent = True  # nothing answers a child's prompt
         self._blocks = blocks
         self.spawn = table.spawn
         self.running = table.running
@@ -200,10 +217,19 @@ class _ChildHost:
         return TurnKind.prompt(self._blocks, self._blocks)
 
     def started(self, turn: Turn) -> None:
-        """A child's turn answers no prompt of the editor."""
+        child = self._child
+        frame = self._table.dialect.turn_started(self._reply, child.frames, child.log.seq - 1)
+        if frame:
+            child.outbox.send(frame)
 
     def answer(self, turn: Turn) -> None:
-        pass  # the child's answer is the parent's tool result
+        """The child's end on the wire; its answer is the parent's tool result."""
+        child = self._child
+        frame = self._table.dialect.answer_turn(
+            self._reply, turn.stop_reason, frames=child.frames, error=turn.error
+        )
+        if frame:
+            child.outbox.send(frame)
 
 
 class _Hidden:

@@ -44,7 +44,11 @@ __all__ = [
 ]
 
 
-_LOCAL_CAPABILITIES = ClientCapabilities(read_text_file=True, write_text_file=True, terminal=True)
+_LOCAL_FILES_AND_COMMANDS: dict[str, Any] = {
+    "read_text_file": True,
+    "write_text_file": True,
+    "terminal": True,
+}
 
 
 class ToolHost(Protocol):
@@ -76,14 +80,15 @@ def tool_state(
     )
     SECRETS.add(env.values, min_length=1)
     dialect = agent.dialect
+    # What the client opted in to, as its dialect has it (v2: plans by id).
+    capabilities = ClientCapabilities.from_initialize(dialect.opt_ins(agent.client_capabilities))
     if dialect.local_tools:
         # Files and commands here, as the editor's would be (v2 has no fs/terminal).
-        capabilities = _LOCAL_CAPABILITIES
+        capabilities = dataclasses.replace(capabilities, **_LOCAL_FILES_AND_COMMANDS)
+        capabilities = _shared(capabilities, dataclasses.astuple)
         workspace: Any = _shared(LocalWorkspace(), repr)
     else:
-        capabilities = _shared(
-            ClientCapabilities.from_initialize(agent.client_capabilities), dataclasses.astuple
-        )
+        capabilities = _shared(capabilities, dataclasses.astuple)
         workspace = _shared(choose(capabilities), repr)
     return ToolState(
         session_id=session.id,

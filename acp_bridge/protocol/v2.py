@@ -17,7 +17,17 @@ What differs from v1 (`acp_bridge.protocol.v1`), and what this module does for i
 * There is no ``tool_call``: a call's first update is a ``tool_call_update``
   (``title`` shown as ``name``), and `acp_bridge.protocol.v2_tools` adds the
   cancel capability and the ``cancelled`` status; no ``current_mode_update``
-  (modes are the ``mode`` config option only) and no v1 ``plan``.
+  (modes are the ``mode`` config option only).
+* Plans are v2's ``plan_update`` by ``planId`` (an upsert: the client replaces
+  that plan) and ``plan_removed``, with no capability to ask for: a v2
+  session keeps plans by id as a v1 client with ``clientCapabilities.plan``
+  does (`OPTED_IN`), live and on a resume's replay; v1's whole-list ``plan``
+  is never sent.
+* Subagent sessions (the ``task`` tool's children) are shown to every v2
+  client, which the schema requires to understand ``subagent_update``: the
+  announcement on the parent, the child's updates and ``state_update`` under
+  its own id, the hand-over and the answer as ``session_message``
+  (`acp_bridge.acp.subagents`).
 * The editor has no ``fs/*`` or ``terminal/*``: a v2 session's tools use the
   local workspace (`local_tools`).
 """
@@ -47,15 +57,22 @@ __all__ = ["V2", "user_message_id"]
 
 PROTOCOL_VERSION: Final = 2
 
-# v1 updates v2 has no place for (modes are a config option; plans are v2's
-# plan_update, not built yet).
+# v1 updates v2 has no place for (modes are a config option; a v2 session's
+# plans are by id, so v1's whole-list ``plan`` is not made for it).
 _DROPPED: Final = frozenset({"current_mode_update", "plan"})
 
 
-# v2 has ``notice`` and ``compaction_update`` among its updates: a v2 session
-# takes them as a v1 client that opted in does (its capabilities as the
-# engine reads them; the client's own are what its log records).
-OPTED_IN: Final[dict[str, Any]] = {"session": {"notices": {}, "compaction": {}}}
+# v2 has ``notice``, ``compaction_update``, ``plan_update`` by ``planId`` and
+# subagent sessions (``subagent_update``: "baseline v2 requirements. No Client
+# capability is required") among its updates, with no capability that gates
+# them: a v2 session takes them as a v1 client that opted in does (its
+# capabilities as the engine reads them; the client's own are what its log
+# records).
+OPTED_IN: Final[dict[str, Any]] = {
+    "session": {"notices": {}, "compaction": {}},
+    "plan": {},
+    "subagents": {},
+}
 
 
 def user_message_id(seq: int) -> str:
@@ -202,7 +219,7 @@ class _V2:
     config_options = staticmethod(config_options)
 
     def opt_ins(self, client_capabilities: dict[str, Any] | None) -> dict[str, Any]:
-        """v2 has ``notice`` and ``compaction_update`` among its updates."""
+        """v2 has notices, compaction updates, plans by id and subagent sessions."""
         del client_capabilities
         return OPTED_IN
 

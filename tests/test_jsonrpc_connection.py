@@ -338,6 +338,48 @@ async def test_a_duplicate_in_flight_request_id_is_refused_and_the_first_answere
     ]
 
 
+async def test_cancel_request_cancels_the_handler_which_answers_minus_32800_once_unwound() -> None:
+    """``$/cancel_request`` cancels the handler's task (its own cancel scope): the
+    handler's cleanup runs first, then the request is answered -32800, once; a
+    request that was not named goes on."""
+    wire = Wire()
+    conn = Connection(wire)
+    events: list[str] = []
+    release = anyio.Event()
+
+    async def hangs(params: dict[str, Any]) -> Any:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            events.append("cleanup")
+            conn.notify("cleanup/done", {})
+
+    async def waits(params: dict[str, Any]) -> Any:
+        await release.wait()
+        return "other"
+
+    conn.requests["hangs"] = hangs
+    conn.requests["waits"] = waits
+    async with anyio.create_task_group() as tg:
+        conn.bind(tg)
+        conn.feed(
+            line({"jsonrpc": "2.0", "id": 7, "method": "hangs", "params": {}})
+            + line({"jsonrpc": "2.0", "id": 8, "method": "waits", "params": {}})
+        )
+        await anyio.wait_all_tasks_blocked()
+        cancel = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 7}}
+        conn.feed(line(cancel))
+        await anyio.wait_all_tasks_blocked()
+        assert events == ["cleanup"]
+        release.set()
+        await conn.wait_idle()
+    assert wire.messages() == [
+        {"jsonrpc": "2.0", "method": "cleanup/done", "params": {}},
+        {"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}},
+        {"jsonrpc": "2.0", "id": 8, "result": "other"},
+    ]
+
+
 async def test_outgoing_and_incoming_requests_share_one_connection() -> None:
     """An incoming request's handler can call the peer and answer with what it got."""
     wire = Wire()

@@ -8,8 +8,10 @@ in flight (the ending waits for it, bounded by the cancel deadline).
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -189,6 +191,40 @@ def serve_with(
             for name in os.listdir(sessions)
         }
         return served, logs
+
+
+def test_a_turn_without_tools_is_freed_as_it_ends_not_by_the_garbage_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A turn that ran no tool leaves no reference cycle: it is gone once its prompt
+    is answered, with the collector off (a turn in a cycle, a few dozen objects
+    with it, waited for the next collection; one per turn made the collections
+    several times as frequent)."""
+    made: list[weakref.ref[Turn]] = []
+    init = Turn.__init__
+
+    def remember(self: Turn, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(weakref.ref(self))
+
+    monkeypatch.setattr(Turn, "__init__", remember)
+    alive: list[bool] = []
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize()
+        session_id = await client.new_session(CWD)
+        gc.disable()
+        try:
+            for _ in range(3):
+                result = await client.prompt(session_id, "Hi", settle=0)
+                assert result.stop_reason == "end_turn"
+            await anyio.sleep(0.05)  # the prompts' tasks finish after their answers
+            alive.extend(ref() is not None for ref in made)
+        finally:
+            gc.enable()
+
+    serve_with(play)
+    assert alive == [False, False, False]
 
 
 def test_a_provider_retry_is_logged_and_shown_as_a_notice_never_as_reasoning() -> None:

@@ -3,10 +3,11 @@
 The connection does no I/O of its own.  Bytes arrive through `feed`;
 everything it writes goes through a `FrameWriter` (in the server, the
 process's ordered outbox).  Each incoming request runs in its own task of
-the server's task group, inside its own cancel scope, so a notification such
-as ``session/cancel`` is handled while a long ``session/prompt`` is still
-running, and ``$/cancel_request`` can cancel a request by id (its handler
-then answers ``-32800``).  A method that answers
+the server's task group, in that task's own cancel scope (anyio gives every
+task one: its `TaskHandle`), so a notification such as ``session/cancel`` is
+handled while a long ``session/prompt`` is still running, and
+``$/cancel_request`` can cancel a request by id (its handler then answers
+``-32800``).  A method that answers
 ``$/cancel_request`` itself (a cancel hook: ``session/prompt`` answers with
 the ``cancelled`` stop reason) is never cancelled that way: the hook is called
 instead, and the request's scope is left to the task group's end.
@@ -35,6 +36,7 @@ from itertools import count
 from typing import Any, Protocol
 
 import anyio
+from anyio import TaskHandle
 from anyio.abc import TaskGroup
 
 from .errors import RemoteError, RequestId, RpcError, is_out_of_descriptors
@@ -88,12 +90,14 @@ class Reply:
     answers the moment its turn settles, without waiting to be scheduled
     again); whatever comes later for the same request is dropped."""
 
-    __slots__ = ("_outbox", "id", "on_sent", "sent")
+    __slots__ = ("_outbox", "cancelled", "id", "on_sent", "sent")
 
     def __init__(self, outbox: FrameWriter, id: RequestId) -> None:
         self._outbox = outbox
         self.id = id
         self.sent = False
+        # ``$/cancel_request`` cancelled its handler: answered ``-32800`` once it unwinds.
+        self.cancelled = False
         # Called once the answer is sent (set by `Connection.wait_answered`).
         self.on_sent: Callable[[], None] | None = None
 
@@ -132,9 +136,9 @@ class Connection:
         # runs: lets a notification that follows in the same read (a cancel
         # right behind its prompt) see that the request exists.
         self.arrival_hooks: dict[str, Callable[[RequestId, dict[str, Any]], None]] = {}
-        # Spawns a request's handler (see `bind`).
-        self._spawn: Callable[..., object] | None = None
-        self._in_flight: dict[RequestId, tuple[Request, anyio.CancelScope, Reply]] = {}
+        # Spawns a request's handler (see `bind`); the task's handle cancels it.
+        self._spawn: Callable[..., TaskHandle[None]] | None = None
+        self._in_flight: dict[RequestId, tuple[Request, TaskHandle[None], Reply]] = {}
         self._idle = anyio.Event()
         self.closed = False
         # Outgoing requests waiting for their response, by id.
@@ -181,13 +185,13 @@ class Connection:
             self.outbox.send(encode_error(req.id, RpcError.method_not_found(req.method)))
             return
         assert self._spawn is not None, "Connection.bind() first"
-        scope = anyio.CancelScope()
         reply = Reply(self.outbox, req.id)
-        self._in_flight[req.id] = (req, scope, reply)
         arrival = self.arrival_hooks.get(req.method)
         if arrival is not None:
             arrival(req.id, req.params)
-        self._spawn(self._run_request, req, handler, scope, reply)
+        # The task's own cancel scope is the request's: no second one per request.
+        task = self._spawn(self._run_request, req, handler, reply)
+        self._in_flight[req.id] = (req, task, reply)
 
     def _refuse_duplicate(self, req: Request) -> None:
         """Answer a request whose id is in flight: ``-32600`` with id null
@@ -202,38 +206,33 @@ class Connection:
         error.data["requestId"] = req.id
         self.outbox.send(encode_error(None, error))
 
-    async def _run_request(
-        self,
-        req: Request,
-        handler: RequestHandler,
-        scope: anyio.CancelScope,
-        reply: Reply,
-    ) -> None:
+    async def _run_request(self, req: Request, handler: RequestHandler, reply: Reply) -> None:
         current_reply.set(reply)
         try:
-            with scope:
-                try:
-                    result = await handler(req.params)
-                except RpcError as exc:
-                    reply.error(exc)
-                    return
-                except OSError as exc:
-                    if not is_out_of_descriptors(exc):
-                        log.exception("%s failed", req.method)
-                        reply.error(RpcError.internal(f"{req.method} failed"))
-                        return
-                    # A state of the process, not a bug: said in one line.
-                    log.error("%s failed: %s", req.method, exc.strerror or exc)
-                    reply.error(RpcError.out_of_descriptors(req.method))
-                    return
-                except Exception:
+            try:
+                result = await handler(req.params)
+            except RpcError as exc:
+                reply.error(exc)
+                return
+            except OSError as exc:
+                if not is_out_of_descriptors(exc):
                     log.exception("%s failed", req.method)
                     reply.error(RpcError.internal(f"{req.method} failed"))
                     return
-                reply.result(result)
-            if scope.cancelled_caught and not self.closed:
-                reply.error(RpcError.cancelled())
+                # A state of the process, not a bug: said in one line.
+                log.error("%s failed: %s", req.method, exc.strerror or exc)
+                reply.error(RpcError.out_of_descriptors(req.method))
+                return
+            except Exception:
+                log.exception("%s failed", req.method)
+                reply.error(RpcError.internal(f"{req.method} failed"))
+                return
+            reply.result(result)
         finally:
+            # Cancelled by ``$/cancel_request`` (the task's scope swallows the
+            # cancellation once this returns): answered once it has unwound.
+            if reply.cancelled and not self.closed:
+                reply.error(RpcError.cancelled())
             self._in_flight.pop(req.id, None)
             if not self._in_flight:
                 self._idle.set()
@@ -247,12 +246,13 @@ class Connection:
             valid = isinstance(request_id, str) or type(request_id) is int
             entry = self._in_flight.get(request_id) if valid else None
             if entry is not None:
-                req, scope, _ = entry
+                req, task, reply = entry
                 hook = self.cancel_hooks.get(req.method)
                 if hook is not None:
                     hook(req.id, req.params)
                 else:
-                    scope.cancel()
+                    reply.cancelled = True
+                    task.cancel()
             return
         handler = self.notifications.get(note.method)
         if handler is None:

@@ -90,7 +90,12 @@ class IdleWatch:
     events come, at most a few times per limit, so it costs nothing per
     chunk, and it fires between ``limit`` and 1.25 ``limit`` after the last
     event.  Waiting for the editor to read is not silence (`pause`), and
-    neither is a provider's announced wait before a retry (`grace`)."""
+    neither is a provider's announced wait before a retry (`grace`).
+
+    When it was last moved is kept on the monotonic clock, which `saw` reads
+    at every slice of the stream: a C call, where the event loop's time
+    through anyio is a few Python calls; the deadline itself is on the
+    loop's clock."""
 
     def __init__(self, limit: float | None, scope: anyio.CancelScope) -> None:
         self.limit = limit
@@ -107,7 +112,7 @@ class IdleWatch:
         """``seen`` events so far: the deadline moves if some came since it was set."""
         if seen != self.seen:
             self.seen = seen
-            if self.limit is not None and anyio.current_time() - self._set_at > self.limit / 4:
+            if self.limit is not None and time.monotonic() - self._set_at > self.limit / 4:
                 self._move(0.0)
 
     def grace(self, delay: float) -> None:
@@ -133,8 +138,8 @@ class IdleWatch:
 
     def _move(self, extra: float) -> None:
         if self.limit is not None:
-            now = self._set_at = anyio.current_time()
-            self._scope.deadline = now + self.limit * 1.25 + extra
+            self._set_at = time.monotonic()
+            self._scope.deadline = anyio.current_time() + self.limit * 1.25 + extra
 
 
 class StreamingTurn(UsageTurn, Protocol):

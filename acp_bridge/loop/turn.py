@@ -141,10 +141,7 @@ class Turn:
         # The live provider stream, while the hot loop iterates it.
         self.events: ProviderStream | None = None
         self._pending_tools: list[dict[str, Any]] = []
-        # Runs the step's tool calls.
-        from ..tools.runner import ToolRunner
-
-        self.tools: ToolRunner = ToolRunner(self, session.tools)
+        self._tools: ToolRunner | None = None  # see `tools`
         # The id of the session/prompt request this turn answers.
         self.request_id: object = None
         # The system prompt of the turn's requests, and the model as of the
@@ -159,6 +156,19 @@ class Turn:
         # The turn's prompt did not fit even after compaction: it leaves the history.
         self.left_out = False
         self.overflow_why = "it was compacted"
+
+    @property
+    def tools(self) -> ToolRunner:
+        """Runs the step's tool calls; made when first asked for.  The runner
+        refers back to its turn, so a turn that made one is freed by the
+        garbage collector, not when its last reference goes: most turns run
+        no tool, and leave nothing for the collector."""
+        tools = self._tools
+        if tools is None:
+            from ..tools.runner import ToolRunner  # off the start-up path
+
+            tools = self._tools = ToolRunner(self, self.session.tools)
+        return tools
 
     @property
     def ended(self) -> bool:
@@ -482,8 +492,8 @@ class Turn:
 
     def abort_undispatched(self) -> None:
         """Complete calls of the step that were never dispatched: ABORTED_BEFORE_DISPATCH."""
-        tools = self.tools
-        if self._pending_tools or tools.queue:
+        if self._pending_tools or (self._tools is not None and self._tools.queue):
+            tools = self.tools
             tools.queue.extend(self._pending_tools)
             tools.abort_rest()
         self._pending_tools = []

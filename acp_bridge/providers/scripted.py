@@ -4,7 +4,10 @@ Each `ScriptedProvider.stream` call takes the next scripted response and turns
 it into a flat list of operations: ready-made stream events, and a few control
 operations (sleep, hang, endless, fail) that the iterator performs when it
 reaches them.  ``report`` events are resolved against the request at that
-moment, so a script can answer with what the model was actually sent.
+moment, so a script can answer with what the model was actually sent; a
+response without one is the same list at every request, so a provider makes
+it once (`ScriptedProvider._ops`) and its streams share it (they never change
+it, and the events are frozen).
 
 The iterator is a plain object with ``__anext__`` (not an async generator), so
 nothing is suspended across the caller's cancel scopes, and leaving the
@@ -87,6 +90,10 @@ class ScriptedProvider:
         self.request_count = 0
         self._cursor = 0
         self.context = context or ContextConfig()
+        # The operations of each response without a ``report`` event, by its
+        # place in the script (None: the compaction answer), made at its first
+        # request: at most one list per response of the script.
+        self._compiled: dict[int | None, list[_Op]] = {}
 
     async def model_info(self) -> ModelInfo:
         """The window of ``--context-window`` (or the default; a script's usage
@@ -113,7 +120,7 @@ class ScriptedProvider:
             self._cursor += 1
         if isinstance(self._script, PreparedScript):
             return self._built_then_open(self._script, request, cursor)
-        return _open(self._ops(request, cursor))
+        return _ScriptStream(self._ops(request, cursor))
 
     @asynccontextmanager
     async def _built_then_open(
@@ -123,7 +130,7 @@ class ScriptedProvider:
         in a worker thread (or, if another stream is building them, waited for there),
         cancellable, and not on the event loop, which a pydantic build would hold."""
         await anyio.to_thread.run_sync(_build, prepared, abandon_on_cancel=True)
-        async with _open(self._ops(request, cursor)) as stream:
+        async with _ScriptStream(self._ops(request, cursor)) as stream:
             yield stream
 
     def _ops(self, request: ModelRequest, cursor: int | None) -> list[_Op]:
@@ -136,39 +143,43 @@ class ScriptedProvider:
             compaction = script.compaction
             if compaction is None:
                 return [TextDelta(0, default_summary(request)), BlockEnd(0), Finish("end_turn")]
-            return _compile(compaction, request, script.chunk_delay_ms)
-        response = _response_at(script, cursor)
-        if response is None:
-            return [_Fail(EXHAUSTED)]
-        return _compile(response, request, script.chunk_delay_ms)
+            place, response = None, compaction
+        else:
+            place = _place_of(script, cursor)
+            if place is None:
+                return [_Fail(EXHAUSTED)]
+            response = script.responses[place]
+        ops = self._compiled.get(place)
+        if ops is None:
+            ops = _compile(response, request, script.chunk_delay_ms)
+            if not _reports(response):
+                self._compiled[place] = ops
+        return ops
 
 
-def _response_at(script: Script, cursor: int) -> ScriptResponse | None:
-    """The response of the request at ``cursor`` (from 0); None once exhausted."""
-    responses = script.responses
-    if cursor < len(responses):
-        return responses[cursor]
+def _place_of(script: Script, cursor: int) -> int | None:
+    """The place in the script of the response of the request at ``cursor``
+    (from 0); None once exhausted."""
+    count = len(script.responses)
+    if cursor < count:
+        return cursor
     mode = script.when_exhausted
     if mode == "repeat_last":
-        return responses[-1]
+        return count - 1
     if mode == "repeat_all":
-        return responses[cursor % len(responses)]
+        return cursor % count
     return None
+
+
+def _reports(response: ScriptResponse) -> bool:
+    """Whether ``response`` answers from its request (a ``report`` event)."""
+    return any(event.kind == "report" for event in response.events)
 
 
 def _build(prepared: PreparedScript) -> None:
     """In a worker thread: the script's models (built once; the stream reports an error)."""
     with suppress(ScriptError):
         prepared.get()
-
-
-@asynccontextmanager
-async def _open(ops: list[_Op]) -> AsyncGenerator[_ScriptStream, None]:
-    stream = _ScriptStream(ops)
-    try:
-        yield stream
-    finally:
-        stream.close()
 
 
 # -- control operations ----------------------------------------------------------
@@ -201,7 +212,8 @@ _CONTROL: Final = frozenset({_Sleep, _Hang, _Endless, _Fail})
 
 
 class _ScriptStream:
-    """The async iterator of one scripted response."""
+    """The async iterator of one scripted response, and its own context manager
+    (leaving it closes the stream)."""
 
     __slots__ = ("_count", "_endless", "_endless_seconds", "_ops", "_pos", "_wedged")
 
@@ -212,6 +224,12 @@ class _ScriptStream:
         self._endless: TextDelta | None = None
         self._endless_seconds = 0.0
         self._wedged = False
+
+    async def __aenter__(self) -> _ScriptStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
 
     def __aiter__(self) -> _ScriptStream:
         return self

@@ -18,10 +18,9 @@ import fcntl
 import os
 import stat
 import termios
+import time
 from array import array
 from typing import Final
-
-import anyio
 
 from .pace import IN_FLIGHT, IN_FLIGHT_MAX, PAGE, ReaderPace
 
@@ -187,7 +186,7 @@ class StdoutPipe:
         bound (`acp_bridge.transport.pace.ReaderPace`)."""
         unread = self.unread()
         pace = self._pace
-        now = anyio.current_time()
+        now = time.monotonic()  # the pace's own clock: elapsed times only
         if unread <= pace.bound:
             self._stalled_from = None
             over = False
@@ -242,7 +241,7 @@ class StdoutPipe:
             self._current = self._size
             self._widened = False
         if not self._widened:
-            self._pace.reset(anyio.current_time(), self._written - self.unread())
+            self._pace.reset(time.monotonic(), self._written - self.unread())
 
 
 def set_nonblocking(fd: int) -> None:

@@ -23,10 +23,6 @@ from acp_bridge.testing import NO_CAPABILITIES, AgentLauncher
 REPORT = ["message_count", "first_user_text", "last_user_text"]
 
 
-class Announced:
-    """A session as `acp_bridge.notices` sees it."""
-
-
 def test_gc_pauses_nest_and_each_resumes_once() -> None:
     assert gc.isenabled()
     first = pause_gc()
@@ -137,16 +133,3 @@ async def test_a_session_prompted_after_others_sends_the_model_its_whole_history
     assert rested["first_user_text"] == "What is the capital of France?"
     assert rested["last_user_text"] == "And its river?"
     assert parse_report(recent.text())["message_count"] == 3
-
-
-def test_only_a_session_that_takes_notices_is_remembered() -> None:
-    from acp_bridge import notices
-
-    quiet, told = Announced(), Announced()
-    notices.opt_in(cast(Any, quiet), {})
-    notices.opt_in(cast(Any, told), {"session": {"notices": {}}})
-    assert not notices.opted_in(cast(Any, quiet))
-    assert notices.opted_in(cast(Any, told))
-    assert cast(Any, quiet) not in notices._opted
-    notices.opt_in(cast(Any, told), {})
-    assert not notices.opted_in(cast(Any, told))

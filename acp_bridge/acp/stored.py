@@ -233,7 +233,6 @@ class StoredMethods:
                 session.context.reload()  # the instruction files are read again
                 await self.table.prepare_context(session)
             self.table.outbox.widen_stdout()  # a bulk write: no Stop waits behind it
-            from ..notices import opted_in
             from ..tools.base import ClientCapabilities
 
             frames = self.table.dialect.replay_frames(
@@ -241,7 +240,7 @@ class StoredMethods:
                 session.frames,
                 others=others,
                 compaction=session.context.compaction_updates,
-                notices=opted_in(session),
+                notices=session.context.notices,
                 plans=ClientCapabilities.from_initialize(self.table.client_capabilities).plan,
             )
             # Queued in pieces: the writer joins a batch's frames anyway.

@@ -232,7 +232,6 @@ class StoredMethods:
             if not opened.now:
                 session.context.reload()  # the instruction files are read again
                 await self.table.prepare_context(session)
-            self.table.outbox.widen_stdout()  # a bulk write: no Stop waits behind it
             from ..tools.base import ClientCapabilities
 
             frames = self.table.dialect.replay_frames(

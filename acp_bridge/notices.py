@@ -17,7 +17,6 @@ outside a turn, whenever the session is open.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -27,13 +26,10 @@ from .update_builders import notice_update, text_chunk
 if TYPE_CHECKING:
     from .loop.session_core import SessionCore as Session
 
-__all__ = ["SEVERITIES", "notice_update", "notify", "opt_in", "opted_in", "wants_notices"]
+__all__ = ["SEVERITIES", "notice_update", "notify", "wants_notices"]
 
 Severity = Literal["info", "warning", "error"]
 SEVERITIES: Final = ("info", "warning", "error")
-
-# Whether each open session's client takes notices.
-_opted: weakref.WeakKeyDictionary[Session, bool] = weakref.WeakKeyDictionary()
 
 
 def wants_notices(client_capabilities: object) -> bool:
@@ -42,19 +38,6 @@ def wants_notices(client_capabilities: object) -> bool:
         return False
     session = client_capabilities.get("session")
     return isinstance(session, Mapping) and isinstance(session.get("notices"), Mapping)
-
-
-def opt_in(session: Session, client_capabilities: object) -> None:
-    """Record whether ``session``'s client takes notices (from its capabilities);
-    only those that do are kept (the others hold no entry)."""
-    if wants_notices(client_capabilities):
-        _opted[session] = True
-    else:
-        _opted.pop(session, None)
-
-
-def opted_in(session: Session) -> bool:
-    return _opted.get(session, False)
 
 
 def fallback_update(title: str, description: str | None = None) -> dict[str, Any]:
@@ -75,7 +58,7 @@ def notify(
     # What a notice says may quote a provider's or a server's text.
     title = SECRETS.text(title)
     description = None if description is None else SECRETS.text(description)
-    if opted_in(session):
+    if session.context.notices:
         update = notice_update(severity, title.strip() or "Notice", description)
     elif fallback:
         update = fallback_update(title, description)

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -27,24 +27,13 @@ from .stderr_log import MUST_DELIVER
 from .transport.outbox import Outbox
 from .transport.stdio import InputPoll, read_fd
 
-if TYPE_CHECKING:
-    from .providers.choose import AuthRequired
-
-__all__ = ["AuthRequired", "ServeOptions", "StartupError", "serve"]
+__all__ = ["ServeOptions", "StartupError", "serve"]
 
 log = logging.getLogger("acp_bridge.server")
 
 # How long the provider's loading waits for ``initialize`` to be answered
 # before it starts anyway (a client that sends something else first).
 LOAD_AFTER_INITIALIZE_S = 0.25
-
-
-def __getattr__(name: str) -> Any:
-    if name == "AuthRequired":  # the provider's choice loads with the provider
-        from .providers.choose import AuthRequired
-
-        return AuthRequired
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # The exit status when records could not be written to their session log.

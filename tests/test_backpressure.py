@@ -147,29 +147,3 @@ async def _stop_behind_a_full_pipe(tmp_path: Path) -> int:
     delivered = [t for r in records if r["type"] == "stream/delta" for _, _, t in r["parts"]]
     assert "".join(delivered) == seen_text
     check_log(records)
-
-
-@pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ"), reason="pipe sizes are Linux-only")
-async def test_a_replay_gets_the_whole_pipe_and_the_next_turn_the_small_one(
-    tmp_path: Path,
-) -> None:
-    """A session/load replay is a bulk write nobody stops: stdout gets its full
-    pipe back for it, and the next turn, which a Stop may interrupt, streams
-    through the small one again."""
-    command = bridge_command("--provider", "fake", "--state-dir", str(tmp_path / "state"))
-    async with running(command) as client:
-        await client.initialize()
-        session = await client.new_session(str(tmp_path))
-        await client.prompt(session, "hello")
-        assert await client.finish() == 0
-    async with running(command) as client:
-        await client.initialize()
-        fd = client.agent.stdout.fd
-        assert fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) == STDOUT_PIPE_SIZE
-        params = {"sessionId": session, "cwd": str(tmp_path), "mcpServers": []}
-        await client.request("session/load", params)
-        assert fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) > STDOUT_PIPE_SIZE
-        result = await client.prompt(session, "again")
-        assert result.stop_reason == "end_turn"
-        assert fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) == STDOUT_PIPE_SIZE
-        assert await client.finish() == 0

@@ -19,12 +19,12 @@ from acp_bridge.context.instructions import (
     FILE_LIMIT,
     TOTAL_LIMIT,
     Instructions,
-    default_config_dir,
     find_instructions,
     read_instructions,
 )
 from acp_bridge.context.system_prompt import PromptEnvironment, system_prompt
 from acp_bridge.context.windows import DEFAULT_WINDOW, resolve_window
+from acp_bridge.paths import config_dir
 from acp_bridge.providers.config import ConfigError
 from acp_bridge.providers.models import window_of_entry
 from acp_bridge.providers.notes import INTERRUPTED_NOTE
@@ -146,10 +146,10 @@ def test_a_fifo_named_agents_md_is_skipped(tmp_path: Path) -> None:
 
 def test_the_config_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("ACP_BRIDGE_CONFIG_DIR", str(tmp_path / "c"))
-    assert default_config_dir() == str(tmp_path / "c")
+    assert config_dir() == str(tmp_path / "c")
     monkeypatch.delenv("ACP_BRIDGE_CONFIG_DIR")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "x"))
-    assert default_config_dir() == str(tmp_path / "x" / "acp-bridge")
+    assert config_dir() == str(tmp_path / "x" / "acp-bridge")
 
 
 # -- the context window and the settings ----------------------------------------------------

@@ -1,7 +1,6 @@
 """What an idle session holds: the units that keep it small.
 
-The prompt queue holds a lock only while prompts run, every session shares
-the one list of announced commands, and a load's garbage-collector pause
+The prompt queue holds a lock only while prompts run, and a load's garbage-collector pause
 (`pause_gc`) nests across tasks.  Through the agent: a session prompted again
 after others sends the model its whole history.
 """
@@ -16,45 +15,12 @@ import anyio
 import pytest
 from harness import cwd_for_tests, write_script
 
-from acp_bridge.commands import catalog
 from acp_bridge.log.upcast import pause_gc
 from acp_bridge.loop.prompts import PromptQueue
 from acp_bridge.providers.scripted import parse_report
 from acp_bridge.testing import NO_CAPABILITIES, AgentLauncher
 
 REPORT = ["message_count", "first_user_text", "last_user_text"]
-
-
-class FakeOutbox:
-    def __init__(self) -> None:
-        self.sent: list[bytes] = []
-
-    def send(self, frame: bytes) -> None:
-        self.sent.append(frame)
-
-
-class FakeFrames:
-    def update(self, update: dict[str, Any]) -> bytes:
-        return repr(update).encode()
-
-
-class Announced:
-    def __init__(self) -> None:
-        self.outbox = FakeOutbox()
-        self.frames = FakeFrames()
-
-
-def test_every_session_keeps_the_one_list_of_commands_it_was_shown() -> None:
-    first, second = Announced(), Announced()
-    catalog.announce(cast(Any, first))
-    catalog.announce(cast(Any, second))
-    assert first.outbox.sent
-    assert second.outbox.sent
-    shown = catalog._shown
-    assert shown[cast(Any, first)] is shown[cast(Any, second)]
-    # Unchanged: not announced again unless asked.
-    catalog.announce(cast(Any, second), again=False)
-    assert len(second.outbox.sent) == 1
 
 
 def test_gc_pauses_nest_and_each_resumes_once() -> None:
@@ -167,16 +133,3 @@ async def test_a_session_prompted_after_others_sends_the_model_its_whole_history
     assert rested["first_user_text"] == "What is the capital of France?"
     assert rested["last_user_text"] == "And its river?"
     assert parse_report(recent.text())["message_count"] == 3
-
-
-def test_only_a_session_that_takes_notices_is_remembered() -> None:
-    from acp_bridge import notices
-
-    quiet, told = Announced(), Announced()
-    notices.opt_in(cast(Any, quiet), {})
-    notices.opt_in(cast(Any, told), {"session": {"notices": {}}})
-    assert not notices.opted_in(cast(Any, quiet))
-    assert notices.opted_in(cast(Any, told))
-    assert cast(Any, quiet) not in notices._opted
-    notices.opt_in(cast(Any, told), {})
-    assert not notices.opted_in(cast(Any, told))

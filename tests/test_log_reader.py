@@ -16,11 +16,11 @@ from support.harness import EVENT_LOG_SCHEMA
 from acp_bridge.log.reader import (
     LogCorrupt,
     iter_session_files,
-    read_log,
     read_records,
     session_path,
     validate_session_id,
 )
+from acp_bridge.log.upcast import LoadedLog, load_log
 
 
 def _record(seq: int, type: str, turn: int, step: int, **fields: Any) -> dict[str, Any]:
@@ -59,6 +59,11 @@ SAMPLE: list[dict[str, Any]] = [
 ]
 
 
+def read_log_whole(path: Path) -> LoadedLog:
+    """The log as `read_records` reads it, with where its complete records end."""
+    return load_log(path, keep_unknown=True)
+
+
 def _jsonl(records: list[dict[str, Any]]) -> bytes:
     return b"".join(orjson.dumps(record) + b"\n" for record in records)
 
@@ -78,7 +83,7 @@ def test_sample_records_match_the_schema() -> None:
 
 def test_round_trip(tmp_path: Path) -> None:
     data = _jsonl(SAMPLE)
-    contents = read_log(_write(tmp_path, data))
+    contents = read_log_whole(_write(tmp_path, data))
     assert contents.records == SAMPLE
     assert contents.valid_size == len(data)
     assert contents.torn is False
@@ -86,7 +91,7 @@ def test_round_trip(tmp_path: Path) -> None:
 
 
 def test_empty_file_has_no_records(tmp_path: Path) -> None:
-    contents = read_log(_write(tmp_path, b""))
+    contents = read_log_whole(_write(tmp_path, b""))
     assert (contents.records, contents.valid_size, contents.torn) == ([], 0, False)
 
 
@@ -99,7 +104,7 @@ def test_missing_file_raises_os_error(tmp_path: Path) -> None:
 def test_torn_tail_without_newline_is_ignored(tmp_path: Path, cut: int) -> None:
     complete = _jsonl(SAMPLE[:4])
     last = orjson.dumps(SAMPLE[4])
-    contents = read_log(_write(tmp_path, complete + last[:cut]))
+    contents = read_log_whole(_write(tmp_path, complete + last[:cut]))
     assert contents.records == SAMPLE[:4]
     assert contents.valid_size == len(complete)
     assert contents.torn is True
@@ -109,7 +114,7 @@ def test_complete_record_without_newline_counts_as_torn(tmp_path: Path) -> None:
     # The newline is part of the append: without it the append did not finish,
     # and a writer must not glue its next record onto this line.
     complete = _jsonl(SAMPLE[:4])
-    contents = read_log(_write(tmp_path, complete + orjson.dumps(SAMPLE[4])))
+    contents = read_log_whole(_write(tmp_path, complete + orjson.dumps(SAMPLE[4])))
     assert contents.records == SAMPLE[:4]
     assert contents.torn is True
 
@@ -117,7 +122,7 @@ def test_complete_record_without_newline_counts_as_torn(tmp_path: Path) -> None:
 @pytest.mark.parametrize("garbage", [b'{"v": 1, "seq"', b"\x00\x00\x00", b""])
 def test_unparseable_last_line_is_ignored(tmp_path: Path, garbage: bytes) -> None:
     complete = _jsonl(SAMPLE[:3])
-    contents = read_log(_write(tmp_path, complete + garbage + b"\n"))
+    contents = read_log_whole(_write(tmp_path, complete + garbage + b"\n"))
     assert contents.records == SAMPLE[:3]
     assert contents.valid_size == len(complete)
     assert contents.torn is True
@@ -130,7 +135,7 @@ def test_every_byte_cut_reads_the_complete_lines(tmp_path: Path) -> None:
     for cut in range(len(data) + 1):
         path.write_bytes(data[:cut])
         complete_lines = data[:cut].count(b"\n")
-        contents = read_log(path)
+        contents = read_log_whole(path)
         assert contents.records == SAMPLE[:complete_lines], cut
         assert data[: contents.valid_size].count(b"\n") == complete_lines
         assert contents.torn == (cut != contents.valid_size)

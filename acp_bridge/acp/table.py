@@ -124,9 +124,9 @@ class SessionTable:
         # The updates it takes that a client opts in to (v2: all of them).
         capabilities = self.dialect.opt_ins(self.client_capabilities)
         context.compaction_updates = opted_in(capabilities)
-        from ..notices import opt_in
+        from ..notices import wants_notices
 
-        opt_in(session, capabilities)
+        context.notices = wants_notices(capabilities)
         from .subagents import attach, depth_of
 
         # Its task calls start child sessions (a reopened child: as deep as it was).

@@ -2,10 +2,9 @@
 
 The catalog (`acp_bridge.commands.catalog`) is announced with
 ``available_commands_update`` right after ``session/new``, ``session/load``,
-``session/resume`` and ``session/fork`` answer, and again whenever the set a
-session offers changes.  A prompt that is one text block starting with a known
-``/name`` runs that command instead of a model request; any other ``/word``
-goes to the model as text.
+``session/resume`` and ``session/fork`` answer.  A prompt that is one text
+block starting with a known ``/name`` runs that command instead of a model
+request; any other ``/word`` goes to the model as text.
 
 Each command is a turn of its own, of the kind
 (`acp_bridge.loop.lifecycle.TurnKind`) `acp_bridge.commands.catalog.parse`

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -56,9 +55,6 @@ COMMANDS: Final = (
 )
 BY_NAME: Final = {c.name: c for c in COMMANDS}
 
-# What each open session was last shown, to announce only a change.
-_shown: weakref.WeakKeyDictionary[Session, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
-
 
 def available_commands(session: Session | None = None) -> list[dict[str, Any]]:
     """The ``availableCommands`` of ``session`` (the same set for every session today)."""
@@ -69,26 +65,9 @@ def commands_update(session: Session | None = None) -> dict[str, Any]:
     return available_commands_update(available_commands(session))
 
 
-def announce(session: Session, *, again: bool = True) -> None:
-    """Send the session's commands: always when ``again`` (a session was opened
-    or loaded), else only when the set differs from what it was last shown."""
-    update = commands_update(session)
-    commands = update["availableCommands"]
-    if not again and _shown.get(session) == commands:
-        return
-    _remember(session, commands)
-    session.outbox.send(session.frames.update(update))
-
-
-def _remember(session: Session, commands: list[dict[str, Any]]) -> None:
-    global _last_shown
-    if commands != _last_shown:
-        _last_shown = commands
-    # Kept as one list while it is the same for every session (never mutated).
-    _shown[session] = _last_shown
-
-
-_last_shown: list[dict[str, Any]] = []
+def announce(session: Session) -> None:
+    """Send the session's commands (a session was opened or loaded)."""
+    session.outbox.send(session.frames.update(commands_update(session)))
 
 
 def parse(blocks: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:

@@ -106,9 +106,9 @@ class Shows(Protocol):
 
 def show(turn: Shows, record: dict[str, Any]) -> None:
     """Send what the editor is shown of a compaction record."""
-    from ..notices import notify, opted_in
+    from ..notices import notify
 
-    notices = opted_in(turn.session)
+    notices = turn.session.context.notices
     for update in compaction_updates(record, opted=turn.session.context.compaction_updates):
         if notices and update["sessionUpdate"] == "agent_thought_chunk":
             # A client that takes notices is told of an automatic compaction,

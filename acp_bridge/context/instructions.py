@@ -24,18 +24,17 @@ import stat
 from dataclasses import dataclass
 from typing import Final
 
+from .. import paths
+
 __all__ = [
-    "ENV_CONFIG_DIR",
     "FILE_LIMIT",
     "NAMES",
     "TOTAL_LIMIT",
     "Instructions",
-    "default_config_dir",
     "find_instructions",
     "read_instructions",
 ]
 
-ENV_CONFIG_DIR: Final = "ACP_BRIDGE_CONFIG_DIR"
 NAMES: Final = ("AGENTS.md", "CLAUDE.md")
 FILE_LIMIT: Final = 32 * 1024
 TOTAL_LIMIT: Final = 64 * 1024
@@ -50,19 +49,10 @@ class Instructions:
     user: bool = False  # the user's own file (not the project's)
 
 
-def default_config_dir() -> str:
-    explicit = os.environ.get(ENV_CONFIG_DIR)
-    if explicit:
-        return os.path.abspath(os.path.expanduser(explicit))
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    base = xdg if xdg and os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "acp-bridge")
-
-
 def find_instructions(cwd: str, config_dir: str | None = None) -> list[tuple[str, bool]]:
     """The instruction files for a session in ``cwd``: ``(path, is_user_file)``, in order."""
     found: list[tuple[str, bool]] = []
-    user_file = os.path.join(config_dir or default_config_dir(), NAMES[0])
+    user_file = os.path.join(config_dir or paths.config_dir(), NAMES[0])
     if _is_regular(user_file):
         found.append((user_file, True))
     for directory in _project_dirs(os.path.abspath(cwd)):

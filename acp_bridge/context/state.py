@@ -35,6 +35,9 @@ class SessionContext:
     additional_directories: Sequence[str] = ()
     # The client advertised ``session.compaction``: compaction_update is sent.
     compaction_updates: bool = False
+    # The client advertised ``session.notices``: notices are sent as such
+    # (`acp_bridge.notices`).
+    notices: bool = False
     system: str | None = None
     # The system prompt the editor gave the session (ACP's ``systemPrompt``), if any.
     client_prompt: ClientPrompt | None = None

@@ -28,7 +28,6 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 from .errors import LogCorrupt, json_kind
@@ -37,10 +36,8 @@ from .upcast import load_log
 
 __all__ = [
     "KNOWN_VERSIONS",
-    "LogContents",
     "LogCorrupt",
     "iter_session_files",
-    "read_log",
     "read_records",
     "read_valid_records",
     "session_path",
@@ -61,21 +58,6 @@ LOG_SUFFIX: Final = ".jsonl"
 _SESSION_ID: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 
 
-@dataclass(frozen=True, slots=True)
-class LogContents:
-    """What `read_log` found in a file.
-
-    ``valid_size`` is the byte length of the complete records; a writer that
-    reopens the file must truncate it to this size before appending, or its
-    first record would be glued to the torn bytes.  ``torn`` says whether
-    there were such bytes.
-    """
-
-    records: list[dict[str, Any]]
-    valid_size: int
-    torn: bool
-
-
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The records of a log file, in order, without a torn final line.
 
@@ -84,13 +66,7 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     from 0, or a format version ``v`` that cannot be upcast; raises `OSError`
     (e.g. `FileNotFoundError`) if the file cannot be read.
     """
-    return read_log(path).records
-
-
-def read_log(path: str | os.PathLike[str]) -> LogContents:
-    """Like `read_records`, and also say where the complete records end."""
-    loaded = load_log(path, keep_unknown=True)
-    return LogContents(loaded.records, loaded.valid_size, loaded.torn)
+    return load_log(path, keep_unknown=True).records
 
 
 def read_valid_records(

@@ -231,7 +231,7 @@ class Turn:
     # -- the turn ----------------------------------------------------------
 
     async def run(self) -> None:
-        # A replay may have widened stdout: a Stop must not wait behind a full one.
+        # The pace may have grown the pipe: a Stop must not wait behind a full one.
         self.session.outbox.narrow_stdout()
         self.rec.turn_start()
         if self._started is not None:

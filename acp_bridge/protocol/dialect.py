@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from ..errors import BridgeError
     from ..jsonrpc.connection import Reply
     from ..jsonrpc.errors import RpcError
-    from ..log.replay_read import DeltaRun
     from ..loop.output import SessionFrames
 
 __all__ = ["Dialect"]
@@ -98,7 +97,7 @@ class Dialect(Protocol):
 
     def replay_frames(
         self,
-        records: Iterable[dict[str, Any] | DeltaRun],
+        records: Iterable[dict[str, Any]],
         frames: SessionFrames,
         *,
         others: Sequence[dict[str, Any]] | None,

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from ..errors import BridgeError
     from ..jsonrpc.connection import Reply
     from ..jsonrpc.errors import RpcError
-    from ..log.replay_read import DeltaRun
     from ..loop.output import SessionFrames
 
 __all__ = ["STOP_REASONS", "V1"]
@@ -89,7 +88,7 @@ class _V1:
 
     def replay_frames(
         self,
-        records: Iterable[dict[str, Any] | DeltaRun],
+        records: Iterable[dict[str, Any]],
         frames: SessionFrames,
         *,
         others: Sequence[dict[str, Any]] | None,

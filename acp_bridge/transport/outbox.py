@@ -334,10 +334,6 @@ class Outbox:
         while self._written_gen < target:
             await self._wait_progress()
 
-    def widen_stdout(self) -> None:
-        """A bulk write follows (a session/load replay): see `StdoutPipe.widen`."""
-        self._pipe.widen()
-
     def narrow_stdout(self) -> None:
         """A turn is about to stream: see `StdoutPipe.narrow`."""
         self._pipe.narrow()

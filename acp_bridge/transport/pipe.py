@@ -1,12 +1,11 @@
 """Tuning the stdout descriptor: non-blocking writes and a small pipe.
 
 What the stdout pipe holds when a Stop comes is read by the editor before the
-answer to that Stop, so the pipe is made small while a turn streams
-(`StdoutPipe.prepare`, `StdoutPipe.narrow`) and given its full size back for
-a bulk write that no Stop waits behind (`StdoutPipe.widen`, a session/load
-replay).  How much of it the editor has still to read (`StdoutPipe.unread`)
-lets the writer keep less than that in flight: a bound that follows how fast
-the editor reads (`acp_bridge.transport.pace`), with the pipe sized to it.
+answer to that Stop, so the pipe is made small (`StdoutPipe.prepare`, and
+`StdoutPipe.narrow` before each turn).  How much of it the editor has still
+to read (`StdoutPipe.unread`) lets the writer keep less than that in flight:
+a bound that follows how fast the editor reads (`acp_bridge.transport.pace`),
+with the pipe sized to it.
 The writer writes what the pipe takes now and waits for the rest
 (`StdoutPipe.write`).  Linux only where it matters (``F_SETPIPE_SZ``); on
 other systems, and for a stdout that is not a pipe, the sizes are left alone.
@@ -106,7 +105,6 @@ class StdoutPipe:
         "_stalled_from",
         "_unread",
         "_wide",
-        "_widened",
         "_written",
         "fd",
     )
@@ -114,10 +112,8 @@ class StdoutPipe:
     def __init__(self, fd: int, size: int = STDOUT_PIPE_SIZE) -> None:
         self.fd = fd
         self._size = size
-        # The pipe's size before it was made small (0: never changed), and
-        # whether it is at that size again for a replay (`widen`).
+        # The pipe's size before it was made small (0: never changed).
         self._wide = 0
-        self._widened = False
         # FIONREAD's answer, for `unread`.
         self._count = array("i", [0])
         # The unread bytes when last looked at, and since when the editor has
@@ -149,10 +145,10 @@ class StdoutPipe:
     def unread(self) -> int:
         """The bytes written that the editor has not read yet.
 
-        Known only for a pipe this process made small (and not widened for a
-        replay): elsewhere 0, and the writer writes whenever stdout takes more.
+        Known only for a pipe this process made small: elsewhere 0, and the
+        writer writes whenever stdout takes more.
         """
-        if not self._wide or self._widened:
+        if not self._wide:
             return 0
         try:
             fcntl.ioctl(self.fd, termios.FIONREAD, self._count)
@@ -195,7 +191,7 @@ class StdoutPipe:
                 self._stalled_from = now  # the editor read something: wait for it again
             self._unread = unread
             over = now - self._stalled_from < STALL
-        if self._current and not self._widened:
+        if self._current:
             if pace.note(now, self._written - unread, unread):
                 self._resize(self._size_for(pace.bound))
             elif self._current > pace.bound + PAGE and unread <= pace.bound:
@@ -220,28 +216,16 @@ class StdoutPipe:
         if size != self._current and set_pipe_size(self.fd, size):
             self._current = size
 
-    def widen(self) -> None:
-        """Give stdout its full pipe back for a bulk write (a session/load
-        replay): no Stop waits behind it, and a small pipe would slow it down
-        (a 100,000-record load took half as long again).  The next turn makes
-        it small again (`narrow`)."""
-        if self._wide and not self._widened:
-            self._widened = set_pipe_size(self.fd, self._wide)
-            if self._widened:
-                self._current = self._wide
-
     def narrow(self) -> None:
         """Back to the small pipe and the least bound before a turn streams
         (the editor shows its pace again), once the pipe holds no more than
-        that (else it stays wide, and the next turn tries again; a bound
+        that (else it stays as it is, and the next turn tries again; a bound
         that grew takes the pipe back when the pace is next measured)."""
         if not self._current:
             return
         if self._current != self._size and set_pipe_size(self.fd, self._size):
             self._current = self._size
-            self._widened = False
-        if not self._widened:
-            self._pace.reset(time.monotonic(), self._written - self.unread())
+        self._pace.reset(time.monotonic(), self._written - self.unread())
 
 
 def set_nonblocking(fd: int) -> None:

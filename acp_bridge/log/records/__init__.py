@@ -251,10 +251,7 @@ CompactionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
 CompactionTrigger = Literal["auto", "overflow", "command"]
 
 TURN_END_REASONS: Final[frozenset[str]] = frozenset(get_args(TurnEndReason))
-STEP_END_REASONS: Final[frozenset[str]] = frozenset(get_args(StepEndReason))
-ATTEMPT_OUTCOMES: Final[frozenset[str]] = frozenset(get_args(AttemptOutcome))
 STREAM_OUTCOMES: Final[frozenset[str]] = frozenset(get_args(StreamOutcome))
-TOOL_CALL_STATUSES: Final[frozenset[str]] = frozenset(get_args(ToolCallStatus))
 
 # ``assistant/message.recovered`` of a message that crash recovery rebuilt,
 # and the reason of the turn it closed.
@@ -269,7 +266,6 @@ SURFACE_TYPES: Final = frozenset({"user/message", "assistant/message", "tool/res
 MODEL_TYPES: Final = SURFACE_TYPES | {"turn/start", "turn/end", "compaction"}
 # Statuses of a ``compaction`` record (as ACP's ``compaction_update`` has them).
 COMPACTION_STATUSES: Final[frozenset[str]] = frozenset(get_args(CompactionStatus))
-COMPACTION_TRIGGERS: Final[frozenset[str]] = frozenset(get_args(CompactionTrigger))
 # Tool call statuses after which the editor expects no further update.
 FINAL_TOOL_STATUSES: Final = frozenset({"completed", "failed"})
 

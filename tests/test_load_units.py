@@ -1,10 +1,11 @@
-"""Units of a long ``session/load``: a torn tail found, a bad line named, and
-what the load held freed once its answer is written, the garbage collector
-running again after."""
+"""Units of a long ``session/load``: the log read into the buffer of its JSON
+array whatever the file's size said, and what the load held freed once its
+answer is written, the garbage collector running again after."""
 
 from __future__ import annotations
 
 import gc
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,26 @@ def write_log(path: Path, count: int) -> list[dict[str, Any]]:
     ]
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     return records
+
+
+@pytest.mark.parametrize("shift", [-100, -1, 0, 1, 100])
+def test_a_log_is_read_whole_whatever_its_size_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shift: int
+) -> None:
+    """A file that grew (or shrank) between the stat and the read is read as it is."""
+    path = tmp_path / "s.jsonl"
+    records = write_log(path, 50)
+    real_fstat = os.fstat
+
+    class Stat:
+        def __init__(self, fd: int) -> None:
+            self.st_size = max(real_fstat(fd).st_size + shift, 0)
+
+    monkeypatch.setattr(os, "fstat", Stat)
+    loaded = load_log(path)
+    assert loaded.records == records
+    assert loaded.valid_size == path.stat().st_size
+    assert not loaded.torn
 
 
 def test_a_torn_tail_is_still_found(tmp_path: Path) -> None:
@@ -56,7 +77,7 @@ async def test_a_load_frees_what_it_held_once_written_then_collection_resumes() 
 
 
 def test_a_record_whose_type_is_not_a_string_is_named(tmp_path: Path) -> None:
-    """The error says which line it is."""
+    """Such a line takes the line-by-line path, which says which line it is."""
     from acp_bridge.log.errors import LogCorrupt
 
     path = tmp_path / "s.jsonl"

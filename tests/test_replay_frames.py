@@ -3,7 +3,7 @@
 A message's batches replay joined (`merged_texts`), and a load that gives the
 replay the records it has without deltas replays alike.
 `random_log` makes logs that mix stopped, abandoned, crashed and regenerated
-replies and notices.
+replies and notices (`tests/test_replay_read.py` uses it too).
 """
 
 from __future__ import annotations

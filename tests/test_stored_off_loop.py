@@ -23,7 +23,6 @@ import pytest
 from support.harness import cwd_for_tests
 
 from acp_bridge.log import reopen
-from acp_bridge.log.upcast import load_log
 
 PARIS = {"responses": [{"events": [{"text": "Paris."}]}], "when_exhausted": "repeat_last"}
 
@@ -94,7 +93,7 @@ async def test_opening_a_stored_session_reads_its_log_off_the_event_loop(
 ) -> None:
     reads: list[tuple[str, bool]] = []
     async with with_closed_session(tmp_path) as (_, client, sid, cwd):
-        monkeypatch.setattr(reopen, "load_log", watch("open", load_log, reads))
+        monkeypatch.setattr(reopen, "_read", watch("open", reopen._read, reads))
         start = len(client.messages)
         await client.request(method, {"sessionId": sid, "cwd": cwd, "mcpServers": []})
         replayed = client.messages[start:]
@@ -109,13 +108,14 @@ async def test_a_fork_reads_both_logs_off_the_event_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from acp_bridge.acp import stored
+    from acp_bridge.log.upcast import load_log
     from acp_bridge.stored.fork import fork_records
 
     reads: list[tuple[str, bool]] = []
     async with with_closed_session(tmp_path) as (_, client, sid, cwd):
         monkeypatch.setattr(stored, "load_log", watch("source", load_log, reads))
         monkeypatch.setattr(stored, "fork_records", watch("copy", fork_records, reads))
-        monkeypatch.setattr(reopen, "load_log", watch("fork", load_log, reads))
+        monkeypatch.setattr(reopen, "_read", watch("fork", reopen._read, reads))
         fork = await client.request("session/fork", {"sessionId": sid, "cwd": cwd})
         result = await client.prompt(fork["result"]["sessionId"], "And its river?")
     assert reads == [("source", False), ("copy", False), ("fork", False)]
@@ -153,7 +153,7 @@ async def test_a_close_or_delete_during_a_load_waits_for_it(
     log (in its worker thread) waits for the load to open the session, then
     closes or deletes it; it is neither refused as unknown nor as locked."""
     started, go = threading.Event(), threading.Event()
-    read = load_log
+    read = reopen._read
 
     def held(*args: Any) -> Any:
         started.set()
@@ -161,7 +161,7 @@ async def test_a_close_or_delete_during_a_load_waits_for_it(
         return read(*args)
 
     async with with_closed_session(tmp_path) as (_, client, sid, cwd):
-        monkeypatch.setattr(reopen, "load_log", held)
+        monkeypatch.setattr(reopen, "_read", held)
         answers: dict[str, Any] = {}
 
         async def load() -> None:

@@ -31,6 +31,7 @@ from ..jsonrpc.errors import RpcError
 from ..log.reader import LogCorrupt, session_path
 from ..log.reopen import read_to_reopen, reopen
 from ..log.replay import title_update, without_deltas
+from ..log.replay_read import read_for_replay
 from ..log.upcast import load_log, pause_gc
 from ..log.writer import new_record
 from ..loop.session import Session
@@ -104,8 +105,8 @@ class StoredMethods:
                 session.context.client_prompt = client
                 session.context.reload()
                 await table.prepare_context(session)
-            loaded = await anyio.to_thread.run_sync(self._read, session.log.path)
-            return Opened(session, loaded.records, without_deltas(loaded.records), False)
+            items, others = await anyio.to_thread.run_sync(self._read_for_replay, session.log.path)
+            return Opened(session, items, others, False)
         path = self._stored_path(session_id)
         table.lock(session_id, path)
         # Until it is registered, a second load or resume of it waits (`_open`).
@@ -129,7 +130,9 @@ class StoredMethods:
         table = self.table
         try:
             # In a worker thread: a long session's file is megabytes.
-            read = await anyio.to_thread.run_sync(read_to_reopen, path)
+            read = await anyio.to_thread.run_sync(
+                functools.partial(read_to_reopen, path, for_replay=True)
+            )
             reopened = reopen(path, table.outbox, read)
         except LogCorrupt as exc:
             table.unlock(session_id)
@@ -146,13 +149,23 @@ class StoredMethods:
         others = without_deltas(reopened.records)
         session = await self._register(session_id, cwd, reopened.log, others, dirs, sent_prompt)
         session.prompts.turns = _last_turn(others)
-        return Opened(session, reopened.records, others, True)
+        items = reopened.items if reopened.items is not None else reopened.records
+        return Opened(session, items, others, True)
 
     async def _after_opening(self, session_id: str) -> None:
         """Wait while a load or resume is opening ``session_id`` from its log (a
         close, a delete or another load then finds it open, or not at all)."""
         while (opening := self._opening.get(session_id)) is not None:
             await opening.wait()
+
+    def _read_for_replay(self, path: str) -> tuple[list[Any], list[Record]]:
+        """The items a replay reads (`read_for_replay`) and the records that are not deltas."""
+        read = read_for_replay(path)
+        if read is None:
+            loaded = self._read(path)
+            return loaded.records, without_deltas(loaded.records)
+        loaded, items = read
+        return items, without_deltas(loaded.records)
 
     def _read(self, path: str) -> Any:
         try:
@@ -467,8 +480,9 @@ class Opened:
     """A session a load or resume opened (`StoredMethods._open`)."""
 
     session: Session
-    # Its records, as the replay reads them.
-    items: list[Record]
+    # Its records as the replay reads them (runs of text deltas folded,
+    # `acp_bridge.log.replay_read`).
+    items: list[Any]
     # Those that are not ``stream/delta`` (only the replay reads the deltas,
     # most records of a long log).
     others: list[Record]

@@ -25,7 +25,11 @@ close it (`OpenTurn.close`) if it was left open, so that the log again follows t
 cuts a torn last line, and returns a `SessionLog` that continues ``seq``, with
 the closing records already appended.  The read and the cut are
 `read_to_reopen`, which an event loop runs in a worker thread and hands to
-`reopen` (a long session's file is megabytes).
+`reopen` (a long session's file is megabytes).  For a replay
+(`read_to_reopen`'s ``for_replay``) it reads the file with
+`acp_bridge.log.replay_read.read_for_replay`, which folds the text deltas
+into runs, unless the last turn was left open: closing it needs its deltas
+as records.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import Any, Final
 
 from .open_turn import OUTCOME_UNKNOWN, TOOL_STOPPED, Closing, OpenTurn
 from .records import RECOVERED_CRASHED
+from .replay_read import Item, read_for_replay
 from .upcast import LoadedLog, gc_paused, load_log
 from .writer import RecordWriter, SessionLog
 
@@ -79,16 +84,23 @@ class Reopened:
     # The closing records appended (empty when the last turn had ended).
     closed: list[Record]
     torn: bool
+    # For a replay: the records in order with the text deltas folded into
+    # runs (`acp_bridge.log.replay_read`), which ``records`` then lack; None
+    # when the file was read whole.
+    items: list[Item] | None = None
 
 
-def read_to_reopen(path: str) -> LoadedLog:
+Read = tuple[LoadedLog, list[Item] | None]
+
+
+def read_to_reopen(path: str, *, for_replay: bool = False) -> Read:
     """The blocking part of `reopen`: read the log at ``path`` and cut a torn
     last line (the caller holds its `SessionLock`)."""
-    loaded = load_log(path)
+    loaded, items = _read(path, for_replay)
     _check_compactions(loaded, path)
     if loaded.torn:
         os.truncate(path, loaded.valid_size)
-    return loaded
+    return loaded, items
 
 
 def _check_compactions(loaded: LoadedLog, path: str) -> None:
@@ -104,10 +116,10 @@ def _check_compactions(loaded: LoadedLog, path: str) -> None:
         validate_records(compactions, path)
 
 
-def reopen(path: str, outbox: RecordWriter, read: LoadedLog | None = None) -> Reopened:
+def reopen(path: str, outbox: RecordWriter, read: Read | None = None) -> Reopened:
     """Open an existing log for appending (the caller holds its `SessionLock`),
     from ``read`` (what `read_to_reopen` returned) or reading it now."""
-    loaded = read_to_reopen(path) if read is None else read
+    loaded, items = read_to_reopen(path) if read is None else read
     slog = SessionLog(path, outbox, next_seq=loaded.next_seq)
     records = loaded.records
     closed: list[Record] = []
@@ -117,6 +129,18 @@ def reopen(path: str, outbox: RecordWriter, read: LoadedLog | None = None) -> Re
             record = slog.append(kind, turn, step, **fields)
             closed.append(record)
     records.extend(closed)
+    if items is not None:
+        items.extend(closed)
     if closed:
         slog.sync()
-    return Reopened(slog, records, closed, loaded.torn)
+    return Reopened(slog, records, closed, loaded.torn, items)
+
+
+def _read(path: str, for_replay: bool) -> tuple[LoadedLog, list[Item] | None]:
+    if for_replay:
+        read = read_for_replay(path)
+        # The runs leave out deltas; the last turn's records decide alone
+        # whether it ended (only an open turn needs its deltas, to close it).
+        if read is not None and last_turn(read[0].records).ended:
+            return read
+    return load_log(path), None

@@ -61,6 +61,10 @@ A regenerate turn started by the ``/regenerate`` command keeps the command
 the editor sent in its ``turn/start`` (``prompt``), replayed as the user's
 message of that turn.
 
+A log read for a replay (`acp_bridge.log.replay_read.read_for_replay`) has
+its runs of one-part deltas folded into `DeltaRun` items: each replays as the
+deltas it holds would have, one chunk per text.
+
 `replay_frames` is what ``session/load`` writes: the frame of each update of
 `replay_updates`.
 
@@ -70,7 +74,7 @@ update a replay shows, each record type in one place.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 from ..update_builders import (
@@ -82,6 +86,7 @@ from ..update_builders import (
     user_message_chunk,
 )
 from .derive import replaced_turns
+from .replay_read import DeltaRun
 
 __all__ = [
     "CHUNK_UPDATES",
@@ -143,7 +148,7 @@ def title_from_prompt(blocks: Iterable[Mapping[str, Any]]) -> str | None:
 
 
 def replay_updates(
-    records: Iterable[Record],
+    records: Iterable[Record | DeltaRun],
     *,
     others: Sequence[Record] | None = None,
     compaction: bool = False,
@@ -240,7 +245,7 @@ def merged_texts(texts: list[Any]) -> list[Any]:
 
 
 def replay_frames(
-    records: Iterable[Record],
+    records: Iterable[Record | DeltaRun],
     frame: Callable[[dict[str, Any]], bytes],
     *,
     others: Sequence[Record] | None = None,
@@ -262,7 +267,7 @@ ChunkSink = Callable[[str, Any, "str | None", Meta, bool], None]
 
 
 def _walk(
-    records: list[Record],
+    records: list[Record | DeltaRun],
     update: UpdateSink,
     chunk: ChunkSink,
     others: Sequence[Record] | None,
@@ -274,14 +279,16 @@ def _walk(
 ) -> None:
     """The one walk of a replay: each update to ``update``, except the text
     chunks of ``stream/delta`` records, which go to ``chunk`` as (update kind,
-    text, message id, marker, replaced), to be merged.  ``others``:
-    `without_deltas` of ``records``, if the caller has it already."""
+    text, message id, marker, replaced), to be merged; those of a `DeltaRun`
+    go to ``chunk`` one by one.  ``others`` must be given
+    when ``records`` holds runs (`without_deltas` of the records they stand
+    for)."""
     from ..tools.plan import plans_of
 
     # What the walk looks up ahead and the plan come from the other records:
     # a pass over these is a quarter of one over a long log.
     if others is None:
-        others = without_deltas(records)
+        others = without_deltas(_dicts(records))
     markers = _markers(others)
     replaced = replaced_turns(others)
     shown = _Shown(markers, compaction)
@@ -294,6 +301,10 @@ def _walk(
     marker: Meta = None
     was_replaced = False
     for record in records:
+        if isinstance(record, DeltaRun):
+            last = None  # the next delta record looks its attempt up again
+            _run_chunks(record, shown.message_ids, markers, replaced, chunk)
+            continue
         kind = record.get("type")
         if kind != "stream/delta":
             last = None
@@ -319,6 +330,23 @@ def _walk(
                 chunk(update_kind, text, message_id, marker, was_replaced)
     for item in plans_of(others).shown(by_id=plans):
         update(item)
+
+
+def _run_chunks(
+    run: DeltaRun,
+    message_ids: Mapping[str, str],
+    markers: Mapping[str, dict[str, Any]],
+    replaced: Container[Any],
+    chunk: ChunkSink,
+) -> None:
+    """The chunks of a `DeltaRun`, as its delta records would give them."""
+    update_kind = CHUNK_UPDATES.get(run.kind)
+    if update_kind is None:
+        return
+    message_id, marker = message_ids.get(run.attempt), markers.get(run.attempt)
+    was_replaced = run.turn in replaced
+    for text in run.texts:
+        chunk(update_kind, text, message_id, marker, was_replaced)
 
 
 # The types of the records `_Shown.updates` shows something of or keeps
@@ -433,8 +461,15 @@ def _is_notice(update: Mapping[str, Any]) -> bool:
     )
 
 
-def _session_id(records: list[Record]) -> str | None:
+def _dicts(records: list[Record | DeltaRun]) -> list[Record]:
+    """The records that are dicts (not `DeltaRun` s)."""
+    return [record for record in records if not isinstance(record, DeltaRun)]
+
+
+def _session_id(records: list[Record | DeltaRun]) -> str | None:
     for record in records:  # the first record, in any log but an odd one
+        if isinstance(record, DeltaRun):
+            continue
         if record.get("type") == "session/start":
             session_id = record.get("session_id")
             return session_id if isinstance(session_id, str) else None

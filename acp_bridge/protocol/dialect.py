@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..errors import BridgeError
     from ..jsonrpc.connection import Reply
     from ..jsonrpc.errors import RpcError
+    from ..log.replay_read import DeltaRun
     from ..loop.output import SessionFrames
 
 __all__ = ["Dialect"]
@@ -97,7 +98,7 @@ class Dialect(Protocol):
 
     def replay_frames(
         self,
-        records: Iterable[dict[str, Any]],
+        records: Iterable[dict[str, Any] | DeltaRun],
         frames: SessionFrames,
         *,
         others: Sequence[dict[str, Any]] | None,

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ..errors import BridgeError
     from ..jsonrpc.connection import Reply
     from ..jsonrpc.errors import RpcError
+    from ..log.replay_read import DeltaRun
     from ..loop.output import SessionFrames
 
 __all__ = ["V2", "user_message_id"]
@@ -257,7 +258,7 @@ class _V2:
 
     def replay_frames(
         self,
-        records: Iterable[dict[str, Any]],
+        records: Iterable[dict[str, Any] | DeltaRun],
         frames: SessionFrames,
         *,
         others: Sequence[dict[str, Any]] | None,

@@ -8,6 +8,7 @@ loop's own reads, never while reading is paused, and EOF stays the loop's.
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
@@ -142,6 +143,27 @@ async def test_the_writer_polls_stdin_before_it_takes_each_batch() -> None:
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+async def test_the_loop_reads_stdin_at_most_read_size_at_a_time() -> None:
+    """A read's buffer is allocated at its full size: asyncio's own 256 KiB
+    was mapped and unmapped by malloc for each small request (`READ_SIZE`).
+    A message longer than a read still arrives whole, in order."""
+    from acp_bridge.transport.stdio import READ_SIZE
+
+    if not hasattr(fcntl, "F_SETPIPE_SZ"):
+        pytest.skip("pipe sizes cannot be set here")
+    message = bytes(range(256)) * (3 * READ_SIZE // 256) + b"\n"
+    async with serving() as (w, got, _, _):
+        try:  # room for the whole message at once: the read size is what limits a read
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 1024 * 1024)
+        except OSError:
+            pytest.skip("this system keeps pipes small")
+        os.write(w, message)
+        with anyio.fail_after(5):
+            await wait_until(lambda: sum(map(len, got)) == len(message))
+    assert b"".join(got) == message
+    assert max(map(len, got)) <= READ_SIZE < len(message)
 
 
 async def test_a_terminal_is_left_to_the_loop() -> None:

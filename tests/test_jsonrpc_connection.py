@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+from anyio import TaskHandle
 
 from acp_bridge.jsonrpc import Connection, ConnectionClosed, RemoteError
 from acp_bridge.jsonrpc.connection import current_reply
@@ -377,6 +378,40 @@ async def test_cancel_request_cancels_the_handler_which_answers_minus_32800_once
         {"jsonrpc": "2.0", "method": "cleanup/done", "params": {}},
         {"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}},
         {"jsonrpc": "2.0", "id": 8, "result": "other"},
+    ]
+
+
+class _Ended:
+    """The handle of a task that ran to its end when it was started."""
+
+    status = TaskHandle.Status.FINISHED
+
+
+async def test_a_request_whose_task_ended_as_it_started_is_not_kept_in_flight() -> None:
+    """With an eager task factory (Python 3.12+), a handler that never suspends
+    has answered before ``start_soon`` returns: it is not left in flight (its
+    id stays usable and the connection goes idle)."""
+    wire = Wire()
+    conn = Connection(wire)
+
+    async def quick(params: dict[str, Any]) -> Any:
+        return "done"
+
+    def eager(func: Any, *args: Any) -> _Ended:
+        coro = func(*args)
+        with pytest.raises(StopIteration):
+            coro.send(None)  # runs to its end at once, as an eager task does
+        return _Ended()
+
+    conn.requests["quick"] = quick
+    conn._spawn = eager  # type: ignore[assignment]  # a stand-in for TaskHandle
+    conn.feed(line({"jsonrpc": "2.0", "id": 1, "method": "quick", "params": {}}))
+    conn.feed(line({"jsonrpc": "2.0", "id": 1, "method": "quick", "params": {}}))
+    with anyio.fail_after(2):
+        await conn.wait_idle()
+    assert wire.messages() == [
+        {"jsonrpc": "2.0", "id": 1, "result": "done"},
+        {"jsonrpc": "2.0", "id": 1, "result": "done"},
     ]
 
 

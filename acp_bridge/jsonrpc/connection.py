@@ -191,7 +191,10 @@ class Connection:
             arrival(req.id, req.params)
         # The task's own cancel scope is the request's: no second one per request.
         task = self._spawn(self._run_request, req, handler, reply)
-        self._in_flight[req.id] = (req, task, reply)
+        # A task started eagerly (an eager task factory) may have run to its
+        # end already: it popped nothing, so it must not be kept in flight.
+        if task.status is TaskHandle.Status.PENDING:
+            self._in_flight[req.id] = (req, task, reply)
 
     def _refuse_duplicate(self, req: Request) -> None:
         """Answer a request whose id is in flight: ``-32600`` with id null

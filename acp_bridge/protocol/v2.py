@@ -206,11 +206,7 @@ class _V2:
         assert isinstance(frames, V2Frames)
         fields: dict[str, Any] = {"stopReason": stop_reason}
         if error is not None:
-            rpc = to_rpc_error(error)
-            err: dict[str, Any] = {"code": rpc.code, "message": rpc.message}
-            if rpc.data is not None:
-                err["data"] = rpc.data
-            fields = {"stopReason": "error", "error": err}
+            fields = {"stopReason": "error", "error": to_rpc_error(error).to_wire()}
         if log_error is not None:
             fields["_meta"] = {"acpBridge": {"logError": log_error}}
         del reply

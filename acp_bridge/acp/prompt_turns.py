@@ -187,6 +187,15 @@ def _check_log_writable(table: SessionTable, session: Session) -> None:
         raise LogNotWritable(file.path, reason, len(file.pending), lost=False) from exc
 
 
+def send_started(table: SessionTable, reply: Reply, session: Session) -> None:
+    """Put a turn's start on the wire as the dialect does (v2: the prompt's
+    answer and ``running``), once its start is logged: the user message is
+    then the log's last record, whose seq is its ``messageId``'s."""
+    frame = table.dialect.turn_started(reply, session.frames, session.log.seq - 1)
+    if frame:
+        session.outbox.send(frame)
+
+
 class _PromptHost:
     """What the queue needs for one prompt's turn (`acp_bridge.loop.prompts.PromptHost`)."""
 
@@ -203,10 +212,7 @@ class _PromptHost:
 
     def started(self, turn: Turn) -> None:
         """The turn's start (and its user message) is logged."""
-        session = self._session
-        frame = self._table.dialect.turn_started(self._reply, session.frames, session.log.seq - 1)
-        if frame:
-            self._table.outbox.send(frame)
+        send_started(self._table, self._reply, self._session)
 
     def answer(self, turn: Turn) -> None:
         _answer(self._table, self._reply, self._session, turn)

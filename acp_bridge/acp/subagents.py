@@ -71,6 +71,7 @@ from ..tools.paths import truncate
 from ..tools.registry import ToolRegistry
 from ..tools.subagent import NAME as TASK
 from ..update_builders import session_message, subagent_update
+from .prompt_turns import send_started
 from .table import SessionTable
 
 __all__ = ["ChildSessions", "attach", "exposed"]
@@ -217,10 +218,7 @@ class _ChildHost:
         return TurnKind.prompt(self._blocks, self._blocks)
 
     def started(self, turn: Turn) -> None:
-        child = self._child
-        frame = self._table.dialect.turn_started(self._reply, child.frames, child.log.seq - 1)
-        if frame:
-            child.outbox.send(frame)
+        send_started(self._table, self._reply, self._child)
 
     def answer(self, turn: Turn) -> None:
         """The child's end on the wire; its answer is the parent's tool result."""

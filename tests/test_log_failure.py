@@ -31,7 +31,7 @@ from typing import Any
 
 import anyio
 import pytest
-from support.bridge import start_bridge
+from support.bridge import size_limited_env, start_bridge
 from support.harness import write_script
 
 from acp_bridge.client import AcpClient, RequestId, prompt_params
@@ -108,7 +108,7 @@ def test_the_first_failing_turn_says_so_and_exit_saves_what_was_lost(
     err = tmp_path / "stderr.txt"
 
     async def drive() -> tuple[str, int]:
-        async with start_bridge(state, script=script, stderr=err) as client:
+        async with start_bridge(state, script=script, stderr=err, env=size_limited_env()) as client:
             pid = client.agent.pid
             resource.prlimit(pid, resource.RLIMIT_FSIZE, (LIMIT, resource.RLIM_INFINITY))
             session = await start_session(client, tmp_path)
@@ -264,7 +264,9 @@ def test_records_too_many_for_stderr_s_buffer_still_reach_it_at_exit(tmp_path: P
     reader.start()
 
     async def drive() -> str:
-        async with start_bridge(state, script=script, provider=None, stderr=write_end) as client:
+        async with start_bridge(
+            state, script=script, provider=None, stderr=write_end, env=size_limited_env()
+        ) as client:
             os.close(write_end)
             limit = (LIMIT, resource.RLIM_INFINITY)
             resource.prlimit(client.agent.pid, resource.RLIMIT_FSIZE, limit)

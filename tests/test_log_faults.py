@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from support.bridge import start_bridge
+from support.bridge import size_limited_env, start_bridge
 from support.harness import write_script
 
 from acp_bridge.log.check import check_log
@@ -45,7 +45,9 @@ async def test_full_log_keeps_records_in_memory_and_writes_them_later(tmp_path: 
     script = write_script(tmp_path, SCRIPT)
     state = tmp_path / "state"
     stderr_path = tmp_path / "stderr.txt"
-    async with start_bridge(state, script=script, stderr=stderr_path) as client:
+    async with start_bridge(
+        state, script=script, stderr=stderr_path, env=size_limited_env()
+    ) as client:
         pid = client.agent.pid
         # Before the first request, so before any log exists.
         resource.prlimit(pid, resource.RLIMIT_FSIZE, (LIMIT, resource.RLIM_INFINITY))

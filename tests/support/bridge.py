@@ -26,6 +26,7 @@ The pytest fixture ``bridge`` (``tests/conftest.py``) calls it with the test's
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -227,3 +228,11 @@ __all__ = [
     "running_bridge",
     "start_bridge",
 ]
+
+
+def size_limited_env() -> dict[str, str]:
+    """The environment of a bridge whose file size a test limits (``RLIMIT_FSIZE``):
+    no bytecode written, which the limit would cut short (a module first
+    imported then would leave a truncated ``.pyc`` that every later
+    interpreter fails to load).  A ``PYTHON*`` variable: a fresh interpreter."""
+    return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}

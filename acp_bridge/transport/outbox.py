@@ -153,10 +153,11 @@ class Outbox:
             self._wakeup.set()
 
     def nudge(self) -> None:
-        """Wake the writer with no frame to queue: its pre-flush hooks run (a
-        stream's delta record is queued) though nothing goes to stdout.  For
-        a session the editor does not see (a hidden subagent), whose chunks
-        are recorded but never sent."""
+        """Wake the writer, once until it runs (`send` does the same inline:
+        it is called per chunk).  With nothing queued, its pre-flush hooks
+        still run (a stream's delta record is queued): for a session the
+        editor does not see (a hidden subagent), whose chunks are recorded
+        but never sent."""
         if not self._woken:
             self._woken = True
             self._wakeup.set()
@@ -201,9 +202,7 @@ class Outbox:
     def write_log(self, log: LogTarget, data: bytes) -> None:
         self._queue.append((log, data))
         self._queued_gen += 1
-        if not self._woken:
-            self._woken = True
-            self._wakeup.set()
+        self.nudge()
 
     def fsync_log(self, log: LogTarget) -> None:
         if not self._queue and self._running:
@@ -214,9 +213,7 @@ class Outbox:
             return
         self._queue.append((log, _FSYNC))
         self._queued_gen += 1
-        if not self._woken:
-            self._woken = True
-            self._wakeup.set()
+        self.nudge()
 
     def add_pre_flush(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` before each batch is taken (it may queue more items)."""

@@ -106,7 +106,8 @@ class Agent:
     def _speak_v2(self) -> None:
         """The method table of a v2 connection: no ``session/load`` (a resume
         replays), no fork (not in v2), no modes but the config option, ``auth/*`` for v1's
-        ``authenticate``/``logout``, and the cancel of one tool call or terminal."""
+        ``authenticate``/``logout``, the cancel of one tool call or terminal,
+        and a resume that replays."""
         requests = self.conn.requests
         auth = edge_handlers(self.auth.handlers())
         v1_only = ("session/load", "session/fork", "session/set_mode", "authenticate", "logout")
@@ -115,6 +116,7 @@ class Agent:
         requests["auth/login"] = auth["authenticate"]
         requests["auth/logout"] = auth["logout"]
         requests.update(edge_handlers(self.live.cancel_handlers()))
+        requests.update(edge_handlers(self.stored.v2_handlers()))
 
     def stuck_turns(self) -> int:
         """Turns abandoned at the cancel deadline whose task has still not returned."""

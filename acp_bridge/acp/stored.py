@@ -277,15 +277,22 @@ class StoredMethods:
             raise
         return answer
 
+    def v2_handlers(self) -> dict[str, Handler]:
+        """ACP v2's ``session/resume``, which replays (v2 has no ``session/load``)."""
+        return {"session/resume": self.resume_replaying}
+
+    async def resume_replaying(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``session/resume`` with ``replayFrom`` is a load; without it, a resume."""
+        replay_from = params.get("replayFrom")
+        if replay_from is None:
+            return await self.resume(params)
+        if not isinstance(replay_from, dict) or replay_from.get("type") != "start":
+            raise RpcError.invalid_params(
+                "replayFrom", f'must be {{"type": "start"}}, got {P.echo(replay_from)}'
+            )
+        return await self.load(params)
+
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
-        replay_from = params.get("replayFrom") if self.table.dialect.version == 2 else None
-        if replay_from is not None:
-            # ACP v2 has no session/load: a resume with replayFrom is one.
-            if not isinstance(replay_from, dict) or replay_from.get("type") != "start":
-                raise RpcError.invalid_params(
-                    "replayFrom", f'must be {{"type": "start"}}, got {P.echo(replay_from)}'
-                )
-            return await self.load(params)
         opened = await self._open(params)
         session, others = opened.session, opened.others
         await self.table.mcp.attach(session, params)

@@ -218,7 +218,7 @@ def test_a_turn_without_tools_is_freed_as_it_ends_not_by_the_garbage_collector(
             for _ in range(3):
                 result = await client.prompt(session_id, "Hi", settle=0)
                 assert result.stop_reason == "end_turn"
-            await anyio.sleep(0.05)  # the prompts' tasks finish after their answers
+            await anyio.wait_all_tasks_blocked()  # the prompts' tasks end after their answers
             alive.extend(ref() is not None for ref in made)
         finally:
             gc.enable()

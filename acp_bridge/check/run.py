@@ -272,7 +272,9 @@ class CheckRun:
         )
 
     def wanted(self, checks: Sequence[str]) -> bool:
-        return not self.options.only or bool(self.options.only & set(checks))
+        """Whether any of ``checks`` is this protocol's and asked for (``--only``)."""
+        only = self.options.only
+        return any(c in self.requirements and (not only or c in only) for c in checks)
 
     def advertised(self, path: str) -> bool:
         """Whether the agent's capabilities (from the first initialize) have ``path``

@@ -202,7 +202,7 @@ def check_all_frames(run: CheckRun) -> tuple[list[str], int]:
             run.requirements["stdout.valid"], outcome, detail, found.invalid
         )
     # v2 has no editor-side methods to gate: an fs/* request is not valid v2 at all.
-    if "capability.gating" in run.requirements and run.wanted(("capability.gating",)):
+    if run.wanted(("capability.gating",)):
         if found.gated:
             detail = "the agent sent " + ", ".join(sorted(found.gated_methods))
             detail += " although the checker advertised no file system, terminal or "

@@ -24,6 +24,7 @@ from typing import Any, overload
 import orjson
 
 from ..client import AcpClient, is_response
+from ..testing.session import turn_end
 
 Json = dict[str, Any]
 Entry = tuple[str, Json]
@@ -210,12 +211,8 @@ __all__ = ["RECENT_BYTES", "Received", "Spool"]
 
 
 def _ends_a_turn(msg: Json) -> bool:
-    """An ACP v2 idle ``state_update``: what ends a v2 turn, found like a response."""
+    """An ACP v2 idle ``state_update`` (`turn_end`, of whichever session):
+    what ends a v2 turn, found like a response."""
     params = msg.get("params")
-    update = params.get("update") if isinstance(params, dict) else None
-    return (
-        msg.get("method") == "session/update"
-        and isinstance(update, dict)
-        and update.get("sessionUpdate") == "state_update"
-        and update.get("state") == "idle"
-    )
+    session_id = params.get("sessionId") if isinstance(params, dict) else None
+    return isinstance(session_id, str) and turn_end(msg, session_id) is not None

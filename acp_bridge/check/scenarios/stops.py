@@ -183,9 +183,7 @@ async def stop(run: CheckRun) -> None:
     ``stop.ordering``.  A turn that ended before its Stop, or as the Stop crossed
     it, stopped nothing and decides nothing: the next Stop tries again."""
     opts = run.options
-    others = sum(
-        check in run.requirements and run.wanted((check,)) for check in ("stop.idle", "stop.race")
-    )
+    others = sum(run.wanted((check,)) for check in ("stop.idle", "stop.race"))
     first: Stopped | None = None
     unexercised: list[str] = []
     async with run.agent("stop") as agent:

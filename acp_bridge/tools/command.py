@@ -92,7 +92,7 @@ def _result(
     if out.truncated:
         kept = OUTPUT_BYTE_LIMIT
         lines.append(f"[output truncated by the terminal: only the last {kept} bytes were kept]")
-    if interruption is None and out.cancelled:
+    if interruption is None and ctx.live is not None and ctx.live.cancelled:  # terminal/cancel
         interruption = f"{_by_user(True)}: the command was killed"
     if interruption is not None:
         lines.append(f"[{interruption}; the output above is what it printed before]")

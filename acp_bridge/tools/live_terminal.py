@@ -44,8 +44,8 @@ def terminal_update(terminal_id: str, **fields: Any) -> dict[str, Any]:
     return {"sessionUpdate": "terminal_update", "terminalId": terminal_id, **fields}
 
 
-def terminal_output_chunk(terminal_id: str, text: str) -> dict[str, Any]:
-    data = base64.b64encode(text.encode("utf-8")).decode("ascii")
+def terminal_output_chunk(terminal_id: str, output: bytes) -> dict[str, Any]:
+    data = base64.b64encode(output).decode("ascii")
     return {"sessionUpdate": "terminal_output_chunk", "terminalId": terminal_id, "data": data}
 
 
@@ -90,13 +90,12 @@ class LiveTerminal:
             self._pending = self._pending[cut:]
 
     def _show(self, text: str) -> None:
-        text = self._redactor.text(text)
-        size = len(text.encode("utf-8"))
-        if self._sent + size > OUTPUT_BYTE_LIMIT:
+        shown = self._redactor.text(text).encode("utf-8")
+        if self._sent + len(shown) > OUTPUT_BYTE_LIMIT:
             self._over = True  # the exit's snapshot shows the last bytes instead
             return
-        self._sent += size
-        self._emit(terminal_output_chunk(self.terminal_id, text))
+        self._sent += len(shown)
+        self._emit(terminal_output_chunk(self.terminal_id, shown))
 
     def exit(self, out: CommandOutput) -> None:
         """It exited (or was killed): what is left of its last line, then its status."""

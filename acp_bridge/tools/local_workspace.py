@@ -189,7 +189,6 @@ class LocalTerminal:
             self._truncated,
             code,
             died,
-            cancelled=live is not None and live.cancelled,
         )
         if live is not None and self.process.returncode is not None:
             live.exit(out)

@@ -84,8 +84,6 @@ class CommandOutput:
     truncated: bool = False
     exit_code: int | None = None
     signal: str | None = None
-    # Killed by the user's ``terminal/cancel`` (the turn goes on).
-    cancelled: bool = False
 
 
 class Call(Protocol):

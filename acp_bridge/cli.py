@@ -21,7 +21,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from . import __version__
 from .cli_values import (
@@ -31,6 +31,9 @@ from .cli_values import (
     MAX_STEPS,
     MAX_STOP_AFTER,
     MAX_TOOL_TIMEOUT,
+    BadOption,
+    OptionParser,
+    common_options,
 )
 from .cli_values import base_url as _base_url
 from .cli_values import count as _count
@@ -39,33 +42,12 @@ from .cli_values import positive_int as _positive_int
 from .cli_values import retries as _retries
 from .cli_values import seconds as _seconds
 from .cli_values import variable_names as _variable_names
-from .paths import ENV_STATE_DIR, resolve_state_dir
+from .paths import resolve_state_dir
 from .providers.vendors import ANTHROPIC, OPENAI, VENDORS
 from .serve_cli import PROVIDERS, serve_command
 from .stderr_log import install as install_stderr_logging
 
 log = logging.getLogger("acp_bridge.cli")
-
-
-def common_options(defaults: bool) -> _Parser:
-    """--state-dir and --log-level, which every subcommand takes (check too)."""
-    # Subparsers get SUPPRESS defaults so an option given before the
-    # subcommand name is not overwritten by the subparser's default.
-    d: Any = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
-    p = _Parser(add_help=False)
-    p.add_argument(
-        "--state-dir",
-        default=d(None),
-        help=f"directory for session logs (default: ${ENV_STATE_DIR}, else "
-        "$XDG_STATE_HOME/acp-bridge, else ~/.local/state/acp-bridge)",
-    )
-    p.add_argument(
-        "--log-level",
-        default=d("warning"),
-        choices=["debug", "info", "warning", "error"],
-        help="stderr log level (default: warning); stdout only ever carries ACP messages",
-    )
-    return p
 
 
 def _serve_options(p: argparse.ArgumentParser, defaults: bool) -> None:
@@ -276,24 +258,6 @@ def _provider_options(p: argparse.ArgumentParser, d: Any) -> None:
     )
 
 
-class BadOption(Exception):
-    """A command line argparse refuses; ``str()`` is what to tell the user."""
-
-    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
-        super().__init__(f"{parser.prog}: {message}")
-        self.parser = parser
-
-
-class _Parser(argparse.ArgumentParser):
-    """Errors say ``--option: what was wrong`` (argparse says ``argument --option: ...``)
-    and raise `BadOption`, which `main` reports."""
-
-    def error(self, message: str) -> NoReturn:
-        if message.startswith("argument "):
-            message = message[len("argument ") :]
-        raise BadOption(self, message)
-
-
 # The subcommands other than serve: a bad command line naming one is no agent's.
 _NOT_SERVE = frozenset(
     ("setup", "logout", "demo", "history", "sessions", "show", "permissions", "check")
@@ -324,7 +288,7 @@ def _bad_command_line(argv: list[str], exc: BadOption) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OptionParser(
         prog="acp-bridge",
         description="An Agent Client Protocol agent: an editor spawns it and talks JSON-RPC "
         "over stdio.  Stop keeps exactly what the user saw.",

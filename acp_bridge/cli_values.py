@@ -1,9 +1,14 @@
-"""The values of ``acp-bridge``'s options: their types, checked at parse time, and bounds."""
+"""The values of ``acp-bridge``'s options: their types, checked at parse time, and bounds;
+the options every subcommand takes (`common_options`, `acp-bridge check` too), and the
+parser whose errors `acp_bridge.cli.main` reports."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any, NoReturn
+
+from .paths import ENV_STATE_DIR
 
 # Bounds of the numeric options: finite, and small enough that a typo
 # (an extra zero, ``inf``) is refused rather than silently honoured.
@@ -93,3 +98,42 @@ def fraction(text: str) -> float:
 
 MAX_RETRIES = 20
 retries = count(MAX_RETRIES, minimum=0)
+
+
+class BadOption(Exception):
+    """A command line argparse refuses; ``str()`` is what to tell the user."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(f"{parser.prog}: {message}")
+        self.parser = parser
+
+
+class OptionParser(argparse.ArgumentParser):
+    """Errors say ``--option: what was wrong`` (argparse says ``argument --option: ...``)
+    and raise `BadOption`, which `main` reports."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("argument "):
+            message = message[len("argument ") :]
+        raise BadOption(self, message)
+
+
+def common_options(defaults: bool) -> OptionParser:
+    """--state-dir and --log-level, which every subcommand takes (check too)."""
+    # Subparsers get SUPPRESS defaults so an option given before the
+    # subcommand name is not overwritten by the subparser's default.
+    d: Any = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
+    p = OptionParser(add_help=False)
+    p.add_argument(
+        "--state-dir",
+        default=d(None),
+        help=f"directory for session logs (default: ${ENV_STATE_DIR}, else "
+        "$XDG_STATE_HOME/acp-bridge, else ~/.local/state/acp-bridge)",
+    )
+    p.add_argument(
+        "--log-level",
+        default=d("warning"),
+        choices=["debug", "info", "warning", "error"],
+        help="stderr log level (default: warning); stdout only ever carries ACP messages",
+    )
+    return p

@@ -2,8 +2,8 @@
 
 The loop's modules, compaction's (which the turn runs) and the tool runner
 (which reaches the turn through `acp_bridge.tools.turn_port`) must not import
-each other in a circle: every import counts, also those under
-``TYPE_CHECKING`` and inside functions.
+each other in a circle, and neither must any modules of the package: every
+import counts, also those under ``TYPE_CHECKING`` and inside functions.
 """
 
 from __future__ import annotations
@@ -95,6 +95,24 @@ def test_the_loop_and_the_tools_import_one_way() -> None:
     assert "acp_bridge.loop.turn" in graph
     assert "acp_bridge.compaction.run" in graph
     assert "acp_bridge.tools.runner" in graph
+    assert _a_circle(graph) is None
+
+
+def test_the_package_has_no_import_circle() -> None:
+    """Across the whole package.  The package root is left out: it holds the
+    version and names its exports for type checkers only (each is imported
+    on first use), so ``from .. import __version__`` reads a constant."""
+    folders = sorted(
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*")
+        if p.is_dir() and p.name != "__pycache__"
+    )
+    graph = _graph(("", *folders))
+    del graph["acp_bridge"]
+    graph = {name: targets - {"acp_bridge"} for name, targets in graph.items()}
+    assert "acp_bridge.acp.table" in graph
+    assert "acp_bridge.cli" in graph
+    assert "acp_bridge.check.scenarios.stops" in graph
     assert _a_circle(graph) is None
 
 

@@ -106,6 +106,9 @@ class LiveMethods:
         table.lock(session_id, path)
         slog = SessionLog(path, table.outbox)
         session = table.make_session(session_id, cwd, slog, provider, extra_dirs)
+        from .subagents import attach  # the tools load off the start-up path
+
+        attach(table, session)  # its task calls start child sessions
         session.context.client_prompt = client_prompt
         await table.prepare_context(session)
         start = answers.session_start_fields(

@@ -212,6 +212,9 @@ class StoredMethods:
             extra = [d for d in stored if isinstance(d, str)]
         # What the session reads of its log: its tools' state and its cost so far.
         session = table.make_session(session_id, cwd, slog, provider, extra, records)
+        from .subagents import attach, depth_of
+
+        attach(table, session, depth_of(records))  # a reopened child: as deep as it was
         if sent_prompt is not None:
             client_prompt.keep(session, sent_prompt)
             session.context.client_prompt = client_prompt.restore([sent_prompt_record(sent_prompt)])

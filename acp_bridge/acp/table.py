@@ -63,6 +63,8 @@ class SessionTable:
         # Running subagent sessions the client was told of, which it may
         # cancel alone (`acp_bridge.acp.subagents`).
         self.children: dict[str, Session] = {}
+        # The places for children running at once, across this process's sessions.
+        self.child_places = anyio.Semaphore(config.subagents_at_once)
         # Set when the server shuts down: queued prompts start no turn.
         self.closing = False
         # Turn tasks still running, including any abandoned at the deadline.
@@ -127,10 +129,6 @@ class SessionTable:
         from ..notices import wants_notices
 
         context.notices = wants_notices(capabilities)
-        from .subagents import attach, depth_of
-
-        # Its task calls start child sessions (a reopened child: as deep as it was).
-        attach(self, session, depth_of(records or ()))
         context.cost, context.currency = cost_so_far(records or ())
         return session
 

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..cli_values import common_options
 from ..client import bridge_command
 from ..stderr_log import install as install_stderr_logging
 from .requirements import REQUIREMENTS
@@ -60,8 +61,6 @@ def _check_id(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..cli import common_options
-
     p = argparse.ArgumentParser(
         prog="acp-bridge check",
         # --state-dir and --log-level, as every subcommand takes: the checker's

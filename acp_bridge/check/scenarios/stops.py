@@ -24,6 +24,7 @@ from .frames import (
     end,
     index_of,
     is_chunk,
+    late_updates,
     ms_between,
     send_cancel,
     sent_index,
@@ -292,12 +293,7 @@ async def stop_once(run: CheckRun, agent: Agent, session: Session, *, watch: flo
 def judge_next_turn(run: CheckRun, agent: Agent, session: Session, stopped: Stopped) -> None:
     """Record ``stop.next-turn`` for the first Stop that stopped something after the
     one that decided ``stop.cancelled``."""
-    response_at = index_of(agent, stopped.response)
-    late = (
-        updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
-        if response_at
-        else []
-    )
+    late = late_updates(agent, session.id, stopped.response)
     if stopped.kind == "cancelled" and not late:
         run.record(
             "stop.next-turn",
@@ -422,11 +418,7 @@ async def cancel_race(run: CheckRun) -> None:
             return
         measure_stop(run, agent, session.id, start, result.response, "cancel-race")
         response_at = index_of(agent, result.response or None)
-        late_at = (
-            updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
-            if response_at
-            else []
-        )
+        late_at = late_updates(agent, session.id, result.response or None)
         reason = stop_reason(result.response)
         if reason not in (None, "cancelled") and turn.chunks() <= opts.stop_after:
             # A turn this short may have ended before the agent read the cancel

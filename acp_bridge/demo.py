@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import orjson
 
-from .client import AcpClient, bridge_command
+from .client import CHUNK_KINDS, bridge_command, running
 from .paths import make_private_dirs
 from .providers.scripted import parse_report
 
@@ -96,10 +96,7 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
 
     say(f"{b}acp-bridge demo{reset}: an editor session, played in your terminal")
     say(f"{dim}editor spawns: {' '.join(command)}{reset}")
-    process = await anyio.open_process(command, stderr=subprocess.DEVNULL)
-    client = AcpClient(process)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(client.read_loop)
+    async with running(command, stderr=subprocess.DEVNULL) as client:
         init = await client.initialize()
         info, version = init["result"]["agentInfo"], init["result"]["protocolVersion"]
         say(f"{dim}initialize -> {info['name']} {info['version']}, protocol {version}{reset}")
@@ -113,7 +110,7 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
 
         def show(update: dict[str, Any]) -> None:
             kind = update.get("sessionUpdate")
-            if kind not in ("agent_message_chunk", "agent_thought_chunk"):
+            if kind not in CHUNK_KINDS:
                 return
             if kind != streaming["kind"]:
                 label = (
@@ -130,11 +127,7 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
         first = await client.prompt(
             session_id, ask, cancel_after=stop_after, on_update=show, cancel_when_quiet=1.0
         )
-        chunks = sum(
-            1
-            for u in first.updates
-            if u.get("sessionUpdate") in ("agent_message_chunk", "agent_thought_chunk")
-        )
+        chunks = sum(1 for u in first.updates if u.get("sessionUpdate") in CHUNK_KINDS)
         seen = first.text()
         say(f"{reset}")
         late = len(first.late)
@@ -180,8 +173,6 @@ async def _demo(command: list[str], state_dir: str, stop_after: int) -> int:
         say()
         say(f"session log:  {log_path} ({records} records)")
         say(f"its history:  acp-bridge history --state-dir {state_dir} {session_id}")
-        await client.close_stdin()
-        await process.wait()
-        tg.cancel_scope.cancel()
+        await client.finish()
     ok = same and first.stop_reason == "cancelled" and not first.late
     return 0 if ok else 1

@@ -18,7 +18,7 @@ outside a turn, whenever the session is open.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .redact import SECRETS
 from .update_builders import notice_update, text_chunk
@@ -26,10 +26,9 @@ from .update_builders import notice_update, text_chunk
 if TYPE_CHECKING:
     from .loop.session_core import SessionCore as Session
 
-__all__ = ["SEVERITIES", "notice_update", "notify", "wants_notices"]
+__all__ = ["notify", "wants_notices"]
 
 Severity = Literal["info", "warning", "error"]
-SEVERITIES: Final = ("info", "warning", "error")
 
 
 def wants_notices(client_capabilities: object) -> bool:

@@ -36,26 +36,24 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 
-def default_state_dir() -> str:
-    explicit = os.environ.get(ENV_STATE_DIR)
+def _home(env: str, xdg: str, *fallback: str) -> str:
+    """``$env`` if set, else ``$xdg/acp-bridge`` (an absolute one), else
+    ``~/<fallback>/acp-bridge``: the state and the config directory alike."""
+    explicit = os.environ.get(env)
     if explicit:
         return os.path.abspath(os.path.expanduser(explicit))
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = (
-        xdg
-        if xdg and os.path.isabs(xdg)
-        else os.path.join(os.path.expanduser("~"), ".local", "state")
-    )
+    base = os.environ.get(xdg)
+    if not (base and os.path.isabs(base)):
+        base = os.path.join(os.path.expanduser("~"), *fallback)
     return os.path.join(base, "acp-bridge")
+
+
+def default_state_dir() -> str:
+    return _home(ENV_STATE_DIR, "XDG_STATE_HOME", ".local", "state")
 
 
 def config_dir() -> str:
-    explicit = os.environ.get(ENV_CONFIG_DIR)
-    if explicit:
-        return os.path.abspath(os.path.expanduser(explicit))
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    base = xdg if xdg and os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "acp-bridge")
+    return _home(ENV_CONFIG_DIR, "XDG_CONFIG_HOME", ".config")
 
 
 def default_config_file() -> str:

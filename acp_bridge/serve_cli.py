@@ -31,8 +31,6 @@ log = logging.getLogger("acp_bridge.cli")
 def _pass_env(flags: Sequence[tuple[str, ...]] | None) -> tuple[str, ...]:
     """The names of --pass-env, then those of $ACP_BRIDGE_PASS_ENV (a bad one
     there is skipped with a warning: the editor's environment is no option line)."""
-    import os
-
     from .tools.secret_env import ENV_PASS_ENV, parse_pass_env
 
     names = [name for names in flags or [] for name in names]

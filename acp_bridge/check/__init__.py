@@ -1,26 +1,8 @@
 """``acp-bridge check``: an ACP v1 conformance suite for any agent over stdio.
 
-`run_check(CheckOptions(command=[...]))` plays every scenario of
+`runner.run_check(CheckOptions(command=[...]))` plays every scenario of
 `acp_bridge.check.scenarios` against fresh processes of the agent and returns
 a `Report` (`acp_bridge.check.report` renders it); `acp_bridge.check.cli` is
 the command line.  What each check requires, and the spec sentence behind it,
 is in `acp_bridge.check.requirements`.
 """
-
-from __future__ import annotations
-
-from .requirements import REQUIREMENTS, Requirement, Tier
-from .results import Outcome, Result
-from .runner import CheckOptions, Report, run_check, run_check_sync
-
-__all__ = [
-    "REQUIREMENTS",
-    "CheckOptions",
-    "Outcome",
-    "Report",
-    "Requirement",
-    "Result",
-    "Tier",
-    "run_check",
-    "run_check_sync",
-]

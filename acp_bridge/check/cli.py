@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..cli_values import common_options
+from ..cli_values import common_options, count, seconds
 from ..client import bridge_command
 from ..stderr_log import install as install_stderr_logging
 from .requirements import REQUIREMENTS
@@ -25,24 +25,9 @@ from .runner import DEFAULT_STREAM_PROMPT, CheckOptions, run_check_sync
 USAGE = "acp-bridge check [options] [-- AGENT COMMAND...]"
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 <= value <= 3600:
-        raise argparse.ArgumentTypeError(f"expected 0 to 3600 seconds, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not 1 <= value <= 10_000:
-        raise argparse.ArgumentTypeError(f"expected 1 to 10000, got {text!r}")
-    return value
+# Bounds of check's numbers: any timeout up to an hour, any count up to 10,000.
+_seconds = seconds(3600.0)
+_count = count(10_000)
 
 
 def _env(text: str) -> tuple[str, str]:

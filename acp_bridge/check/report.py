@@ -20,12 +20,6 @@ from .runner import Report
 
 Json = dict[str, Any]
 
-LABELS = {
-    Outcome.PASS: "PASS",
-    Outcome.FAIL: "FAIL",
-    Outcome.SKIP: "SKIP",
-    Outcome.NOT_EXERCISED: "NOT EXERCISED",
-}
 CONTEXT = 3  # frames shown before each frame at fault
 MAX_LINES = 40  # frames shown per evidence
 FRAME_CHARS = 220
@@ -73,7 +67,7 @@ def evidence_lines(evidence: Evidence) -> list[str]:
 
 def result_lines(result: Result, *, show_wire: bool) -> list[str]:
     req = result.requirement
-    label = LABELS[result.outcome]
+    label = result.outcome.value.upper()  # PASS, NOT EXERCISED
     lines = [f"  {label:<13} {req.id:<26} {req.title}"]
     pad = " " * 16
     lines.append(f"{pad}requires: {req.requirement}")
@@ -140,7 +134,7 @@ def render_text(report: Report) -> str:
             lines.append(f"  {process.name}: " + ", ".join(process.survivors))
     lines += ["", *stop_lines(report.stop)]
     counts = {o: sum(r.outcome is o for r in report.results) for o in Outcome}
-    summary = ", ".join(f"{n} {LABELS[o].lower()}" for o, n in counts.items() if n)
+    summary = ", ".join(f"{n} {o.value}" for o, n in counts.items() if n)
     blocking = [r.requirement.id for r in report.results if r.blocking]
     verdict = "CONFORMANT" if not blocking else "NOT CONFORMANT: " + ", ".join(blocking)
     lines += ["", f"{summary} in {report.seconds:.1f} s: {verdict}"]

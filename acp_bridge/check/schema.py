@@ -38,6 +38,8 @@ from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.exceptions import best_match
 from referencing import Registry, Resource
 
+from ..client import id_key
+
 BUNDLED_SCHEMA: Final = Path(__file__).resolve().parent.parent / "schemas" / "acp-v1.schema.json"
 BUNDLED_SOURCE: Final = (
     "ACP v1 JSON Schema, agentclientprotocol/agent-client-protocol@b7f0005 "
@@ -220,13 +222,13 @@ class AcpSchema:
     def _transcript_errors(self, transcript: Iterable[tuple[str, Any]], mine: str) -> list[str]:
         theirs = "send" if mine == "recv" else "recv"
         check = self.agent_message_errors if mine == "recv" else self.client_message_errors
-        methods: dict[Any, str] = {}
+        methods: dict[bytes, str] = {}
         out = []
         for position, (direction, msg) in enumerate(transcript):
             if direction == theirs and isinstance(msg, dict) and "method" in msg and "id" in msg:
-                methods[_key(msg["id"])] = msg["method"]
+                methods[id_key(msg["id"])] = msg["method"]
             elif direction == mine:
-                method = methods.get(_key(msg.get("id"))) if isinstance(msg, dict) else None
+                method = methods.get(id_key(msg.get("id"))) if isinstance(msg, dict) else None
                 for problem in check(msg, method):
                     text = json.dumps(msg)
                     if len(text) > 300:
@@ -271,11 +273,6 @@ def structure(value: Any, free: frozenset[str], key: str | None = None) -> Any:
     if isinstance(value, str) and key in free:
         return str
     return (type(value).__name__, value)  # keeps True apart from 1, 1.0 from 1
-
-
-def _key(value: object) -> str:
-    """A dict key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart."""
-    return json.dumps(value)
 
 
 def _explain(error: ValidationError) -> str:

@@ -47,8 +47,6 @@ class Spool(Sequence[Entry]):
         self._recent_order: deque[tuple[int, int]] = deque()
         self._recent_bytes = 0
         self._responses: list[int] = []
-        self.dropped = 0
-        """Entries that came after `seal` (not kept)."""
         self.times = array("d")
         """When each entry was made (``time.monotonic()``), index for index."""
         self.messages = Received(self)
@@ -72,8 +70,7 @@ class Spool(Sequence[Entry]):
 
     def append(self, entry: Entry, *, at: float | None = None) -> None:
         if self._file.closed:
-            self.dropped += 1  # what the agent wrote while the checker ended it
-            return
+            return  # what the agent wrote while the checker ended it: not kept
         line = orjson.dumps(entry) + b"\n"
         index = len(self._offsets)
         self._file.write(line)  # first: a failed write leaves no entry without its line

@@ -91,6 +91,15 @@ def updates_between(
     return out
 
 
+def late_updates(agent: Agent, session_id: str, response: Json | None) -> list[int]:
+    """Transcript indices of the session's conversation updates after ``response``
+    (none when it never came): what must not follow a turn's end."""
+    response_at = index_of(agent, response)
+    if not response_at:
+        return []
+    return updates_between(agent, session_id, response_at[0] + 1, kinds=CONVERSATION)
+
+
 def ms_between(agent: Agent, first: int, second: int) -> float:
     times = agent.client.times
     return round((times[second] - times[first]) * 1000, 1)

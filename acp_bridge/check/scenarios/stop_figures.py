@@ -14,7 +14,7 @@ from typing import Any
 
 from ...testing.agent import Agent
 from ..run import CheckRun
-from .frames import CONVERSATION, is_chunk, ms_between, updates_between
+from .frames import CONVERSATION, index_of, is_chunk, ms_between, sent_index, updates_between
 
 Json = dict[str, Any]
 
@@ -23,21 +23,25 @@ def measure(
     run: CheckRun,
     agent: Agent,
     session_id: str,
-    cancel_at: int | None,
-    response_at: int | None,
+    stop_at: int,
+    response: Json | None,
     scenario: str,
-) -> Json | None:
-    """Record the Stop whose cancel is transcript entry ``cancel_at`` and whose
-    prompt's response is ``response_at`` (None: never answered); call it after the
-    barrier that follows the response.  Returns the sample, or None if nothing was
-    stopped."""
-    if cancel_at is None:
-        return None
-    if response_at is None:
+) -> None:
+    """Record the Stop whose ``session/cancel`` was sent from transcript index
+    ``stop_at`` on and whose prompt was answered ``response`` (None: never); call it
+    after the barrier that follows the response.  A Stop whose cancel was not sent,
+    or whose prompt was answered before it, stopped nothing: no sample."""
+    cancel = sent_index(agent, "session/cancel", stop_at)
+    if not cancel:
+        return
+    cancel_at = cancel[0]
+    answered = index_of(agent, response or None)
+    if not answered:
         sample: Json = {"scenario": scenario, "answered": False}
-    elif response_at < cancel_at:
-        return None
+    elif answered[0] < cancel_at:
+        return
     else:
+        response_at = answered[0]
         between = updates_between(agent, session_id, cancel_at, response_at)
         late = updates_between(agent, session_id, response_at + 1, kinds=CONVERSATION)
         sample = {
@@ -48,7 +52,6 @@ def measure(
             "updates_after_response": len(late),
         }
     run.stop_samples.append(sample)
-    return sample
 
 
 def percentile(values: list[float], p: float) -> float:

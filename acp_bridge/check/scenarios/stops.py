@@ -24,6 +24,7 @@ from .frames import (
     end,
     index_of,
     is_chunk,
+    late_updates,
     ms_between,
     send_cancel,
     sent_index,
@@ -272,7 +273,7 @@ async def stop_once(run: CheckRun, agent: Agent, session: Session, *, watch: flo
         result = await turn.stop(within=opts.stop_timeout)
     except TimeoutError:
         stop_reading(agent)
-        measure_stop(run, agent, session.id, stop_at, None, "stop")
+        measure(run, agent, session.id, stop_at, None, "stop")
         return Stopped(turn_at, stop_at, behind, None, "unanswered", turn.chunks())
     response = result.response or None
     kind = stop_kind(agent, stop_at, response, behind)
@@ -281,7 +282,7 @@ async def stop_once(run: CheckRun, agent: Agent, session: Session, *, watch: flo
         # Watching for something that must not happen: only a time window can.
         await anyio.sleep(watch)
         await agent.settle(within=opts.timeout)
-    measure_stop(run, agent, session.id, stop_at, response, "stop")
+    measure(run, agent, session.id, stop_at, response, "stop")
     if kind == "exited":
         run.record("stop.ordering", Outcome.NOT_EXERCISED, "the agent exited before answering")
     elif kind != "before":
@@ -292,12 +293,7 @@ async def stop_once(run: CheckRun, agent: Agent, session: Session, *, watch: flo
 def judge_next_turn(run: CheckRun, agent: Agent, session: Session, stopped: Stopped) -> None:
     """Record ``stop.next-turn`` for the first Stop that stopped something after the
     one that decided ``stop.cancelled``."""
-    response_at = index_of(agent, stopped.response)
-    late = (
-        updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
-        if response_at
-        else []
-    )
+    late = late_updates(agent, session.id, stopped.response)
     if stopped.kind == "cancelled" and not late:
         run.record(
             "stop.next-turn",
@@ -312,22 +308,6 @@ def judge_next_turn(run: CheckRun, agent: Agent, session: Session, stopped: Stop
             f"{describe(stopped.response)} with {len(late)} update(s) after it",
             evidence=[(agent, stopped.marks(agent) + late)],
         )
-
-
-def measure_stop(
-    run: CheckRun, agent: Agent, session_id: str, stop_at: int, response: Json | None, scenario: str
-) -> Json | None:
-    """`stop_figures.measure` for the Stop sent from transcript index ``stop_at`` on."""
-    cancel = sent_index(agent, "session/cancel", stop_at)
-    answered = index_of(agent, response or None)
-    return measure(
-        run,
-        agent,
-        session_id,
-        cancel[0] if cancel else None,
-        answered[0] if answered else None,
-        scenario,
-    )
 
 
 async def idle_cancel(run: CheckRun) -> None:
@@ -392,7 +372,7 @@ async def idle_cancel(run: CheckRun) -> None:
             return
         stop_at = len(agent.transcript)
         stopped = await turn.stop(within=opts.stop_timeout, watch=0)
-        measure_stop(run, agent, session.id, stop_at, stopped.response, "idle-cancel")
+        measure(run, agent, session.id, stop_at, stopped.response, "idle-cancel")
         run.record(
             "stop.idle",
             Outcome.PASS,
@@ -420,13 +400,9 @@ async def cancel_race(run: CheckRun) -> None:
                 evidence=[(agent, [start, start + 1])],
             )
             return
-        measure_stop(run, agent, session.id, start, result.response, "cancel-race")
+        measure(run, agent, session.id, start, result.response, "cancel-race")
         response_at = index_of(agent, result.response or None)
-        late_at = (
-            updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
-            if response_at
-            else []
-        )
+        late_at = late_updates(agent, session.id, result.response or None)
         reason = stop_reason(result.response)
         if reason not in (None, "cancelled") and turn.chunks() <= opts.stop_after:
             # A turn this short may have ended before the agent read the cancel

@@ -14,8 +14,10 @@ from .frames import (
     describe,
     end,
     index_of,
+    late_updates,
     probe,
     send_stop,
+    stop_reason,
     stream,
     texts,
     updates_between,
@@ -71,11 +73,7 @@ async def stored_sessions(run: CheckRun) -> None:
             await agent.settle(within=opts.timeout)
             end_at = response_at[0] if response_at else None
             before = updates_between(agent, session.id, start, end_at, kinds=CONVERSATION)
-            after = (
-                updates_between(agent, session.id, end_at + 1, kinds=CONVERSATION)
-                if end_at is not None
-                else []
-            )
+            after = late_updates(agent, session.id, response)
             replayed = [session_update(agent.transcript[i][1], session.id) or {} for i in before]
             if "result" not in response:
                 run.record(
@@ -262,7 +260,7 @@ def closed_nothing(agent: Agent, turn: Turn, stop_at: int, behind: str) -> str |
     """Why a close stopped nothing: the turn ended before it was sent, or as it
     crossed it (`crossed`); None when it was exercised."""
     response_at = index_of(agent, turn.response)
-    reason = ((turn.response or {}).get("result") or {}).get("stopReason")
+    reason = stop_reason(turn.response)
     if response_at and response_at[0] < stop_at:
         return f"the turn ended (answered {describe(turn.response)}) before session/close was sent"
     if reason != "cancelled" and crossed(agent, turn.response, behind):
@@ -302,12 +300,8 @@ async def close(run: CheckRun) -> None:
             await end(run, agent)
             return
         response_at = index_of(agent, turn.response)
-        late = (
-            updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
-            if response_at
-            else []
-        )
-        reason = ((turn.response or {}).get("result") or {}).get("stopReason")
+        late = late_updates(agent, session.id, turn.response)
+        reason = stop_reason(turn.response)
         problems = []
         if reason != "cancelled":
             problems.append(f"the prompt was answered {describe(turn.response)}")

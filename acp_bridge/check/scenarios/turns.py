@@ -16,6 +16,7 @@ from .frames import (
     describe,
     end,
     index_of,
+    late_updates,
     sent_index,
     stream,
     updates_between,
@@ -208,11 +209,7 @@ async def permission(run: CheckRun) -> None:
             else "the agent withdrew the request ($/cancel_request) before the answer"
         )
         response_at = index_of(agent, result.response or None)
-        late = (
-            updates_between(agent, session.id, response_at[0] + 1, kinds=CONVERSATION)
-            if response_at
-            else []
-        )
+        late = late_updates(agent, session.id, result.response or None)
         problems = []
         if result.stop_reason != "cancelled":
             problems.append(f"the prompt was answered {describe(result.response)}")

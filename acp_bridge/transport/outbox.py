@@ -173,24 +173,18 @@ class Outbox:
         if count <= 0:
             return count == 0
         queue = self._queue
-        removed = queue[-count:]
-        if len(removed) == count and all(
-            isinstance(item, bytes) and item.startswith(prefixes) for item in removed
-        ):
-            del queue[-count:]  # the usual case: nothing was queued after them
+        found: list[int] = []
+        for i in range(len(queue) - 1, -1, -1):
+            item = queue[i]
+            if isinstance(item, bytes) and item.startswith(prefixes):
+                found.append(i)
+                if len(found) == count:
+                    break
         else:
-            found: list[int] = []
-            for i in range(len(queue) - 1, -1, -1):
-                item = queue[i]
-                if isinstance(item, bytes) and item.startswith(prefixes):
-                    found.append(i)
-                    if len(found) == count:
-                        break
-            else:
-                return False
-            removed = [queue[i] for i in found]
-            for i in found:  # from the end: the indices before it stay valid
-                del queue[i]
+            return False
+        removed = [queue[i] for i in found]
+        for i in found:  # from the end: the indices before it stay valid
+            del queue[i]
         self._queued_bytes -= sum(len(item) for item in removed)
         if not queue:
             self._wakeup.set()  # the writer marks the retracted items done (`drain`)

@@ -229,25 +229,7 @@ class LogFile:
         self.synced_at = float("-inf")
 
     def write(self, data: bytes) -> None:
-        fd = self._fd
-        if fd is not None and data and not self.pending:
-            # The usual case, without a copy into ``pending`` first.
-            try:
-                self._check_open(fd)
-            except OSError:  # lost, or cannot even be looked at: kept
-                self.pending += data
-                raise
-            self._pool.used(self)
-            written = 0
-            try:
-                while written < len(data):
-                    written += os.write(fd, data[written:] if written else data)
-            finally:
-                self._size += written
-                if written < len(data):
-                    self.pending += data[written:]
-            return
-        self.pending += data  # kept first: a failed open loses nothing either
+        self.pending += data  # kept first: a failed write or open loses nothing
         self._write_pending()
 
     def verify(self) -> None:

@@ -433,10 +433,9 @@ SYNC_INTERVAL: Final = 0.25
 class LogWrites:
     """The log writes of one ordered writer (see the module)."""
 
-    def __init__(self, *, hold_limit: int = LOG_HOLD_LIMIT, files: LogFiles | None = None) -> None:
-        self.hold_limit = hold_limit
+    def __init__(self) -> None:
         # The session log files, opened and locked on demand, few at a time.
-        self.files = files if files is not None else LogFiles()
+        self.files = LogFiles()
         self._failed: set[LogTarget] = set()
         self._syncing: set[LogTarget] = set()
         self._resync: set[LogTarget] = set()
@@ -486,7 +485,7 @@ class LogWrites:
 
     def over_limit(self) -> bool:
         """Whether failing logs hold more than the hold limit."""
-        return bool(self._failed) and self.held_bytes() > self.hold_limit
+        return bool(self._failed) and self.held_bytes() > LOG_HOLD_LIMIT
 
     async def wait_retry(self) -> None:
         """Wait a little, then try the failing logs again (for a turn held by them)."""

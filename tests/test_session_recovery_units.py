@@ -21,8 +21,9 @@ from support.harness import EVENT_LOG_VALIDATOR
 from acp_bridge.log import upcast as upcast_module
 from acp_bridge.log.check import check_log
 from acp_bridge.log.derive import delivered_prefix, derive_messages, replaced_turns
+from acp_bridge.log.open_turn import OUTCOME_UNKNOWN
 from acp_bridge.log.reader import LogCorrupt, read_records
-from acp_bridge.log.reopen import OUTCOME_UNKNOWN, closing_records
+from acp_bridge.log.reopen import closing_records
 from acp_bridge.log.replay import replay_updates
 from acp_bridge.log.upcast import load_log, upcast
 from acp_bridge.log.writer.files import LogFiles

@@ -67,7 +67,6 @@ from .records import RECOVERED_CRASHED, SURFACE_TYPES
 
 __all__ = [
     "ASSISTANT_BLOCK_TYPES",
-    "RECOVERED_CRASHED",
     "SUMMARY_HEADER",
     "USER_BLOCK_TYPES",
     "Surface",

@@ -53,7 +53,7 @@ import anyio
 from ..log.writer import LogTarget
 from ..log.writer.files import LOG_HOLD_LIMIT, LogFile, LogWrites
 from .merge import MERGE_ABOVE, ChunkMerger
-from .pipe import IN_FLIGHT, RECHECK, STDOUT_PIPE_SIZE, StdoutPipe
+from .pipe import RECHECK, STDOUT_PIPE_SIZE, StdoutPipe
 
 # A streaming turn hands the writer a batch once this much of its frames
 # waits (`batch_bytes`): a few dozen chunk frames at full rate, big enough
@@ -67,9 +67,7 @@ __all__ = [
     "BATCH_BYTES",
     "HIGH_WATER",
     "INPUT_PAUSE",
-    "IN_FLIGHT",
     "LOG_HOLD_LIMIT",
-    "MERGE_ABOVE",
     "STDOUT_PIPE_SIZE",
     "Outbox",
 ]

@@ -124,9 +124,9 @@ NotificationHandler = Callable[[dict[str, Any]], None]
 
 
 class Connection:
-    def __init__(self, outbox: FrameWriter, *, max_frame: int | None = None) -> None:
+    def __init__(self, outbox: FrameWriter) -> None:
         self.outbox = outbox
-        self.framer = LineFramer() if max_frame is None else LineFramer(max_frame)
+        self.framer = LineFramer()
         self.requests: dict[str, RequestHandler] = {}
         self.notifications: dict[str, NotificationHandler] = {}
         # Methods that answer ``$/cancel_request`` themselves (session/prompt

@@ -344,11 +344,6 @@ class LogFile:
         raise LogFileLost(errno.ESTALE, self.lost)
 
     @property
-    def size(self) -> int:
-        """The bytes the file holds, as far as this process knows (-1: not known yet)."""
-        return self._size
-
-    @property
     def syncing(self) -> bool:
         return self._syncs > 0
 

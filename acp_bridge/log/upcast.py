@@ -89,15 +89,6 @@ _SEQ = itemgetter("seq")
 _TYPE = itemgetter("type")
 
 
-def _checked(values: Any, current: int, size: int) -> LoadedLog | None:
-    """The records of a whole file of today's records, or None if any needs more
-    than a glance (an upcast, an unknown type, a bad ``seq``): the slow path
-    then handles it and names the line."""
-    if record_types(values, current) is None:
-        return None
-    return LoadedLog(values, len(values), size, False, [])
-
-
 def record_types(values: Any, current: int, first: int = 0) -> list[str] | None:
     """The type of each of ``values``, if they are records of version ``current``
     numbered from ``first`` on, of known types; None if any needs more than a
@@ -217,9 +208,10 @@ def _load_log(path: str | os.PathLike[str], current: int, keep_unknown: bool) ->
         except orjson.JSONDecodeError:
             pass
         else:
-            fast = _checked(values, current, length)
-            if fast is not None:
-                return fast
+            # Records that need more than a glance (an upcast, an unknown
+            # type, a bad ``seq``) take the line-by-line path, which names the line.
+            if record_types(values, current) is not None:
+                return LoadedLog(values, len(values), length, False, [])
             del values
         buffer[-1] = 0x0A  # \n
     data = bytes(memoryview(buffer)[1:])

@@ -81,6 +81,7 @@ __all__ = [
     "LogWrites",
     "open_logs_limit",
     "save_unwritten",
+    "write_new_file",
 ]
 
 # The open logs a process keeps: a quarter of its descriptor limit, within
@@ -604,22 +605,9 @@ def save_unwritten(log: LogTarget) -> str:
         f"be written to {log.path}: {reason}"
     )
     copy = f"{log.path}.unwritten-{os.getpid()}"
-    created = False
     try:
-        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        created = True
-        try:
-            view = memoryview(data)
-            done = 0
-            while done < len(data):
-                done += os.write(fd, view[done:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_new_file(copy, data)
     except OSError as exc:
-        if created:
-            with contextlib.suppress(OSError):
-                os.unlink(copy)
         return (
             f"{head}; no copy could be saved beside it ({exc.strerror or exc}), so they follow "
             f"on stderr between the markers:\n--- unwritten records of {session} ---\n"
@@ -629,3 +617,20 @@ def save_unwritten(log: LogTarget) -> str:
         )
     log.pending.clear()
     return f"{head}; a copy of them is in {copy}"
+
+
+def write_new_file(path: str, data: bytes) -> None:
+    """Create ``path`` (private, never over an existing file) holding ``data``,
+    synced; a file that could not be written whole is removed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    finally:
+        os.close(fd)

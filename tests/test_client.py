@@ -20,7 +20,8 @@ import pytest
 from anyio.streams.memory import MemoryObjectSendStream
 
 from acp_bridge.client import AcpClient, running
-from acp_bridge.jsonrpc import Connection, ConnectionClosed, RemoteError
+from acp_bridge.jsonrpc.connection import Connection, ConnectionClosed
+from acp_bridge.jsonrpc.errors import RemoteError
 
 pytestmark = pytest.mark.anyio
 

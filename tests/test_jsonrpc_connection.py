@@ -15,8 +15,8 @@ import orjson
 import pytest
 from anyio import TaskHandle
 
-from acp_bridge.jsonrpc import Connection, ConnectionClosed, RemoteError
-from acp_bridge.jsonrpc.connection import current_reply
+from acp_bridge.jsonrpc.connection import Connection, ConnectionClosed, current_reply
+from acp_bridge.jsonrpc.errors import RemoteError
 
 pytestmark = pytest.mark.anyio
 

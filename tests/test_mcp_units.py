@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 
 from acp_bridge.jsonrpc.messages import parse_frame
+from acp_bridge.mcp import stdio
 from acp_bridge.mcp.content import kind_of, map_result, read_only_of
 from acp_bridge.mcp.handshake import HANDSHAKE_VERSIONS, LATEST_VERSION, Handshake, HandshakeFailed
 from acp_bridge.mcp.naming import MAX_NAME, assign_names, sanitize
 from acp_bridge.mcp.specs import ServerSpec, SpecError, merge, parse_server
-from acp_bridge.mcp.stdio import QUEUE_LIMIT, Lines, Pipes, answered_id, environment
+from acp_bridge.mcp.stdio import QUEUE_LIMIT, Pipes, answered_id, environment
 
 # -- names ----------------------------------------------------------------------------
 
@@ -283,29 +286,25 @@ def test_the_handshake_versions_are_the_mcp_packages() -> None:
 # -- the stdio pipes ---------------------------------------------------------------------
 
 
-def test_lines_are_cut_across_chunks() -> None:
-    lines = Lines(limit=100)
-    assert lines.feed(b"") == []
-    assert lines.feed(b'{"a"') == []
-    assert lines.feed(b":1}\n{}\n\n{") == [b'{"a":1}', b"{}", b""]
-    assert lines.feed(b"}") == []
-    assert lines.feed(b"\n") == [b"{}"]
-    assert lines.feed(b"x" * 100) == []
-    with pytest.raises(ValueError, match="over 100 bytes"):
-        lines.feed(b"x")
-
-
-def test_a_long_line_is_joined_once_at_its_end() -> None:
-    """Linear time: the chunks of a line are kept as they came (never joined to
-    what came before and searched again) until the chunk with its end."""
-    lines = Lines()
-    chunk = b"a" * 65536
-    for _ in range(200):
-        assert lines.feed(chunk) == []
-    assert len(lines._parts) == 200
-    (line,) = lines.feed(b'"\nrest')
-    assert len(line) == 200 * 65536 + 1
-    assert lines._parts == [b"rest"]
+@pytest.mark.anyio
+async def test_a_message_over_the_limit_ends_the_connection(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server's lines before it are delivered; the connection ends as soon as
+    the unfinished line goes over the limit (not at its newline, which may never come)."""
+    monkeypatch.setattr(stdio, "MAX_MESSAGE", 100)
+    code = (
+        'import sys, time; sys.stdout.write(\'{"jsonrpc":"2.0","method":"a"}\\n\''
+        " + 'x' * 150); sys.stdout.flush(); time.sleep(30)"
+    )
+    process = await anyio.open_process([sys.executable, "-c", code], start_new_session=True)
+    got: list[Any] = []
+    gone = anyio.Event()
+    with anyio.fail_after(20):
+        async with stdio.connect(process, "big", got.append, gone.set):
+            await gone.wait()
+    assert [message.method for message in got] == ["a"]
+    assert "MCP server big: a message over 100 bytes" in caplog.text
 
 
 def test_the_id_of_an_answer_line() -> None:

@@ -22,7 +22,6 @@ from typing import Any, Final
 
 import anyio
 import anyio.to_thread
-import orjson
 
 from ..commands.catalog import announce
 from ..errors import LogDamaged, SessionBusy
@@ -33,7 +32,8 @@ from ..log.reopen import read_to_reopen, reopen
 from ..log.replay import title_update, without_deltas
 from ..log.replay_read import read_for_replay
 from ..log.upcast import load_log, pause_gc
-from ..log.writer import new_record
+from ..log.writer import encode_record, new_record
+from ..log.writer.files import write_new_file
 from ..loop.session import Session
 from ..stored import client_prompt
 from ..stored.fork import ForkError, fork_records
@@ -524,15 +524,7 @@ def _page_size() -> int:
 
 
 def _write_new_log(path: str, records: list[Record]) -> None:
-    data = b"".join(orjson.dumps(record) + b"\n" for record in records)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_new_file(path, b"".join(map(encode_record, records)))
 
 
 def sent_prompt_record(sent: dict[str, Any]) -> dict[str, Any]:

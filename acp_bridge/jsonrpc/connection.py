@@ -103,17 +103,17 @@ class Reply:
 
     def result(self, value: Any) -> None:
         if not self.sent:
-            self.sent = True
-            self._outbox.send(encode_result(self.id, value))
-            if self.on_sent is not None:
-                self.on_sent()
+            self._send(encode_result(self.id, value))
 
     def error(self, error: RpcError) -> None:
         if not self.sent:
-            self.sent = True
-            self._outbox.send(encode_error(self.id, error))
-            if self.on_sent is not None:
-                self.on_sent()
+            self._send(encode_error(self.id, error))
+
+    def _send(self, frame: bytes) -> None:
+        self.sent = True
+        self._outbox.send(frame)
+        if self.on_sent is not None:
+            self.on_sent()
 
 
 # The reply of the request whose handler runs in the current task.
@@ -124,9 +124,9 @@ NotificationHandler = Callable[[dict[str, Any]], None]
 
 
 class Connection:
-    def __init__(self, outbox: FrameWriter, *, max_frame: int | None = None) -> None:
+    def __init__(self, outbox: FrameWriter) -> None:
         self.outbox = outbox
-        self.framer = LineFramer() if max_frame is None else LineFramer(max_frame)
+        self.framer = LineFramer()
         self.requests: dict[str, RequestHandler] = {}
         self.notifications: dict[str, NotificationHandler] = {}
         # Methods that answer ``$/cancel_request`` themselves (session/prompt
@@ -217,18 +217,14 @@ class Connection:
             except RpcError as exc:
                 reply.error(exc)
                 return
-            except OSError as exc:
-                if not is_out_of_descriptors(exc):
+            except Exception as exc:
+                if is_out_of_descriptors(exc):
+                    # A state of the process, not a bug: said in one line.
+                    log.error("%s failed: %s", req.method, exc.strerror or exc)
+                    reply.error(RpcError.out_of_descriptors(req.method))
+                else:
                     log.exception("%s failed", req.method)
                     reply.error(RpcError.internal(f"{req.method} failed"))
-                    return
-                # A state of the process, not a bug: said in one line.
-                log.error("%s failed: %s", req.method, exc.strerror or exc)
-                reply.error(RpcError.out_of_descriptors(req.method))
-                return
-            except Exception:
-                log.exception("%s failed", req.method)
-                reply.error(RpcError.internal(f"{req.method} failed"))
                 return
             reply.result(result)
         finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 import resource
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from ..redact import SECRETS
 
@@ -85,7 +85,7 @@ class RpcError(Exception):
         return cls(REQUEST_CANCELLED, "Request cancelled")
 
 
-def is_out_of_descriptors(exc: BaseException) -> bool:
+def is_out_of_descriptors(exc: BaseException) -> TypeGuard[OSError]:
     """Whether ``exc`` says the process (EMFILE) or the system (ENFILE) has no
     file descriptor left."""
     return isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)

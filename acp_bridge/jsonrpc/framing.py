@@ -75,6 +75,12 @@ class LineFramer:
                     self._buf.clear()
         return out
 
+    @property
+    def discarding(self) -> bool:
+        """Whether the unfinished frame went over the limit (the rest of it is
+        dropped, up to its newline)."""
+        return self._discarding
+
     def pending(self) -> int:
         """Bytes of an unfinished frame held in the buffer."""
         return len(self._buf)

@@ -19,6 +19,7 @@ from typing import Any, Final
 import orjson
 
 from ..json_depth import MAX_DEPTH, field_name, too_deep
+from ..log.errors import json_kind
 from .errors import INVALID_REQUEST, RequestId, RpcError
 from .framing import FrameTooLarge
 
@@ -92,8 +93,8 @@ def _parse(frame: bytes | FrameTooLarge) -> Message | RpcError:
     if isinstance(obj, RpcError):
         return obj
     if not isinstance(obj, dict):
-        kind = _JSON_KINDS.get(type(obj), "a value")
-        return RpcError.invalid_request(f"expected a JSON object, got {kind}")
+        batch = " (JSON-RPC batches are not part of ACP)" if isinstance(obj, list) else ""
+        return RpcError.invalid_request(f"expected a JSON object, got {json_kind(obj)}{batch}")
     raw_id = obj.get("id", _MISSING)
     has_id = raw_id is not _MISSING
     id_ok = has_id and _valid_id(raw_id)
@@ -142,15 +143,6 @@ def _decode(frame: bytes) -> Any:
 
 
 _MISSING: Any = object()
-
-_JSON_KINDS: dict[type, str] = {
-    list: "an array (JSON-RPC batches are not part of ACP)",
-    str: "a string",
-    int: "a number",
-    float: "a number",
-    bool: "a boolean",
-    type(None): "null",
-}
 
 
 # Each frame's newline written by the encoder (not a copy of the frame to add it).

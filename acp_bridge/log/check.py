@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .derive import derive_messages, is_visible_text, join_parts, visible_blocks
-from .history_rules import TEXT_TYPES, HistoryInvalid, check_history
+from .derive import TEXT_TYPES, derive_messages, is_visible_text, join_parts, visible_blocks
+from .history_rules import HistoryInvalid, check_history
 from .open_turn import OpenStream, OpenTurn
 from .records import (
     COMPACTION_STATUSES,

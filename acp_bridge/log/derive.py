@@ -67,8 +67,8 @@ from .records import RECOVERED_CRASHED, SURFACE_TYPES
 
 __all__ = [
     "ASSISTANT_BLOCK_TYPES",
-    "RECOVERED_CRASHED",
     "SUMMARY_HEADER",
+    "TEXT_TYPES",
     "USER_BLOCK_TYPES",
     "Surface",
     "apply_compaction",
@@ -100,7 +100,7 @@ Block = dict[str, Any]
 ASSISTANT_BLOCK_TYPES: Final = frozenset({"text", "reasoning", "tool_call"})
 USER_BLOCK_TYPES: Final = frozenset({"text", "resource_link", "resource", "image", "tool_result"})
 _PROMPT_BLOCK_TYPES: Final = USER_BLOCK_TYPES - {"tool_result"}
-_TEXT_TYPES: Final = frozenset({"text", "reasoning"})
+TEXT_TYPES: Final = frozenset({"text", "reasoning"})
 _TOOL_TYPES: Final = frozenset({"tool_call", "tool_result"})
 
 # How the summary of a compaction opens the history's first user message.
@@ -391,7 +391,7 @@ _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 def _keep_block(block: object, allowed: frozenset[str]) -> bool:
     if not isinstance(block, dict) or block.get("type") not in allowed:
         return False
-    if block["type"] in _TEXT_TYPES:
+    if block["type"] in TEXT_TYPES:
         return is_visible_text(block.get("text"))
     if block["type"] == "tool_call":
         return (

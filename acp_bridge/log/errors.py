@@ -1,4 +1,6 @@
-"""The error a log file that cannot be read raises, shared by every reader."""
+"""The error a log file that cannot be read raises, shared by every reader, and the
+name of a JSON value's kind that error messages use (here and in the JSON-RPC
+parser and the permission answers)."""
 
 from __future__ import annotations
 
@@ -41,8 +43,6 @@ def json_kind(value: object) -> str:
         return "a boolean"
     if value is None:
         return "null"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
+    if isinstance(value, int | float):
         return "a number"
     return f"a {type(value).__name__}"

@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from .derive import ASSISTANT_BLOCK_TYPES, USER_BLOCK_TYPES, is_visible_text
+from .derive import ASSISTANT_BLOCK_TYPES, TEXT_TYPES, USER_BLOCK_TYPES, is_visible_text
 
-__all__ = ["TEXT_TYPES", "HistoryInvalid", "check_history"]
+__all__ = ["HistoryInvalid", "check_history"]
 
 _ROLE_BLOCK_TYPES: Final = {"user": USER_BLOCK_TYPES, "assistant": ASSISTANT_BLOCK_TYPES}
-TEXT_TYPES: Final = frozenset({"text", "reasoning"})
 
 
 class HistoryInvalid(Exception):

@@ -13,6 +13,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any, Final, TypeVar, cast, overload
 
 from .derive import (
+    TEXT_TYPES,
     Surface,
     apply_compaction,
     compacted_records,
@@ -32,7 +33,6 @@ __all__ = ["HistoryProjection", "HistoryView"]
 
 Message = dict[str, Any]
 
-_TEXT_TYPES: Final = frozenset({"text", "reasoning"})
 _NONE: Final[frozenset[Any]] = frozenset()
 T = TypeVar("T")
 
@@ -372,7 +372,7 @@ def _insulates(message: Message, previous_role: str) -> bool:
         return False
     if message["role"] == "user":
         return any(block["type"] != "tool_result" for block in message["content"])
-    return any(block["type"] in _TEXT_TYPES for block in message["content"])
+    return any(block["type"] in TEXT_TYPES for block in message["content"])
 
 
 class HistoryView(Sequence[dict[str, Any]]):

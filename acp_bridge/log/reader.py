@@ -31,11 +31,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from .errors import LogCorrupt, json_kind
-from .records import FORMAT_VERSION
 from .upcast import load_log
 
 __all__ = [
-    "KNOWN_VERSIONS",
     "LogCorrupt",
     "iter_session_files",
     "read_records",
@@ -46,8 +44,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("acp_bridge.log")
-
-KNOWN_VERSIONS: Final = frozenset({FORMAT_VERSION})
 
 SESSIONS_DIR: Final = "sessions"
 LOG_SUFFIX: Final = ".jsonl"

@@ -36,26 +36,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-from .open_turn import OUTCOME_UNKNOWN, TOOL_STOPPED, Closing, OpenTurn
+from .open_turn import Closing, OpenTurn
 from .records import RECOVERED_CRASHED
 from .replay_read import Item, read_for_replay
 from .upcast import LoadedLog, gc_paused, load_log
 from .writer import RecordWriter, SessionLog
 
-__all__ = [
-    "CRASHED",
-    "OUTCOME_UNKNOWN",
-    "TOOL_STOPPED",
-    "Closing",
-    "Reopened",
-    "closing_records",
-    "read_to_reopen",
-    "reopen",
-]
-
-CRASHED: Final = RECOVERED_CRASHED
+__all__ = ["Reopened", "closing_records", "read_to_reopen", "reopen"]
 
 Record = dict[str, Any]
 
@@ -73,7 +62,7 @@ def last_turn(records: list[Record]) -> OpenTurn:
 
 def closing_records(records: list[Record]) -> list[Closing]:
     """The records that close the last turn of ``records`` if it was left open."""
-    return last_turn(records).close(CRASHED)
+    return last_turn(records).close(RECOVERED_CRASHED)
 
 
 @dataclass

@@ -116,7 +116,7 @@ def _read(slices: Iterable[bytes | None]) -> tuple[LoadedLog, list[Item]] | None
         del values
     if not size:
         return None  # an empty file: load_log's to read
-    return LoadedLog(records, seq, size, False, []), items
+    return LoadedLog(records, seq, size, False), items
 
 
 def _fold(

@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Final
 
@@ -74,28 +74,18 @@ class LoadedLog:
     where unknown records were skipped); ``next_seq``: the ``seq`` the next
     appended record must have; ``valid_size``: the byte length of the complete
     lines (a torn tail beyond it must be cut before appending); ``torn``:
-    whether there was such a tail; ``skipped``: the types of skipped records.
+    whether there was such a tail.
     """
 
     records: list[Record]
     next_seq: int
     valid_size: int
     torn: bool
-    skipped: list[str] = field(default_factory=list)
 
 
 _VERSION = itemgetter("v")
 _SEQ = itemgetter("seq")
 _TYPE = itemgetter("type")
-
-
-def _checked(values: Any, current: int, size: int) -> LoadedLog | None:
-    """The records of a whole file of today's records, or None if any needs more
-    than a glance (an upcast, an unknown type, a bad ``seq``): the slow path
-    then handles it and names the line."""
-    if record_types(values, current) is None:
-        return None
-    return LoadedLog(values, len(values), size, False, [])
 
 
 def record_types(values: Any, current: int, first: int = 0) -> list[str] | None:
@@ -217,9 +207,10 @@ def _load_log(path: str | os.PathLike[str], current: int, keep_unknown: bool) ->
         except orjson.JSONDecodeError:
             pass
         else:
-            fast = _checked(values, current, length)
-            if fast is not None:
-                return fast
+            # Records that need more than a glance (an upcast, an unknown
+            # type, a bad ``seq``) take the line-by-line path, which names the line.
+            if record_types(values, current) is not None:
+                return LoadedLog(values, len(values), length, False)
             del values
         buffer[-1] = 0x0A  # \n
     data = bytes(memoryview(buffer)[1:])
@@ -227,7 +218,6 @@ def _load_log(path: str | os.PathLike[str], current: int, keep_unknown: bool) ->
     lines = data.split(b"\n")
     tail = lines.pop()
     records: list[Record] = []
-    skipped: list[str] = []
     seq = 0
     valid_size = 0
     for line_no, line in enumerate(lines, start=1):
@@ -235,7 +225,7 @@ def _load_log(path: str | os.PathLike[str], current: int, keep_unknown: bool) ->
             value = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             if line_no == len(lines) and not tail:
-                return LoadedLog(records, seq, valid_size, True, skipped)
+                return LoadedLog(records, seq, valid_size, True)
             raise LogCorrupt(path, line_no, f"not valid JSON ({exc})") from None
         if not isinstance(value, dict):
             kind = json_kind(value)
@@ -254,7 +244,6 @@ def _load_log(path: str | os.PathLike[str], current: int, keep_unknown: bool) ->
         valid_size += len(line) + 1
         if kind not in RECORD_TYPES and not keep_unknown:
             log.warning("%s:%d: skipping a record of unknown type %r", path, line_no, kind)
-            skipped.append(kind)
             continue
         records.append(value)
-    return LoadedLog(records, seq, valid_size, bool(tail), skipped)
+    return LoadedLog(records, seq, valid_size, bool(tail))

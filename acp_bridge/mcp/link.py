@@ -66,22 +66,11 @@ def import_client() -> None:
     import mcp.client.streamable_http  # noqa: F401
 
 
-_import_lock: anyio.Lock | None = None
-_imported = False
-
-
 async def ensure_client() -> None:
-    global _import_lock, _imported
-    if _imported:
-        return
-    if _import_lock is None:
-        _import_lock = anyio.Lock()
-    async with _import_lock:
-        if not _imported:
-            # A connection closed meanwhile does not wait for the import; one that
-            # asks next waits on the same modules' import locks.
-            await anyio.to_thread.run_sync(import_client, abandon_on_cancel=True)
-            _imported = True
+    """`import_client` in a worker thread.  A connection closed meanwhile does
+    not wait for the import; one that asks next waits on the same modules'
+    import locks, and once they are loaded an import finds them at once."""
+    await anyio.to_thread.run_sync(import_client, abandon_on_cancel=True)
 
 
 @dataclass(eq=False)

@@ -20,10 +20,11 @@ then carries JSON-RPC over its pipes: first for the bridge's own handshake
 * what waits to be written to its stdin is bounded (`QUEUE_LIMIT` bytes): a
   server that does not read (and keeps sending requests the bridge answers,
   pings) is disconnected, its link failing with the reason (`Pipes.broken`);
-* its stdout is cut into lines in time linear in their size (`Lines`); a
-  line that is not a valid JSON-RPC message but answers a request (it has its
-  id) answers it with an error at once, so the call does not wait for its
-  timeout.
+* its stdout is cut into lines by the JSON-RPC framer
+  (`acp_bridge.jsonrpc.framing.LineFramer`); a message over `MAX_MESSAGE`
+  bytes ends the connection; a line that is not a valid JSON-RPC message but
+  answers a request (it has its id) answers it with an error at once, so the
+  call does not wait for its timeout.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import orjson
 from anyio.abc import Process
 
 from ..jsonrpc.errors import INTERNAL_ERROR, RpcError
+from ..jsonrpc.framing import FrameTooLarge, LineFramer
 from ..jsonrpc.messages import Response, parse_frame
 from . import family
 from .specs import ServerSpec
@@ -49,7 +51,7 @@ from .specs import ServerSpec
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
 
-__all__ = ["BASE_ENV", "Lines", "Pipes", "connect", "environment", "kill_all", "spawn", "stop"]
+__all__ = ["BASE_ENV", "Pipes", "connect", "environment", "kill_all", "spawn", "stop"]
 
 log = logging.getLogger("acp_bridge.mcp")
 # What the servers write on their stderr (shown at the default level).
@@ -176,40 +178,6 @@ async def drain_stderr(process: Process, name: str) -> None:
                 if budget <= 0:
                     log.warning("MCP server %s: more stderr output is dropped", name)
                     break
-
-
-class Lines:
-    """Bytes cut into lines (without their ``\\n``), each byte looked at once.
-
-    Joining every chunk to what came before and splitting the whole again
-    costs time quadratic in a line's size (a 50 MB tool result took half a
-    minute); here only the new chunk is searched, and a line's parts are
-    joined once, when its end comes."""
-
-    def __init__(self, limit: int = MAX_MESSAGE) -> None:
-        self.limit = limit
-        self._parts: list[bytes] = []
-        self._size = 0
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The lines ``chunk`` ends; ValueError when a line grows over ``limit``."""
-        lines: list[bytes] = []
-        start = 0
-        while (end := chunk.find(b"\n", start)) != -1:
-            if self._parts:
-                self._parts.append(chunk[start:end])
-                lines.append(b"".join(self._parts))
-                self._parts.clear()
-                self._size = 0
-            else:
-                lines.append(chunk[start:end])
-            start = end + 1
-        if start < len(chunk):
-            self._parts.append(chunk[start:] if start else chunk)
-            self._size += len(chunk) - start
-            if self._size > self.limit:
-                raise ValueError(f"a message over {self.limit} bytes")
-        return lines
 
 
 def answered_id(line: bytes) -> str | int | None:
@@ -371,21 +339,22 @@ async def connect(
     stdout, stdin = process.stdout, process.stdin
 
     async def reader() -> None:
-        lines = Lines()
+        framer = LineFramer(MAX_MESSAGE)
         try:
             while True:
                 try:
                     chunk = await stdout.receive()
                 except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
                     return
-                try:
-                    complete = lines.feed(chunk)
-                except ValueError as exc:
-                    log.warning("MCP server %s: %s", name, exc)
+                frames = framer.feed(chunk)
+                too_large = framer.discarding or any(type(f) is FrameTooLarge for f in frames)
+                for frame in frames:
+                    if isinstance(frame, FrameTooLarge):
+                        break
+                    await pipes.deliver(frame, name)
+                if too_large:
+                    log.warning("MCP server %s: a message over %d bytes", name, MAX_MESSAGE)
                     return
-                for line in complete:
-                    if line.strip():
-                        await pipes.deliver(line, name)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
         finally:

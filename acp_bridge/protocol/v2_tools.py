@@ -18,13 +18,12 @@ v2's shapes and pass as they are.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
+from ..log.records import FINAL_TOOL_STATUSES
 from ..update_builders import is_cancelled
 
 __all__ = ["tool_update"]
-
-_FINAL: Final = frozenset({"completed", "failed"})
 
 
 def tool_update(update: dict[str, Any]) -> dict[str, Any]:
@@ -33,7 +32,7 @@ def tool_update(update: dict[str, Any]) -> dict[str, Any]:
     status = update.get("status")
     if status == "in_progress":
         return {**update, "capabilities": {"cancel": {}}}
-    if status not in _FINAL:
+    if status not in FINAL_TOOL_STATUSES:
         return update
     shown = {**update, "capabilities": None}
     if is_cancelled(update):

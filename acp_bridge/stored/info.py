@@ -21,7 +21,6 @@ __all__ = [
     "iso_time",
     "list_sessions",
     "read_head",
-    "title_from_prompt",
     "title_of",
 ]
 

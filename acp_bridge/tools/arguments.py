@@ -2,7 +2,7 @@
 
 A tool's model is its ``args_model``: the model sees its JSON Schema, and a
 call's arguments are validated by it.  The tool classes
-(`acp_bridge.tools.files`, `command`, `search`, `plan`, `ask_user`) name
+(`acp_bridge.tools.files`, `command`, `search`, `plan`, `ask_user`, `subagent`) name
 their model with `acp_bridge.tools.base.LazyArgs`, so that a session starts
 without pydantic: it is imported, and the models built, once the first
 session is answered (`acp_bridge.warm`) or when a model is first needed.
@@ -24,6 +24,7 @@ __all__ = [
     "PlanEntry",
     "ReadArgs",
     "SearchArgs",
+    "TaskArgs",
     "WriteArgs",
 ]
 
@@ -141,4 +142,15 @@ class AskArgs(BaseModel):
         default=True,
         description="Whether the user may answer in their own words (default true; "
         "with no choices the answer is always free text)",
+    )
+
+
+# -- task (subagent.py) ----------------------------------------------------------
+
+
+class TaskArgs(BaseModel):
+    description: str = Field(description="A short title of the task (a few words)")
+    prompt: str = Field(
+        description="The whole task, self-contained: the subagent sees nothing else of this "
+        "conversation"
     )

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..log.errors import json_kind
+
 ALLOW_ONCE: Final = "allow_once"
 ALLOW_ALWAYS: Final = "allow_always"
 REJECT_ONCE: Final = "reject_once"
@@ -63,12 +65,12 @@ def chosen(result: Any, offered: list[dict[str, Any]]) -> tuple[str | None, str 
     (``cancelled``) and for any answer that is not one of the ``offered``
     options: an unknown or unoffered ``optionId`` is never taken as allow."""
     if not isinstance(result, dict):
-        return None, f"the result is {_kind(result)}, not an object"
+        return None, f"the result is {json_kind(result)}, not an object"
     if "outcome" not in result:
         return None, "the result has no 'outcome'"
     outcome = result["outcome"]
     if not isinstance(outcome, dict):
-        return None, f"'outcome' is {_kind(outcome)}, not an object"
+        return None, f"'outcome' is {json_kind(outcome)}, not an object"
     kind = outcome.get("outcome")
     if kind == "cancelled":
         return None, None
@@ -76,30 +78,16 @@ def chosen(result: Any, offered: list[dict[str, Any]]) -> tuple[str | None, str 
         return None, f"'outcome.outcome' is {_shown(kind)}, not 'selected' or 'cancelled'"
     option = outcome.get("optionId")
     if not isinstance(option, str):
-        return None, f"'outcome.optionId' is {_kind(option)}, not a string"
+        return None, f"'outcome.optionId' is {json_kind(option)}, not a string"
     ids = [o["optionId"] for o in offered]
     if option not in ids:
         return None, f"option {_shown(option)} was not offered (offered: {', '.join(ids)})"
     return option, None
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    return "a string" if isinstance(value, str) else type(value).__name__
-
-
 def _shown(value: Any) -> str:
     """A value of the editor's answer, short enough for a log line."""
-    text = repr(value) if isinstance(value, str) else _kind(value)
+    text = repr(value) if isinstance(value, str) else json_kind(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -38,7 +38,7 @@ from .plans import Plans, plan_shown
 if TYPE_CHECKING:
     from .arguments import PlanArgs, PlanByIdArgs
 
-__all__ = ["MAIN", "NAME", "Plans", "PlansById", "UpdatePlan", "plans_of"]
+__all__ = ["MAIN", "NAME", "PlansById", "UpdatePlan", "plans_of"]
 
 NAME: Final = "update_plan"
 # The plan a call without a ``plan_id`` (and every `UpdatePlan` call) is about.

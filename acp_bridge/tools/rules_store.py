@@ -24,6 +24,7 @@ one that cannot be written loses only the new rule's persistence.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import tempfile
@@ -59,21 +60,13 @@ Rules = dict[str, str]
 _lock = threading.Lock()
 LOCK_NAME: Final = ".permissions.lock"
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX: the in-process lock only
-    fcntl = None  # type: ignore[assignment]
-
 
 @contextlib.contextmanager
 def _locked(state_dir: str) -> Iterator[None]:
     """The in-process lock, then an exclusive ``flock`` on the lock file."""
     with _lock:
-        if fcntl is None:  # pragma: no cover
-            yield
-            return
         make_private_dirs(state_dir)
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
         fd = os.open(os.path.join(state_dir, LOCK_NAME), flags, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from .base import LazyArgs, Tool, ToolContext, ToolError, ToolOutput
 
 if TYPE_CHECKING:
-    from .task_args import TaskArgs
+    from .arguments import TaskArgs
 
 __all__ = ["NAME", "SubagentHost", "Task"]
 
@@ -41,7 +41,7 @@ class Task(Tool["TaskArgs"]):
         "stands alone: the subagent sees nothing else of this conversation."
     )
     kind = "other"
-    args_model = LazyArgs["TaskArgs"]("TaskArgs", "acp_bridge.tools.task_args")
+    args_model = LazyArgs["TaskArgs"]("TaskArgs")
     read_only = True
 
     def title(self, args: TaskArgs) -> str:

@@ -53,7 +53,7 @@ import anyio
 from ..log.writer import LogTarget
 from ..log.writer.files import LOG_HOLD_LIMIT, LogFile, LogWrites
 from .merge import MERGE_ABOVE, ChunkMerger
-from .pipe import IN_FLIGHT, RECHECK, STDOUT_PIPE_SIZE, StdoutPipe
+from .pipe import RECHECK, STDOUT_PIPE_SIZE, StdoutPipe
 
 # A streaming turn hands the writer a batch once this much of its frames
 # waits (`batch_bytes`): a few dozen chunk frames at full rate, big enough
@@ -67,9 +67,7 @@ __all__ = [
     "BATCH_BYTES",
     "HIGH_WATER",
     "INPUT_PAUSE",
-    "IN_FLIGHT",
     "LOG_HOLD_LIMIT",
-    "MERGE_ABOVE",
     "STDOUT_PIPE_SIZE",
     "Outbox",
 ]
@@ -89,20 +87,10 @@ _Item = bytes | tuple[LogTarget, bytes]
 
 
 class Outbox:
-    def __init__(
-        self,
-        stdout_fd: int = 1,
-        *,
-        high_water: int = HIGH_WATER,
-        log_hold_limit: int = LOG_HOLD_LIMIT,
-        input_pause: int = INPUT_PAUSE,
-        pipe_size: int = STDOUT_PIPE_SIZE,
-    ) -> None:
+    def __init__(self, stdout_fd: int = 1, *, pipe_size: int = STDOUT_PIPE_SIZE) -> None:
         self._pipe = StdoutPipe(stdout_fd, pipe_size)
-        self._high_water = high_water
-        self._input_pause = input_pause
         # The log files, what failing ones keep, and their fsyncs.
-        self._logs = LogWrites(hold_limit=log_hold_limit)
+        self._logs = LogWrites()
         # The session log files, opened and locked on demand, few at a time.
         self.logs = self._logs.files
         # The bytes of the batch being written that stdout has not taken yet,
@@ -173,24 +161,18 @@ class Outbox:
         if count <= 0:
             return count == 0
         queue = self._queue
-        removed = queue[-count:]
-        if len(removed) == count and all(
-            isinstance(item, bytes) and item.startswith(prefixes) for item in removed
-        ):
-            del queue[-count:]  # the usual case: nothing was queued after them
+        found: list[int] = []
+        for i in range(len(queue) - 1, -1, -1):
+            item = queue[i]
+            if isinstance(item, bytes) and item.startswith(prefixes):
+                found.append(i)
+                if len(found) == count:
+                    break
         else:
-            found: list[int] = []
-            for i in range(len(queue) - 1, -1, -1):
-                item = queue[i]
-                if isinstance(item, bytes) and item.startswith(prefixes):
-                    found.append(i)
-                    if len(found) == count:
-                        break
-            else:
-                return False
-            removed = [queue[i] for i in found]
-            for i in found:  # from the end: the indices before it stay valid
-                del queue[i]
+            return False
+        removed = [queue[i] for i in found]
+        for i in found:  # from the end: the indices before it stay valid
+            del queue[i]
         self._queued_bytes -= sum(len(item) for item in removed)
         if not queue:
             self._wakeup.set()  # the writer marks the retracted items done (`drain`)
@@ -235,13 +217,13 @@ class Outbox:
     def high_water(self) -> int:
         """Above this `backlog` a streaming turn waits: `HIGH_WATER`, or twice
         the in-flight bound while the editor reads fast."""
-        return max(self._high_water, 2 * self._pipe.bound)
+        return max(HIGH_WATER, 2 * self._pipe.bound)
 
     @property
     def batch_bytes(self) -> int:
         """How much a streaming turn queues before it hands the writer a batch."""
         pipe = self._pipe
-        return pipe.bound // 2 if pipe.fast else min(BATCH_BYTES, self._high_water)
+        return pipe.bound // 2 if pipe.fast else min(BATCH_BYTES, HIGH_WATER)
 
     def write_batch(self) -> bool:
         """Write the queue now, from the caller, while the editor reads fast
@@ -271,7 +253,7 @@ class Outbox:
         out = self._queued_bytes
         if self._logs.failing:
             held = self._logs.held_bytes()
-            if held > self._logs.hold_limit:
+            if held > LOG_HOLD_LIMIT:
                 return out + held
         return out
 
@@ -289,7 +271,7 @@ class Outbox:
     def input_paused(self) -> bool:
         """Whether stdin should not be read for now (see `wait_input_room`)."""
         return (
-            self._queued_bytes + sum(map(len, self._rest)) > self._input_pause
+            self._queued_bytes + sum(map(len, self._rest)) > INPUT_PAUSE
             and not self.stdout_broken.is_set()
         )
 

@@ -250,7 +250,6 @@ ToolCallStatus = Literal["dispatched", "aborted", "unavailable", "refused"]
 CompactionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
 CompactionTrigger = Literal["auto", "overflow", "command"]
 
-TURN_END_REASONS: Final[frozenset[str]] = frozenset(get_args(TurnEndReason))
 STREAM_OUTCOMES: Final[frozenset[str]] = frozenset(get_args(StreamOutcome))
 
 # ``assistant/message.recovered`` of a message that crash recovery rebuilt,

@@ -81,6 +81,7 @@ __all__ = [
     "LogWrites",
     "open_logs_limit",
     "save_unwritten",
+    "write_new_file",
 ]
 
 # The open logs a process keeps: a quarter of its descriptor limit, within
@@ -229,25 +230,7 @@ class LogFile:
         self.synced_at = float("-inf")
 
     def write(self, data: bytes) -> None:
-        fd = self._fd
-        if fd is not None and data and not self.pending:
-            # The usual case, without a copy into ``pending`` first.
-            try:
-                self._check_open(fd)
-            except OSError:  # lost, or cannot even be looked at: kept
-                self.pending += data
-                raise
-            self._pool.used(self)
-            written = 0
-            try:
-                while written < len(data):
-                    written += os.write(fd, data[written:] if written else data)
-            finally:
-                self._size += written
-                if written < len(data):
-                    self.pending += data[written:]
-            return
-        self.pending += data  # kept first: a failed open loses nothing either
+        self.pending += data  # kept first: a failed write or open loses nothing
         self._write_pending()
 
     def verify(self) -> None:
@@ -362,11 +345,6 @@ class LogFile:
         raise LogFileLost(errno.ESTALE, self.lost)
 
     @property
-    def size(self) -> int:
-        """The bytes the file holds, as far as this process knows (-1: not known yet)."""
-        return self._size
-
-    @property
     def syncing(self) -> bool:
         return self._syncs > 0
 
@@ -451,10 +429,9 @@ SYNC_INTERVAL: Final = 0.25
 class LogWrites:
     """The log writes of one ordered writer (see the module)."""
 
-    def __init__(self, *, hold_limit: int = LOG_HOLD_LIMIT, files: LogFiles | None = None) -> None:
-        self.hold_limit = hold_limit
+    def __init__(self) -> None:
         # The session log files, opened and locked on demand, few at a time.
-        self.files = files if files is not None else LogFiles()
+        self.files = LogFiles()
         self._failed: set[LogTarget] = set()
         self._syncing: set[LogTarget] = set()
         self._resync: set[LogTarget] = set()
@@ -504,7 +481,7 @@ class LogWrites:
 
     def over_limit(self) -> bool:
         """Whether failing logs hold more than the hold limit."""
-        return bool(self._failed) and self.held_bytes() > self.hold_limit
+        return bool(self._failed) and self.held_bytes() > LOG_HOLD_LIMIT
 
     async def wait_retry(self) -> None:
         """Wait a little, then try the failing logs again (for a turn held by them)."""
@@ -628,22 +605,9 @@ def save_unwritten(log: LogTarget) -> str:
         f"be written to {log.path}: {reason}"
     )
     copy = f"{log.path}.unwritten-{os.getpid()}"
-    created = False
     try:
-        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        created = True
-        try:
-            view = memoryview(data)
-            done = 0
-            while done < len(data):
-                done += os.write(fd, view[done:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_new_file(copy, data)
     except OSError as exc:
-        if created:
-            with contextlib.suppress(OSError):
-                os.unlink(copy)
         return (
             f"{head}; no copy could be saved beside it ({exc.strerror or exc}), so they follow "
             f"on stderr between the markers:\n--- unwritten records of {session} ---\n"
@@ -653,3 +617,20 @@ def save_unwritten(log: LogTarget) -> str:
         )
     log.pending.clear()
     return f"{head}; a copy of them is in {copy}"
+
+
+def write_new_file(path: str, data: bytes) -> None:
+    """Create ``path`` (private, never over an existing file) holding ``data``,
+    synced; a file that could not be written whole is removed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    finally:
+        os.close(fd)

@@ -120,9 +120,6 @@ async def _status(turn: Turn) -> str:
         f"Session: {session.id}",
         f"Log: {session.log.path}",
     ]
-    servers = getattr(session, "mcp_servers", None)
-    if servers:
-        lines.append("MCP servers: " + ", ".join(str(s) for s in servers))
     return "\n".join(lines)
 
 

@@ -46,7 +46,6 @@ class SessionContext:
     currency: str | None = None
     # A window the provider reported in a stream (a scripted usage event).
     reported_window: int | None = None
-    instruction_files: tuple[str, ...] = field(default=())
     # The next request's size, kept up to date as the session grows.
     estimate: RequestEstimate = field(default_factory=RequestEstimate, repr=False)
 
@@ -66,7 +65,6 @@ class SessionContext:
 
     def _build(self, tools: Sequence[tuple[str, str]]) -> str:
         found = read_instructions(self.cwd, self.config.config_dir)
-        self.instruction_files = tuple(item.path for item in found)
         env = environment(self.cwd, self.additional_directories, tools, found)
         return system_prompt(self.config, env, self.client_prompt)
 

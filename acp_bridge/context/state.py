@@ -21,9 +21,6 @@ from .windows import ModelInfo
 
 __all__ = ["SessionContext", "cost_so_far"]
 
-# The system prompts built lately, each kept once (`SessionContext.system_prompt`).
-_SHARED: dict[str, str] = {}
-_SHARED_MAX = 64
 # Window sources a provider's own report (a scripted usage event) may override.
 _WEAK_SOURCES = frozenset({"known", "default"})
 
@@ -56,11 +53,7 @@ class SessionContext:
         ``description``: tools or their specs)."""
         if self.system is None:
             listed = tuple((str(tool.name), str(tool.description)) for tool in tools)
-            system = await anyio.to_thread.run_sync(self._build, listed)
-            # Sessions of one project have the same prompt: one copy for all.
-            self.system = _SHARED.setdefault(system, system)
-            if len(_SHARED) > _SHARED_MAX:
-                _SHARED.pop(next(iter(_SHARED)))
+            self.system = await anyio.to_thread.run_sync(self._build, listed)
         return self.system
 
     def _build(self, tools: Sequence[tuple[str, str]]) -> str:

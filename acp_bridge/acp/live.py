@@ -94,7 +94,7 @@ class LiveMethods:
         await require_directory(cwd, "cwd")
         # The provider first: if it cannot start, the editor is told why and
         # no session file is left behind.
-        provider = await table.new_provider()
+        provider = await table.providers.new()
         session_id = answers.new_session_id()
         path = session_path(table.state_dir, session_id)
         try:

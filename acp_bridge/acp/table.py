@@ -98,9 +98,6 @@ class SessionTable:
 
     # -- making a session --------------------------------------------------------
 
-    async def new_provider(self) -> Provider:
-        return await self.providers.new()
-
     def make_session(
         self,
         session_id: str,

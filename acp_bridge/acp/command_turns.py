@@ -1,7 +1,7 @@
 """Running ``/model``, ``/mode``, ``/status``, ``/clear`` and ``/help``.
 
 Each is a turn of its own, queued like a prompt
-(`acp_bridge.acp.prompt_turns.run_command`) and built by `command_kind`: its
+(`acp_bridge.acp.prompt_turns.run_turn`) and built by `command_kind`: its
 ``turn/start`` is ``{command, prompt}`` (no user message, no step), and its
 answer (run by the turn in place of a model request) does the command's
 work, logs what it says as ``command/answer {text}``, shows it as an

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LogNotCreated
@@ -19,13 +20,14 @@ from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RequestId, RpcError
 from ..log.reader import session_path
 from ..log.writer import SessionLog
+from ..loop.lifecycle import TurnKind
 from ..paths import create_private_file, make_private_dirs
 from ..protocol import answers
 from ..stored import client_prompt as client_prompt_log
 from . import config_options
 from . import params as P
 from .edge import Handler
-from .prompt_turns import run_command, run_compact, run_prompt, run_regenerate
+from .prompt_turns import run_regenerate, run_turn
 from .table import SessionTable, require_directory
 
 if TYPE_CHECKING:
@@ -168,15 +170,22 @@ class LiveMethods:
             raise
         from ..commands import catalog
 
+        table, raw = self.table, params["prompt"]
         command = catalog.parse(blocks)
         if command is None:
-            return await run_prompt(self.table, reply, session, blocks, params["prompt"])
+            return await run_turn(
+                table, reply, session, blocks, partial(TurnKind.prompt, blocks, raw)
+            )
         name, argument = command
         if name == "regenerate":
-            return await run_regenerate(self.table, reply, session, params["prompt"])
+            return await run_regenerate(table, reply, session, raw)
         if name == "compact":
-            return await run_compact(self.table, reply, session, params["prompt"], argument)
-        return await run_command(self.table, reply, session, params["prompt"], name, argument)
+            kind = partial(TurnKind.compact, raw, argument)
+        else:
+            from .command_turns import command_kind  # a slash command's turn
+
+            kind = partial(command_kind, session, name, argument, raw)
+        return await run_turn(table, reply, session, [], kind)
 
     def cancel(self, params: dict[str, Any]) -> None:
         """``session/cancel`` (a notification)."""

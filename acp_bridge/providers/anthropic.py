@@ -73,9 +73,8 @@ class AnthropicWire(Wire):
             "stream": True,
             "messages": anthropic_messages(request.messages),
         }
-        system = request.system or config.system
-        if system:
-            body["system"] = system
+        if request.system:
+            body["system"] = request.system
         budget = config.thinking_budget
         if budget:
             # The API wants the budget below max_tokens: room for the answer too.

@@ -10,18 +10,12 @@ Entry points only: the table (`acp_bridge.acp.table`) holds the sessions,
 
 from __future__ import annotations
 
-import logging
-import os
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..errors import LogNotCreated
 from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RequestId, RpcError
-from ..log.reader import session_path
-from ..log.writer import SessionLog
 from ..loop.lifecycle import TurnKind
-from ..paths import create_private_file, make_private_dirs
 from ..protocol import answers
 from ..stored import client_prompt as client_prompt_log
 from . import config_options
@@ -34,8 +28,6 @@ if TYPE_CHECKING:
     from ..loop.session import Session
 
 __all__ = ["LiveMethods"]
-
-log = logging.getLogger("acp_bridge.agent")
 
 
 class LiveMethods:
@@ -97,16 +89,7 @@ class LiveMethods:
         # The provider first: if it cannot start, the editor is told why and
         # no session file is left behind.
         provider = await table.providers.new()
-        session_id = answers.new_session_id()
-        path = session_path(table.state_dir, session_id)
-        try:
-            make_private_dirs(os.path.dirname(path))
-            create_private_file(path)
-        except OSError as exc:
-            log.error("cannot create the session log %s: %s", path, exc.strerror or exc)
-            raise LogNotCreated(path, f"{exc.strerror or exc}") from exc
-        table.lock(session_id, path)
-        slog = SessionLog(path, table.outbox)
+        session_id, slog = await table.new_log()
         session = table.make_session(session_id, cwd, slog, provider, extra_dirs)
         session.context.client_prompt = client_prompt
         await table.prepare_context(session)

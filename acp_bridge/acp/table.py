@@ -20,16 +20,19 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from ..errors import LogNotLocked, SessionBusy, SessionLockedElsewhere
+from ..errors import LogNotCreated, LogNotLocked, SessionBusy, SessionLockedElsewhere
 from ..jsonrpc.connection import Connection
 from ..jsonrpc.errors import RpcError
+from ..log.reader import session_path
 from ..log.writer import SessionLog
 from ..log.writer.files import LogFile
 from ..log.writer.lock import SessionLocked
 from ..loop.session import Session
 from ..loop.turn import Turn, TurnConfig
 from ..mcp.hub import McpHub
+from ..paths import create_private_file, make_private_dirs
 from ..protocol import V1, Dialect
+from ..protocol.answers import new_session_id
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
 from . import params as P
@@ -140,6 +143,18 @@ class SessionTable:
 
         await tool_setup.add_project_rules(self, session)
 
+    async def new_log(self) -> tuple[str, SessionLog]:
+        """A new session's id and its log, the file created (0600) and locked."""
+        session_id = new_session_id()
+        path = session_path(self.state_dir, session_id)
+        try:
+            await anyio.to_thread.run_sync(_create_file, path)
+        except OSError as exc:
+            log.error("cannot create the session log %s: %s", path, exc.strerror or exc)
+            raise LogNotCreated(path, f"{exc.strerror or exc}") from exc
+        self.lock(session_id, path)
+        return session_id, SessionLog(path, self.outbox)
+
     # -- locks -------------------------------------------------------------------
 
     def lock(self, session_id: str, path: str) -> None:
@@ -190,6 +205,11 @@ class SessionTable:
         for turn in turns:
             await turn.settled.wait()
         await self.mcp.close_all()
+
+
+def _create_file(path: str) -> None:
+    make_private_dirs(os.path.dirname(path))
+    create_private_file(path)
 
 
 async def require_directory(path: str, field: str) -> None:

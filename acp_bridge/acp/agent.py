@@ -15,7 +15,6 @@ from typing import Any
 from ..jsonrpc.connection import Connection
 from ..loop.turn import TurnConfig
 from ..protocol import negotiate
-from ..protocol.answers import PROTOCOL_VERSION
 from ..transport.outbox import Outbox
 from . import params as P
 from .auth import AuthMethods
@@ -25,7 +24,7 @@ from .provider_slot import ProviderSlot
 from .stored import StoredMethods
 from .table import SessionTable, Spawn
 
-__all__ = ["PROTOCOL_VERSION", "Agent", "Spawn"]
+__all__ = ["Agent"]
 
 
 class Agent:

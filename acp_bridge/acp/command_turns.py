@@ -22,7 +22,7 @@ from ..loop.session import Session
 from ..loop.turn import Turn, TurnKind
 from ..update_builders import config_option_update
 
-__all__ = ["ANSWER_RECORD", "command_kind"]
+__all__ = ["command_kind"]
 
 ANSWER_RECORD: Final = "command/answer"
 

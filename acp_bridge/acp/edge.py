@@ -29,7 +29,7 @@ from ..errors import (
 )
 from ..jsonrpc.errors import AUTH_REQUIRED, INTERNAL_ERROR, RpcError
 
-__all__ = ["AGENT_METHOD_ID", "at_edge", "map_errors", "to_rpc_error"]
+__all__ = ["AGENT_METHOD_ID", "at_edge", "to_rpc_error"]
 
 # The auth method every client is offered (`acp_bridge.acp.auth`); an
 # ``auth_required`` error names it.

@@ -69,7 +69,7 @@ from ..update_builders import session_message, subagent_update
 from .prompt_turns import send_started
 from .table import SessionTable
 
-__all__ = ["ChildSessions", "attach", "exposed"]
+__all__ = ["attach", "exposed"]
 
 # The share of the cancel deadline a child has to stop in, so that the
 # parent's own ending still fits in the rest.

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMANDS",
-    "Command",
     "announce",
     "parse",
 ]

@@ -49,7 +49,7 @@ from .shown import OpenCompaction, Shows, show
 if TYPE_CHECKING:
     from ..context.windows import ModelInfo
 
-__all__ = ["PURPOSE", "CompactingTurn", "Outcome", "compact"]
+__all__ = ["CompactingTurn", "compact"]
 
 log = logging.getLogger("acp_bridge.turn")
 

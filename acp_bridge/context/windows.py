@@ -26,9 +26,7 @@ from .config import ContextConfig, Price
 
 __all__ = [
     "DEFAULT_WINDOW",
-    "KNOWN_WINDOWS",
     "ModelInfo",
-    "known_window",
     "resolve_window",
 ]
 

@@ -35,7 +35,7 @@ from .errors import stream_error
 from .vendors import ANTHROPIC
 from .wire import Wire
 
-__all__ = ["API_VERSION", "AnthropicParser", "AnthropicWire"]
+__all__ = ["AnthropicParser", "AnthropicWire"]
 
 # Pinned: the request and event shapes below are those of this version.
 API_VERSION: Final = "2023-06-01"

@@ -49,7 +49,7 @@ from acp_bridge.providers.vendors import FAKE
 if TYPE_CHECKING:  # the models load with the first request (pydantic: not at start-up)
     from acp_bridge.providers.script_format import Script, ScriptResponse
 
-__all__ = ["ScriptedProvider", "default_summary", "report_lines"]
+__all__ = ["ScriptedProvider", "report_lines"]
 
 # Without pauses, reach a checkpoint after this many events (a power of two).
 # An anyio checkpoint costs several microseconds on asyncio (and lets the

@@ -49,7 +49,6 @@ every update of the child and of the parent precedes the parent's
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -109,17 +108,6 @@ def attach(table: SessionTable, session: Session, depth: int = 0) -> None:
         tools.registry = ToolRegistry([tool for tool in tools.registry if tool.name != TASK])
 
 
-# The places for children running at once, per process (its session table).
-_PLACES: weakref.WeakKeyDictionary[SessionTable, anyio.Semaphore] = weakref.WeakKeyDictionary()
-
-
-def _places(table: SessionTable) -> anyio.Semaphore:
-    places = _PLACES.get(table)
-    if places is None:
-        places = _PLACES[table] = anyio.Semaphore(table.config.subagents_at_once)
-    return places
-
-
 class ChildSessions:
     """The children of one parent session (`acp_bridge.tools.subagent.SubagentHost`)."""
 
@@ -129,7 +117,7 @@ class ChildSessions:
         self.table, self.parent, self.depth = table, parent, depth
 
     async def run(self, ctx: ToolContext, description: str, prompt: str) -> ToolOutput:
-        places = _places(self.table)
+        places = self.table.subagent_places
         if places.value == 0:
             ctx.update({"content": [_shown(f"Waiting for a free place: {description}")]})
         async with places:  # a Stop while waiting: nothing started

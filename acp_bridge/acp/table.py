@@ -66,6 +66,8 @@ class SessionTable:
         # Running subagent sessions the client was told of, which it may
         # cancel alone (`acp_bridge.acp.subagents`).
         self.children: dict[str, Session] = {}
+        # The places for subagent sessions running at once (--subagents-at-once).
+        self.subagent_places = anyio.Semaphore(config.subagents_at_once)
         # Set when the server shuts down: queued prompts start no turn.
         self.closing = False
         # Turn tasks still running, including any abandoned at the deadline.

@@ -6,16 +6,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
-from ..jsonrpc.connection import Connection
 from ..jsonrpc.errors import RpcError
 from ..loop.session import Session
-from ..loop.turn import TurnConfig
 from ..protocol import Dialect, answers
 from ..redact import SECRETS
 from ..tools.base import ClientCapabilities
@@ -31,6 +29,7 @@ from . import params as P
 
 if TYPE_CHECKING:
     from ..tools.plans import Plans
+    from .table import SessionTable
 
 log = logging.getLogger("acp_bridge.tools")
 
@@ -51,22 +50,8 @@ _LOCAL_FILES_AND_COMMANDS: dict[str, Any] = {
 }
 
 
-class ToolHost(Protocol):
-    """What a session's tools need of the session table."""
-
-    config: TurnConfig
-    client_capabilities: dict[str, Any] | None
-    conn: Connection
-    # The connection's dialect: a v2 session's tools work on this machine.
-    dialect: Dialect
-    # Where the remembered permissions live, and how their writes are started.
-    state_dir: str
-
-    def spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> object: ...
-
-
 def tool_state(
-    agent: ToolHost,
+    agent: SessionTable,
     session: Session,
     extra_dirs: list[str] | None,
     records: Iterable[Mapping[str, Any]] = (),
@@ -94,7 +79,7 @@ def tool_state(
         registry=registry_for(capabilities),
         request=dialect.editor_request(agent.conn.request, session.frames, session.outbox.send),
         log=session.log,
-        emit=_Emit(session),
+        emit=session.send_update,
         hidden_env=env.hidden,
         tool_timeout=agent.config.tool_timeout,
         cancel_deadline=agent.config.cancel_deadline,
@@ -113,25 +98,12 @@ def _plans(records: Iterable[Mapping[str, Any]]) -> Plans | None:
     return plans if plans.by_id else None
 
 
-class _Emit:
-    """Send a session update of ``session`` (a small object: every session holds one)."""
-
-    __slots__ = ("session",)
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def __call__(self, update: dict[str, Any]) -> None:
-        session = self.session
-        session.outbox.send(session.frames.update(update))
-
-
 class _KeepForProject:
     """Remember a permission choice for the session's project, in a worker thread."""
 
     __slots__ = ("agent", "session")
 
-    def __init__(self, agent: ToolHost, session: Session) -> None:
+    def __init__(self, agent: SessionTable, session: Session) -> None:
         self.agent, self.session = agent, session
 
     def __call__(self, tool: str, decision: str) -> None:
@@ -170,7 +142,7 @@ def registry_for(capabilities: ClientCapabilities) -> ToolRegistry:
     return registry
 
 
-async def add_project_rules(agent: ToolHost, session: Session) -> None:
+async def add_project_rules(agent: SessionTable, session: Session) -> None:
     """Give ``session`` the "always" rules of its project (its own rules win)."""
     from ..tools import rules_store
 

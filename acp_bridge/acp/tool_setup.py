@@ -6,14 +6,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
 
+from ..jsonrpc.connection import Connection
 from ..jsonrpc.errors import RpcError
 from ..loop.session import Session
+from ..loop.turn import TurnConfig
 from ..protocol import Dialect, answers
 from ..redact import SECRETS
 from ..tools.base import ClientCapabilities
@@ -29,7 +31,6 @@ from . import params as P
 
 if TYPE_CHECKING:
     from ..tools.plans import Plans
-    from .table import SessionTable
 
 log = logging.getLogger("acp_bridge.tools")
 
@@ -50,8 +51,22 @@ _LOCAL_FILES_AND_COMMANDS: dict[str, Any] = {
 }
 
 
+class ToolHost(Protocol):
+    """What a session's tools need of the session table."""
+
+    config: TurnConfig
+    client_capabilities: dict[str, Any] | None
+    conn: Connection
+    # The connection's dialect: a v2 session's tools work on this machine.
+    dialect: Dialect
+    # Where the remembered permissions live, and how their writes are started.
+    state_dir: str
+
+    def spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> object: ...
+
+
 def tool_state(
-    agent: SessionTable,
+    agent: ToolHost,
     session: Session,
     extra_dirs: list[str] | None,
     records: Iterable[Mapping[str, Any]] = (),
@@ -103,7 +118,7 @@ class _KeepForProject:
 
     __slots__ = ("agent", "session")
 
-    def __init__(self, agent: SessionTable, session: Session) -> None:
+    def __init__(self, agent: ToolHost, session: Session) -> None:
         self.agent, self.session = agent, session
 
     def __call__(self, tool: str, decision: str) -> None:
@@ -142,7 +157,7 @@ def registry_for(capabilities: ClientCapabilities) -> ToolRegistry:
     return registry
 
 
-async def add_project_rules(agent: SessionTable, session: Session) -> None:
+async def add_project_rules(agent: ToolHost, session: Session) -> None:
     """Give ``session`` the "always" rules of its project (its own rules win)."""
     from ..tools import rules_store
 

@@ -164,8 +164,8 @@ async def serve(options: ServeOptions) -> int:
         agent.providers.reload = functools.partial(_load_provider, options, agent, again=True)
         agent.auth.forget = options.forget_credentials
         agent.auth.setup_command = options.setup_command
-        agent.mcp.start_timeout = options.mcp_start_timeout
-        agent.mcp.config_file = options.mcp_config_file
+        agent.table.mcp.start_timeout = options.mcp_start_timeout
+        agent.table.mcp.config_file = options.mcp_config_file
         conn.requests["initialize"] = _then(conn.requests["initialize"], outbox, may_load)
         tg.start_soon(outbox.run)
         tg.start_soon(load_provider, agent)
@@ -178,7 +178,7 @@ async def serve(options: ServeOptions) -> int:
         # A disconnect is not a user stop: running turns are recorded as
         # disconnected, then every queued byte is written before we exit.
         with anyio.move_on_after(options.turn.cancel_deadline + 1):
-            await agent.shutdown("disconnected")
+            await agent.table.shutdown("disconnected")
             await conn.wait_answered()  # let the prompt handlers queue their answers
         conn.close()
         outbox.close()
@@ -190,11 +190,11 @@ async def serve(options: ServeOptions) -> int:
             await outbox.finished.wait()
         if report_unwritten(outbox) and status == 0:
             status = EXIT_RECORDS_LOST
-        stuck = agent.stuck_turns()
+        stuck = agent.table.stuck_turns()
         if stuck and options.exit_when_stuck:
             log.warning("%d abandoned turn(s) still running; exiting without them", stuck)
-            agent.mcp.kill_now()
-            for session in agent.sessions.values():
+            agent.table.mcp.kill_now()
+            for session in agent.table.sessions.values():
                 with contextlib.suppress(OSError):
                     session.log.file.fsync()
             logging.shutdown()  # write what is queued for stderr (bounded wait)
@@ -229,13 +229,13 @@ async def _load_provider(options: ServeOptions, agent: Agent, *, again: bool) ->
     except _auth_required() as exc:
         if not again:
             log.warning("no model provider can start yet: %s", exc)
-        agent.needs_auth(str(exc))
+        agent.providers.needs_auth(str(exc))
         return True
     except StartupError as exc:
         log.error("cannot start the provider: %s", exc)
-        agent.set_provider_factory(_refuse_sessions(str(exc)))
+        agent.providers.set_factory(_refuse_sessions(str(exc)))
         return False
-    agent.set_provider_factory(factory)
+    agent.providers.set_factory(factory)
     return True
 
 

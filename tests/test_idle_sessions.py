@@ -1,8 +1,8 @@
-"""What an idle session holds: the units that keep it small.
+"""Idle sessions and the prompts that wait.
 
-The prompt queue holds a lock only while prompts run, and a load's garbage-collector pause
-(`pause_gc`) nests across tasks.  Through the agent: a session prompted again
-after others sends the model its whole history.
+The prompts waiting for a session's queue run in arrival order, and a load's
+garbage-collector pause (`pause_gc`) nests across tasks.  Through the agent: a
+session prompted again after others sends the model its whole history.
 """
 
 from __future__ import annotations
@@ -59,19 +59,7 @@ class Host:
 
 
 @pytest.mark.anyio
-async def test_an_idle_prompt_queue_holds_no_lock() -> None:
-    queue = PromptQueue(cast(Any, None))
-    assert queue._lock is None
-    host = Host()
-    queue.arrived(1)
-    assert await queue.run(1, cast(Any, host)) is None
-    assert host.started == 1
-    assert queue._lock is None
-    assert queue.waiting == {}
-
-
-@pytest.mark.anyio
-async def test_prompts_that_wait_share_the_lock_until_the_last() -> None:
+async def test_prompts_that_wait_for_the_lock_run_in_arrival_order() -> None:
     queue = PromptQueue(cast(Any, None))
     release = anyio.Event()
     order: list[int] = []
@@ -81,13 +69,10 @@ async def test_prompts_that_wait_share_the_lock_until_the_last() -> None:
             order.append(len(order))
             return False
 
-    queue._lock = anyio.Semaphore(1, fast_acquire=True)
     held = anyio.Event()
 
     async def first_then_mark() -> None:
-        lock = queue._lock
-        assert lock is not None
-        async with lock:
+        async with queue._lock:
             held.set()
             await release.wait()
 
@@ -99,11 +84,9 @@ async def test_prompts_that_wait_share_the_lock_until_the_last() -> None:
             tg.start_soon(queue.run, rid, cast(Any, Slow()))
         # A cheap barrier: both runs have queued on the held lock.
         await anyio.wait_all_tasks_blocked()
-        assert queue._lock is not None
-        assert queue._users == 2
+        assert order == []
         release.set()
     assert order == [0, 1]
-    assert queue._lock is None
 
 
 @pytest.mark.anyio

@@ -9,7 +9,6 @@ images, and a history read back from the log (a new records list).
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -19,7 +18,6 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_history_projection import surface_logs
 
-from acp_bridge.context.config import ContextConfig
 from acp_bridge.context.estimate import (
     RequestEstimate,
     _measure,
@@ -27,7 +25,6 @@ from acp_bridge.context.estimate import (
     estimate_request,
     next_request_tokens,
 )
-from acp_bridge.context.state import SessionContext
 from acp_bridge.log.projection import HistoryProjection
 from acp_bridge.providers.base import ToolSpec
 
@@ -125,19 +122,6 @@ def test_an_older_view_is_estimated_with_its_own_messages() -> None:
     assert estimate.next_request_tokens(records, old, SYSTEM, TOOLS) == next_request_tokens(
         records, old, SYSTEM, TOOLS
     )
-
-
-@pytest.mark.anyio
-async def test_sessions_of_one_project_share_one_system_prompt(tmp_path: Path) -> None:
-    """An idle session keeps no copy of its own of a prompt other sessions have."""
-    first, second = (
-        SessionContext(ContextConfig(), str(tmp_path)),
-        SessionContext(ContextConfig(), str(tmp_path)),
-    )
-    one = await first.system_prompt(TOOLS)
-    two = await second.system_prompt(TOOLS)
-    assert one == two
-    assert one is two
 
 
 def test_other_tools_are_measured_again() -> None:

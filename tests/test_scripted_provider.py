@@ -32,7 +32,6 @@ from acp_bridge.providers.script_format import (
     ScriptError,
     load_script,
     parse_script,
-    script_schema,
 )
 from acp_bridge.providers.script_schema import SCHEMA_PATH, build_script_schema, render
 from acp_bridge.providers.script_schema import main as schema_main
@@ -40,6 +39,12 @@ from acp_bridge.providers.scripted import ScriptedProvider, _compile
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 REQUEST = ModelRequest(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+
+
+def script_schema() -> dict[str, Any]:
+    """The committed script JSON Schema (draft 2020-12), generated from the models."""
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return schema
 
 
 def provider(*responses: list[dict[str, Any]], **options: Any) -> ScriptedProvider:

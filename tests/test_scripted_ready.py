@@ -92,39 +92,3 @@ async def test_a_failure_is_not_ready_it_is_raised_by_the_next_await() -> None:
         assert events.take_ready(64) == []
         with pytest.raises(ProviderError, match="boom"):
             await events.__anext__()
-
-
-async def test_a_response_made_once_streams_what_a_fresh_compile_of_each_request_gives() -> None:
-    """A provider makes the operations of a response without ``report`` once and
-    its streams share them; each request still streams exactly what compiling
-    its response for it gives (the reference), and a ``report`` response is
-    made again for each request, from that request."""
-    from acp_bridge.providers.scripted import _compile
-
-    script = parse_script(
-        {
-            "when_exhausted": "repeat_all",
-            "responses": [
-                {"events": [{"text": "one two", "chunk_size": 3}, {"reasoning": "hm"}]},
-                {"events": [{"tool_call": {"id": "c1", "name": "read", "arguments": {}}}]},
-                {"events": [{"report": ["message_count", "last_user_text"]}]},
-            ],
-        },
-        "test",
-    )
-    p = ScriptedProvider(script)
-    for n in range(7):  # twice round the list, and once more
-        text = f"request {n}"
-        request = ModelRequest(
-            messages=[{"role": "user", "content": [{"type": "text", "text": text}]}] * (n + 1)
-        )
-        response = script.responses[n % 3]
-        expected = _compile(response, request, script.chunk_delay_ms)
-        async with p.stream(request) as events:
-            got = [event async for event in events]
-        assert got == expected
-        if n % 3 == 2:
-            assert f"message_count: {n + 1}" in "".join(
-                e.text for e in got if isinstance(e, TextDelta)
-            )
-    assert set(p._compiled) == {0, 1}, "the report response is made per request"

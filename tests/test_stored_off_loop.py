@@ -192,19 +192,19 @@ async def test_a_close_or_delete_during_a_load_waits_for_it(
 async def test_a_load_that_cannot_make_its_session_gives_up_the_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from acp_bridge.acp.table import SessionTable
+    from acp_bridge.acp.provider_slot import ProviderSlot
 
-    real = SessionTable.new_provider
+    real = ProviderSlot.new
     calls: list[int] = []
 
-    async def failing_once(self: SessionTable) -> Any:
+    async def failing_once(self: ProviderSlot) -> Any:
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("the provider broke")
         return await real(self)
 
     async with with_closed_session(tmp_path) as (_, client, sid, cwd):
-        monkeypatch.setattr(SessionTable, "new_provider", failing_once)
+        monkeypatch.setattr(ProviderSlot, "new", failing_once)
         params = {"sessionId": sid, "cwd": cwd, "mcpServers": []}
         first = await client.request("session/load", params)
         second = await client.request("session/load", params)

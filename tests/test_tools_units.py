@@ -282,6 +282,7 @@ def test_a_loaded_session_gets_its_mode_and_remembered_choices_back() -> None:
         log=None,
         outbox=SimpleNamespace(send=None),
         frames=None,
+        send_update=None,
     )
     records = [
         {"type": "session/mode", "mode": "read_only"},

@@ -10,16 +10,11 @@ bridge's errors become JSON-RPC errors.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ..jsonrpc.connection import Connection
-from ..loop.session import Session
 from ..loop.turn import TurnConfig
-from ..mcp.hub import McpHub
 from ..protocol import negotiate
-from ..protocol.answers import PROTOCOL_VERSION
-from ..providers.base import Provider
 from ..transport.outbox import Outbox
 from . import params as P
 from .auth import AuthMethods
@@ -29,7 +24,7 @@ from .provider_slot import ProviderSlot
 from .stored import StoredMethods
 from .table import SessionTable, Spawn
 
-__all__ = ["PROTOCOL_VERSION", "Agent", "Spawn"]
+__all__ = ["Agent"]
 
 
 class Agent:
@@ -73,22 +68,6 @@ class Agent:
         conn.arrival_hooks["session/prompt"] = self.live.prompt_arrived
         conn.arrival_hooks["session/close"] = self.live.close_arrived
 
-    @property
-    def sessions(self) -> dict[str, Session]:
-        return self.table.sessions
-
-    @property
-    def mcp(self) -> McpHub:
-        """The MCP servers of the sessions (`acp_bridge.mcp`)."""
-        return self.table.mcp
-
-    def set_provider_factory(self, factory: Callable[[], Provider]) -> None:
-        self.providers.set_factory(factory)
-
-    def needs_auth(self, reason: str) -> None:
-        """No provider can start until the user sets one up (``reason`` says how)."""
-        self.providers.needs_auth(reason)
-
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         table = self.table
         # One dialect for the connection, from the version the client asks for.
@@ -117,11 +96,3 @@ class Agent:
         requests["auth/logout"] = auth["logout"]
         requests.update(edge_handlers(self.live.cancel_handlers()))
         requests.update(edge_handlers(self.stored.v2_handlers()))
-
-    def stuck_turns(self) -> int:
-        """Turns abandoned at the cancel deadline whose task has still not returned."""
-        return self.table.stuck_turns()
-
-    async def shutdown(self, cause: str) -> None:
-        """Stop every running turn as ``cause`` and wait until all are settled."""
-        await self.table.shutdown(cause)

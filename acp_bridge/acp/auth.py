@@ -31,7 +31,7 @@ from typing import Any
 import anyio.to_thread
 
 from ..jsonrpc.errors import RpcError
-from ..protocol.answers import TERMINAL_METHOD_ID, auth_capabilities, auth_methods
+from ..protocol.answers import TERMINAL_METHOD_ID
 from . import params as P
 from .edge import AGENT_METHOD_ID, Handler
 from .provider_slot import ProviderSlot
@@ -40,11 +40,11 @@ log = logging.getLogger("acp_bridge.auth")
 
 
 class AuthMethods:
-    """``authenticate`` and ``logout``, and what ``initialize`` says of them.
+    """``authenticate`` and ``logout``.
 
     ``forget`` removes stored credentials (blocking: it runs in a worker
-    thread); ``setup_command`` runs ``acp-bridge setup``.  Both reload the
-    provider through ``providers``.
+    thread); ``setup_command`` runs ``acp-bridge setup`` (``initialize``
+    advertises both).  Both reload the provider through ``providers``.
     """
 
     def __init__(self, providers: ProviderSlot) -> None:
@@ -54,12 +54,6 @@ class AuthMethods:
 
     def handlers(self) -> dict[str, Handler]:
         return {"authenticate": self.authenticate, "logout": self.logout}
-
-    def methods(self, capabilities: dict[str, Any] | None) -> list[dict[str, Any]]:
-        return auth_methods(capabilities, self.setup_command)
-
-    def capabilities(self) -> dict[str, Any]:
-        return auth_capabilities(logout=self.forget is not None)
 
     async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         method_id = P.require(params, "methodId", str)

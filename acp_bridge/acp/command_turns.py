@@ -1,7 +1,7 @@
 """Running ``/model``, ``/mode``, ``/status``, ``/clear`` and ``/help``.
 
 Each is a turn of its own, queued like a prompt
-(`acp_bridge.acp.prompt_turns.run_command`) and built by `command_kind`: its
+(`acp_bridge.acp.prompt_turns.run_turn`) and built by `command_kind`: its
 ``turn/start`` is ``{command, prompt}`` (no user message, no step), and its
 answer (run by the turn in place of a model request) does the command's
 work, logs what it says as ``command/answer {text}``, shows it as an
@@ -15,14 +15,13 @@ from functools import partial
 from typing import Any, Final
 
 from ..commands.catalog import COMMANDS
-from ..jsonrpc.errors import RpcError
 from ..log.records import StopReason
 from ..log.replay import command_answer
 from ..loop.session import Session
 from ..loop.turn import Turn, TurnKind
 from ..update_builders import config_option_update
 
-__all__ = ["ANSWER_RECORD", "command_kind"]
+__all__ = ["command_kind"]
 
 ANSWER_RECORD: Final = "command/answer"
 
@@ -95,10 +94,7 @@ def _mode(session: Session, wanted: str | None) -> str:
         return f"No mode {wanted!r}. Modes:{listing}"
     if wanted == tools.mode:
         return f"Already in {wanted} mode."
-    try:
-        set_mode_option(session, {"value": wanted})
-    except RpcError as exc:  # pragma: no cover - checked above
-        return f"Cannot switch the mode: {exc.message}"
+    set_mode_option(session, {"value": wanted})  # a mode of MODES: accepted
     name, about = MODES[wanted]
     return f"Switched to {wanted} mode ({name}). {about}"
 
@@ -120,9 +116,6 @@ async def _status(turn: Turn) -> str:
         f"Session: {session.id}",
         f"Log: {session.log.path}",
     ]
-    servers = getattr(session, "mcp_servers", None)
-    if servers:
-        lines.append("MCP servers: " + ", ".join(str(s) for s in servers))
     return "\n".join(lines)
 
 

@@ -10,8 +10,7 @@ handler raises to a short ``-32603`` (`acp_bridge.jsonrpc.connection`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..errors import (
@@ -29,7 +28,7 @@ from ..errors import (
 )
 from ..jsonrpc.errors import AUTH_REQUIRED, INTERNAL_ERROR, RpcError
 
-__all__ = ["AGENT_METHOD_ID", "at_edge", "map_errors", "to_rpc_error"]
+__all__ = ["AGENT_METHOD_ID", "at_edge", "to_rpc_error"]
 
 # The auth method every client is offered (`acp_bridge.acp.auth`); an
 # ``auth_required`` error names it.
@@ -109,21 +108,14 @@ def to_rpc_error(exc: BridgeError | RpcError) -> RpcError:
     return RpcError.internal(type(exc).__name__)
 
 
-@contextmanager
-def map_errors() -> Iterator[None]:
-    """Raise the `RpcError` of any `BridgeError` raised inside."""
-    try:
-        yield
-    except BridgeError as exc:
-        raise to_rpc_error(exc) from exc
-
-
 def at_edge(handler: Handler) -> Handler:
     """``handler`` with its errors mapped (`to_rpc_error`)."""
 
     async def run(params: dict[str, Any]) -> Any:
-        with map_errors():
+        try:
             return await handler(params)
+        except BridgeError as exc:
+            raise to_rpc_error(exc) from exc
 
     return run
 

@@ -10,30 +10,24 @@ Entry points only: the table (`acp_bridge.acp.table`) holds the sessions,
 
 from __future__ import annotations
 
-import logging
-import os
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..errors import LogNotCreated
 from ..jsonrpc.connection import current_reply
 from ..jsonrpc.errors import RequestId, RpcError
-from ..log.reader import session_path
-from ..log.writer import SessionLog
-from ..paths import create_private_file, make_private_dirs
+from ..loop.lifecycle import TurnKind
 from ..protocol import answers
 from ..stored import client_prompt as client_prompt_log
 from . import config_options
 from . import params as P
 from .edge import Handler
-from .prompt_turns import run_command, run_compact, run_prompt, run_regenerate
+from .prompt_turns import run_regenerate, run_turn
 from .table import SessionTable, require_directory
 
 if TYPE_CHECKING:
     from ..loop.session import Session
 
 __all__ = ["LiveMethods"]
-
-log = logging.getLogger("acp_bridge.agent")
 
 
 class LiveMethods:
@@ -94,17 +88,8 @@ class LiveMethods:
         await require_directory(cwd, "cwd")
         # The provider first: if it cannot start, the editor is told why and
         # no session file is left behind.
-        provider = await table.new_provider()
-        session_id = answers.new_session_id()
-        path = session_path(table.state_dir, session_id)
-        try:
-            make_private_dirs(os.path.dirname(path))
-            create_private_file(path)
-        except OSError as exc:
-            log.error("cannot create the session log %s: %s", path, exc.strerror or exc)
-            raise LogNotCreated(path, f"{exc.strerror or exc}") from exc
-        table.lock(session_id, path)
-        slog = SessionLog(path, table.outbox)
+        provider = await table.providers.new()
+        session_id, slog = await table.new_log()
         session = table.make_session(session_id, cwd, slog, provider, extra_dirs)
         from .subagents import attach  # the tools load off the start-up path
 
@@ -171,15 +156,22 @@ class LiveMethods:
             raise
         from ..commands import catalog
 
+        table, raw = self.table, params["prompt"]
         command = catalog.parse(blocks)
         if command is None:
-            return await run_prompt(self.table, reply, session, blocks, params["prompt"])
+            return await run_turn(
+                table, reply, session, blocks, partial(TurnKind.prompt, blocks, raw)
+            )
         name, argument = command
         if name == "regenerate":
-            return await run_regenerate(self.table, reply, session, params["prompt"])
+            return await run_regenerate(table, reply, session, raw)
         if name == "compact":
-            return await run_compact(self.table, reply, session, params["prompt"], argument)
-        return await run_command(self.table, reply, session, params["prompt"], name, argument)
+            kind = partial(TurnKind.compact, raw, argument)
+        else:
+            from .command_turns import command_kind  # a slash command's turn
+
+            kind = partial(command_kind, session, name, argument, raw)
+        return await run_turn(table, reply, session, [], kind)
 
     def cancel(self, params: dict[str, Any]) -> None:
         """``session/cancel`` (a notification)."""

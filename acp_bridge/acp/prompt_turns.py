@@ -31,18 +31,7 @@ from ..loop.turn import Turn, TurnKind
 from ..stored.regenerate import target_turn
 from .table import SessionTable
 
-__all__ = ["run_command", "run_compact", "run_prompt", "run_regenerate", "run_turn"]
-
-
-async def run_prompt(
-    table: SessionTable,
-    reply: Reply,
-    session: Session,
-    blocks: list[dict[str, Any]],
-    raw: list[dict[str, Any]],
-) -> None:
-    """A prompt's turn for ``session``, answered when it ends."""
-    await run_turn(table, reply, session, blocks, lambda: TurnKind.prompt(blocks, raw))
+__all__ = ["run_regenerate", "run_turn"]
 
 
 async def run_turn(
@@ -52,7 +41,8 @@ async def run_turn(
     blocks: list[dict[str, Any]],
     kind: Callable[[], TurnKind],
 ) -> None:
-    """Queue a turn for ``session``, run it, and answer ``reply`` when it ends.
+    """Queue a turn for ``session`` (a prompt, a ``/compact``, a slash command), run
+    it, and answer ``reply`` when it ends.
 
     ``kind`` makes the turn's `TurnKind` when its time comes (under the
     session's prompt lock, just before it is built: a regenerate's target is
@@ -86,20 +76,6 @@ async def run_turn(
         session.log.sync()
 
 
-async def run_command(
-    table: SessionTable,
-    reply: Reply,
-    session: Session,
-    raw: list[dict[str, Any]],
-    name: str,
-    argument: str,
-) -> None:
-    """A slash command's turn (`acp_bridge.acp.command_turns`), answered like a prompt."""
-    from .command_turns import command_kind
-
-    await run_turn(table, reply, session, [], lambda: command_kind(session, name, argument, raw))
-
-
 async def run_regenerate(
     table: SessionTable, reply: Reply, session: Session, command: list[dict[str, Any]] | None
 ) -> None:
@@ -118,17 +94,6 @@ async def run_regenerate(
         return TurnKind.regenerate(target_turn(session.log.records) or target, command)
 
     await run_turn(table, reply, session, [], kind)
-
-
-async def run_compact(
-    table: SessionTable,
-    reply: Reply,
-    session: Session,
-    command: list[dict[str, Any]],
-    instructions: str,
-) -> None:
-    """A ``/compact`` turn for ``session``, queued and answered like a prompt."""
-    await run_turn(table, reply, session, [], lambda: TurnKind.compact(command, instructions))
 
 
 def _before_turn(table: SessionTable, session: Session, blocks: list[dict[str, Any]]) -> bool:

@@ -203,7 +203,7 @@ class StoredMethods:
         sent_prompt: dict[str, Any] | None,
     ) -> Session:
         table = self.table
-        provider = await table.new_provider()
+        provider = await table.providers.new()
         # Tools as the log left them: the last mode and the remembered choices.
         start = next((r for r in records if r.get("type") == "session/start"), {})
         stored = start.get("additional_directories")

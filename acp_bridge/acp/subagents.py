@@ -49,8 +49,6 @@ every update of the child and of the parent precedes the parent's
 from __future__ import annotations
 
 import dataclasses
-import logging
-import os
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -58,11 +56,8 @@ import anyio
 import anyio.to_thread
 
 from ..jsonrpc.connection import Reply
-from ..log.reader import session_path
-from ..log.writer import SessionLog
 from ..loop.session import Session
 from ..loop.turn import Turn, TurnConfig, TurnKind
-from ..paths import create_private_file, make_private_dirs
 from ..protocol import answers
 from ..stored import client_prompt
 from ..tools.base import ToolContext, ToolOutput
@@ -73,9 +68,7 @@ from ..update_builders import session_message, subagent_update
 from .prompt_turns import send_started
 from .table import SessionTable
 
-__all__ = ["ChildSessions", "attach", "exposed"]
-
-log = logging.getLogger("acp_bridge.subagents")
+__all__ = ["attach", "exposed"]
 
 # The share of the cancel deadline a child has to stop in, so that the
 # parent's own ending still fits in the rest.
@@ -124,7 +117,7 @@ class ChildSessions:
         self.table, self.parent, self.depth = table, parent, depth
 
     async def run(self, ctx: ToolContext, description: str, prompt: str) -> ToolOutput:
-        places = self.table.child_places
+        places = self.table.subagent_places
         if places.value == 0:
             ctx.update({"content": [_shown(f"Waiting for a free place: {description}")]})
         async with places:  # a Stop while waiting: nothing started
@@ -246,16 +239,7 @@ async def _open_child(
     depth: int,
 ) -> Session:
     """A new child session of ``parent``, its log created beside the parent's."""
-    child_id = answers.new_session_id()
-    path = session_path(table.state_dir, child_id)
-
-    def create() -> None:
-        make_private_dirs(os.path.dirname(path))
-        create_private_file(path)
-
-    await anyio.to_thread.run_sync(create)
-    table.lock(child_id, path)
-    slog = SessionLog(path, table.outbox)
+    child_id, slog = await table.new_log()
     tools = parent.tools
     extra = list(tools.roots[1:]) if tools is not None else []
     child = table.make_session(child_id, parent.cwd, slog, parent.provider, extra or None)

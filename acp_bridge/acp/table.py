@@ -20,16 +20,19 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from ..errors import LogNotLocked, SessionBusy, SessionLockedElsewhere
+from ..errors import LogNotCreated, LogNotLocked, SessionBusy, SessionLockedElsewhere
 from ..jsonrpc.connection import Connection
 from ..jsonrpc.errors import RpcError
+from ..log.reader import session_path
 from ..log.writer import SessionLog
 from ..log.writer.files import LogFile
 from ..log.writer.lock import SessionLocked
 from ..loop.session import Session
 from ..loop.turn import Turn, TurnConfig
 from ..mcp.hub import McpHub
+from ..paths import create_private_file, make_private_dirs
 from ..protocol import V1, Dialect
+from ..protocol.answers import new_session_id
 from ..providers.base import Provider
 from ..transport.outbox import Outbox
 from . import params as P
@@ -63,8 +66,8 @@ class SessionTable:
         # Running subagent sessions the client was told of, which it may
         # cancel alone (`acp_bridge.acp.subagents`).
         self.children: dict[str, Session] = {}
-        # The places for children running at once, across this process's sessions.
-        self.child_places = anyio.Semaphore(config.subagents_at_once)
+        # The places for subagent sessions running at once (--subagents-at-once).
+        self.subagent_places = anyio.Semaphore(config.subagents_at_once)
         # Set when the server shuts down: queued prompts start no turn.
         self.closing = False
         # Turn tasks still running, including any abandoned at the deadline.
@@ -99,9 +102,6 @@ class SessionTable:
         return self.sessions.get(session_id) if isinstance(session_id, str) else None
 
     # -- making a session --------------------------------------------------------
-
-    async def new_provider(self) -> Provider:
-        return await self.providers.new()
 
     def make_session(
         self,
@@ -140,6 +140,18 @@ class SessionTable:
         from . import tool_setup
 
         await tool_setup.add_project_rules(self, session)
+
+    async def new_log(self) -> tuple[str, SessionLog]:
+        """A new session's id and its log, the file created (0600) and locked."""
+        session_id = new_session_id()
+        path = session_path(self.state_dir, session_id)
+        try:
+            await anyio.to_thread.run_sync(_create_file, path)
+        except OSError as exc:
+            log.error("cannot create the session log %s: %s", path, exc.strerror or exc)
+            raise LogNotCreated(path, f"{exc.strerror or exc}") from exc
+        self.lock(session_id, path)
+        return session_id, SessionLog(path, self.outbox)
 
     # -- locks -------------------------------------------------------------------
 
@@ -191,6 +203,11 @@ class SessionTable:
         for turn in turns:
             await turn.settled.wait()
         await self.mcp.close_all()
+
+
+def _create_file(path: str) -> None:
+    make_private_dirs(os.path.dirname(path))
+    create_private_file(path)
 
 
 async def require_directory(path: str, field: str) -> None:

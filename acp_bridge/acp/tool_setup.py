@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -74,10 +74,7 @@ def tool_state(
     """The tool state of a new session, or of one whose log ``records`` are
     loaded (its last mode and its remembered permission choices)."""
     mode, rules = from_records(records, session.cwd)
-    env = _shared(
-        env_policy(os.environ, key_env=session.provider.key_env, passed=agent.config.pass_env),
-        lambda env: (env.hidden, env.values),
-    )
+    env = env_policy(os.environ, key_env=session.provider.key_env, passed=agent.config.pass_env)
     SECRETS.add(env.values, min_length=1)
     dialect = agent.dialect
     # What the client opted in to, as its dialect has it (v2: plans by id).
@@ -85,11 +82,9 @@ def tool_state(
     if dialect.local_tools:
         # Files and commands here, as the editor's would be (v2 has no fs/terminal).
         capabilities = dataclasses.replace(capabilities, **_LOCAL_FILES_AND_COMMANDS)
-        capabilities = _shared(capabilities, dataclasses.astuple)
-        workspace: Any = _shared(LocalWorkspace(), repr)
+        workspace: Any = LocalWorkspace()
     else:
-        capabilities = _shared(capabilities, dataclasses.astuple)
-        workspace = _shared(choose(capabilities), repr)
+        workspace = choose(capabilities)
     return ToolState(
         session_id=session.id,
         cwd=session.cwd,
@@ -99,7 +94,7 @@ def tool_state(
         registry=registry_for(capabilities),
         request=dialect.editor_request(agent.conn.request, session.frames, session.outbox.send),
         log=session.log,
-        emit=_Emit(session),
+        emit=session.send_update,
         hidden_env=env.hidden,
         tool_timeout=agent.config.tool_timeout,
         cancel_deadline=agent.config.cancel_deadline,
@@ -116,43 +111,6 @@ def _plans(records: Iterable[Mapping[str, Any]]) -> Plans | None:
 
     plans = plans_of(records)
     return plans if plans.by_id else None
-
-
-T = TypeVar("T")
-# What the sessions of a process have in common (the editor's capabilities,
-# the environment's policy), one object for all of them by its value: each
-# session keeps a reference, not a copy (an idle session's memory is most of
-# what a thousand of them cost).  Neither is changed once made.  (The tool
-# registry is `TOOLS` itself for most editors, and a copy of what it holds now
-# for one that asks questions or keeps plans by id: not shared, so that it is
-# never stale.)
-_SHARED: dict[tuple[type, Hashable], Any] = {}
-_SHARED_MAX = 64
-
-
-def _shared(made: T, key: Callable[[T], Hashable]) -> T:
-    """``made``, or the equal object (by ``key``) another session already holds."""
-    index = (type(made), key(made))
-    known = _SHARED.get(index)
-    if known is not None:
-        return cast(T, known)
-    if len(_SHARED) >= _SHARED_MAX:
-        del _SHARED[next(iter(_SHARED))]
-    _SHARED[index] = made
-    return made
-
-
-class _Emit:
-    """Send a session update of ``session`` (a small object: every session holds one)."""
-
-    __slots__ = ("session",)
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def __call__(self, update: dict[str, Any]) -> None:
-        session = self.session
-        session.outbox.send(session.frames.update(update))
 
 
 class _KeepForProject:

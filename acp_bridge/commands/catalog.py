@@ -13,10 +13,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMANDS",
-    "Command",
     "announce",
-    "available_commands",
-    "commands_update",
     "parse",
 ]
 
@@ -56,18 +53,10 @@ COMMANDS: Final = (
 BY_NAME: Final = {c.name: c for c in COMMANDS}
 
 
-def available_commands(session: Session | None = None) -> list[dict[str, Any]]:
-    """The ``availableCommands`` of ``session`` (the same set for every session today)."""
-    return [c.wire() for c in COMMANDS]
-
-
-def commands_update(session: Session | None = None) -> dict[str, Any]:
-    return available_commands_update(available_commands(session))
-
-
 def announce(session: Session) -> None:
-    """Send the session's commands (a session was opened or loaded)."""
-    session.outbox.send(session.frames.update(commands_update(session)))
+    """Send the session's commands (a session was opened or loaded): the same for all."""
+    update = available_commands_update([c.wire() for c in COMMANDS])
+    session.outbox.send(session.frames.update(update))
 
 
 def parse(blocks: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:

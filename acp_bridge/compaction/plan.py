@@ -40,7 +40,6 @@ from ..log.derive import Surface, derive_messages, is_visible_text
 __all__ = [
     "KEEP_FRACTION",
     "SUMMARY_INSTRUCTION",
-    "CompactionPlan",
     "plan_compaction",
     "summary_messages",
 ]

@@ -49,7 +49,7 @@ from .shown import OpenCompaction, Shows, show
 if TYPE_CHECKING:
     from ..context.windows import ModelInfo
 
-__all__ = ["PURPOSE", "CompactingTurn", "OpenCompaction", "Outcome", "Shows", "compact", "show"]
+__all__ = ["CompactingTurn", "compact"]
 
 log = logging.getLogger("acp_bridge.turn")
 

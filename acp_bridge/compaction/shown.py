@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from ..loop.session_core import SessionCore
 
 __all__ = [
-    "NOTHING_TO_COMPACT",
     "OpenCompaction",
     "Shows",
     "compaction_updates",

@@ -24,9 +24,6 @@ from ..config_error import ConfigError
 
 __all__ = [
     "CONTEXT_FLAG_KEYS",
-    "CONTEXT_PROFILE_KEYS",
-    "DEFAULT_THRESHOLD",
-    "SYSTEM_MODES",
     "ContextConfig",
     "Price",
     "context_config",
@@ -36,7 +33,6 @@ SYSTEM_MODES: Final = ("append", "replace")
 DEFAULT_THRESHOLD: Final = 0.8
 # Keys a flag can also set (the flag wins), and keys only the file sets.
 CONTEXT_FLAG_KEYS: Final = ("system", "system_mode", "compact_threshold")
-CONTEXT_PROFILE_KEYS: Final = frozenset({*CONTEXT_FLAG_KEYS, "context_windows", "prices"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,12 +26,9 @@ from ..log.derive import completed_compaction, excluded_turns, leaves_out, repla
 from ..log.records import SURFACE_TYPES
 
 __all__ = [
-    "CHARS_PER_TOKEN",
-    "IMAGE_TOKENS",
     "RequestEstimate",
     "estimate_json",
     "estimate_request",
-    "estimate_text",
     "next_request_tokens",
 ]
 

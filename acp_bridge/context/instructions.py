@@ -28,7 +28,6 @@ from .. import paths
 
 __all__ = [
     "FILE_LIMIT",
-    "NAMES",
     "TOTAL_LIMIT",
     "Instructions",
     "find_instructions",

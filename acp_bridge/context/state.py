@@ -21,9 +21,6 @@ from .windows import ModelInfo
 
 __all__ = ["SessionContext", "cost_so_far"]
 
-# The system prompts built lately, each kept once (`SessionContext.system_prompt`).
-_SHARED: dict[str, str] = {}
-_SHARED_MAX = 64
 # Window sources a provider's own report (a scripted usage event) may override.
 _WEAK_SOURCES = frozenset({"known", "default"})
 
@@ -46,7 +43,6 @@ class SessionContext:
     currency: str | None = None
     # A window the provider reported in a stream (a scripted usage event).
     reported_window: int | None = None
-    instruction_files: tuple[str, ...] = field(default=())
     # The next request's size, kept up to date as the session grows.
     estimate: RequestEstimate = field(default_factory=RequestEstimate, repr=False)
 
@@ -57,16 +53,11 @@ class SessionContext:
         ``description``: tools or their specs)."""
         if self.system is None:
             listed = tuple((str(tool.name), str(tool.description)) for tool in tools)
-            system = await anyio.to_thread.run_sync(self._build, listed)
-            # Sessions of one project have the same prompt: one copy for all.
-            self.system = _SHARED.setdefault(system, system)
-            if len(_SHARED) > _SHARED_MAX:
-                _SHARED.pop(next(iter(_SHARED)))
+            self.system = await anyio.to_thread.run_sync(self._build, listed)
         return self.system
 
     def _build(self, tools: Sequence[tuple[str, str]]) -> str:
         found = read_instructions(self.cwd, self.config.config_dir)
-        self.instruction_files = tuple(item.path for item in found)
         env = environment(self.cwd, self.additional_directories, tools, found)
         return system_prompt(self.config, env, self.client_prompt)
 

@@ -40,7 +40,6 @@ __all__ = [
     "CLIENT_PROMPT_MODES",
     "ClientPrompt",
     "PromptEnvironment",
-    "default_prompt",
     "environment",
     "system_prompt",
 ]

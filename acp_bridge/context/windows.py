@@ -26,9 +26,7 @@ from .config import ContextConfig, Price
 
 __all__ = [
     "DEFAULT_WINDOW",
-    "KNOWN_WINDOWS",
     "ModelInfo",
-    "known_window",
     "resolve_window",
 ]
 
@@ -73,7 +71,7 @@ def known_window(model: str | None) -> int | None:
 
 
 def resolve_window(
-    model: str | None, config: ContextConfig, *, reported: int | None = None, by: str = "server"
+    model: str | None, config: ContextConfig, *, reported: int | None = None
 ) -> tuple[int, str]:
     """The window of ``model`` and its source (``reported``: what the server or script said)."""
     if config.context_window:
@@ -81,7 +79,7 @@ def resolve_window(
     if model is not None and model in config.context_windows:
         return config.context_windows[model], "config"
     if reported:
-        return reported, by
+        return reported, "server"
     known = known_window(model)
     if known is not None:
         return known, "known"

@@ -72,12 +72,10 @@ class PromptHost(Protocol):
 class PromptQueue:
     def __init__(self, session: SessionCore) -> None:
         self.session = session
-        # Made when a prompt comes, dropped when none is left (an idle session
-        # holds none).  A semaphore, not a lock: the turn's ending frees it,
-        # in whichever task ends the turn (see `_run`); taken without a trip
-        # through the event loop when no other prompt of the session holds it.
-        self._lock: anyio.Semaphore | None = None
-        self._users = 0  # prompts holding or waiting for the lock
+        # A semaphore, not a lock: the turn's ending frees it, in whichever
+        # task ends the turn (see `run`); taken without a trip through the
+        # event loop when no other prompt of the session holds it.
+        self._lock = anyio.Semaphore(1, fast_acquire=True)
         # Prompts received and not started yet, by request id: True once a
         # cancel has covered them.
         self.waiting: dict[RequestId, bool] = {}
@@ -127,23 +125,7 @@ class PromptQueue:
 
     async def run(self, request_id: RequestId, host: PromptHost) -> Turn | None:
         """Run one prompt's turn when its time comes; None when it started none."""
-        lock = self._lock
-        if lock is None:
-            lock = self._lock = anyio.Semaphore(1, fast_acquire=True)
-        self._users += 1
-        try:
-            return await self._run(lock, request_id, host)
-        finally:
-            self._users -= 1
-            if not self._users:
-                self._lock = None
-            if not self.waiting:
-                self.waiting = {}  # a dict that held entries keeps its table
-
-    async def _run(
-        self, lock: anyio.Semaphore, request_id: RequestId, host: PromptHost
-    ) -> Turn | None:
-        config, spawn = host.config, host.spawn
+        config, spawn, lock = host.config, host.spawn, self._lock
         await lock.acquire()
         # The lock is the turn's until it ends, not until this task returns:
         # a turn the watchdog abandoned (its task stuck in a provider that

@@ -43,7 +43,7 @@ log = logging.getLogger("acp_bridge.turn")
 # The fields of a record that has none beyond the common head (never mutated).
 _NO_FIELDS: dict[str, Any] = {}
 
-__all__ = ["OpenStream", "TurnRecorder", "usage_record"]
+__all__ = ["TurnRecorder", "usage_record"]
 
 
 class TurnRecorder:

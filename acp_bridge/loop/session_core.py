@@ -48,9 +48,10 @@ class SessionCore:
         if self.tools is None:
             from ..tools.state import ToolState
 
-            self.tools = ToolState.without_tools(self.id, self.cwd, self.log, self._emit)
+            self.tools = ToolState.without_tools(self.id, self.cwd, self.log, self.send_update)
 
-    def _emit(self, update: dict[str, Any]) -> None:
+    def send_update(self, update: dict[str, Any]) -> None:
+        """Send a ``session/update`` of this session (its tools' emit)."""
         self.outbox.send(self.frames.update(update))
 
     def history(self) -> Sequence[dict[str, Any]]:

@@ -31,16 +31,12 @@ from ..providers.base import (
     ToolCallStart,
     Usage,
 )
-from ..transport.outbox import BATCH_BYTES as OUTBOX_BATCH_BYTES
 from ..update_builders import tool_call
 from .assembler import StreamAssembler
 from .output import TurnOutput
 from .usage import UsageTurn, report_usage
 
 __all__ = [
-    "BATCH_BYTES",
-    "POLL_SLICE",
-    "TIME_SLICE",
     "IdleWatch",
     "StepStream",
     "StreamingTurn",
@@ -50,10 +46,6 @@ __all__ = [
 # Longest stretch of stream handling between two yields to the event loop
 # (the other sessions, the writer task, stdin).
 TIME_SLICE: Final = 1e-3
-# A streaming turn also hands the writer a batch once this much of its frames
-# waits (`acp_bridge.transport.outbox.BATCH_BYTES`; more while the editor
-# reads fast, `TurnOutput.batch_bytes`).
-BATCH_BYTES: Final = OUTBOX_BATCH_BYTES
 # At most this many events taken at once from a stream that has them ready.
 READY_MAX: Final = 64
 # Longest stretch of stream handling between two looks at stdin: a Stop is

@@ -475,13 +475,11 @@ class Turn:
             self.rec.tool_announce(fields)
         else:
             self.rec.tool_update(fields)
-        self._emit(update)
+        self.emit(update)
 
-    def _emit(self, update: dict[str, Any]) -> None:
+    def emit(self, update: dict[str, Any]) -> None:
         if not self.ended:
             self.session.outbox.send(self.session.frames.update(update))
-
-    emit = _emit
 
     def show_context_usage(self, used: int, input_tokens: int, output_tokens: int) -> None:
         """A usage_update between steps (after a compaction): ``used`` is the history's

@@ -35,7 +35,7 @@ from .errors import stream_error
 from .vendors import ANTHROPIC
 from .wire import Wire
 
-__all__ = ["API_VERSION", "AnthropicParser", "AnthropicWire"]
+__all__ = ["AnthropicParser", "AnthropicWire"]
 
 # Pinned: the request and event shapes below are those of this version.
 API_VERSION: Final = "2023-06-01"
@@ -73,9 +73,8 @@ class AnthropicWire(Wire):
             "stream": True,
             "messages": anthropic_messages(request.messages),
         }
-        system = request.system or config.system
-        if system:
-            body["system"] = system
+        if request.system:
+            body["system"] = request.system
         budget = config.thinking_budget
         if budget:
             # The API wants the budget below max_tokens: room for the answer too.

@@ -28,7 +28,7 @@ from typing import Any
 
 from .vendors import LOCAL_SERVERS, VENDORS
 
-__all__ = ["AuthRequired", "Choice", "Stored", "choose", "setup_hint"]
+__all__ = ["AuthRequired", "Choice", "Stored", "choose"]
 
 
 class AuthRequired(Exception):

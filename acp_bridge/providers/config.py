@@ -93,7 +93,6 @@ class ProviderConfig:
     base_url: str
     key_env: str
     max_tokens: int = 4096
-    system: str | None = None
     thinking_budget: int | None = None
     reasoning_effort: str | None = None
     images: bool = True

@@ -18,7 +18,7 @@ import anyio
 import httpx
 import orjson
 
-__all__ = ["LOOKUP_TIMEOUT", "WINDOW_KEYS", "server_window", "window_of_entry"]
+__all__ = ["server_window", "window_of_entry"]
 
 log = logging.getLogger("acp_bridge.providers")
 

@@ -70,7 +70,7 @@ class OpenAIWire(Wire):
     def body(self, request: ModelRequest, config: ProviderConfig, model: str) -> bytes:
         body: dict[str, Any] = {
             "model": model,
-            "messages": openai_messages(request.messages, request.system or config.system),
+            "messages": openai_messages(request.messages, request.system),
             "stream": True,
             "stream_options": {"include_usage": True},
         }

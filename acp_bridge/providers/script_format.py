@@ -41,7 +41,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
-from functools import cache
 from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, cast
 
 from pydantic import (
@@ -93,7 +92,6 @@ __all__ = [
     "WhenExhausted",
     "load_script",
     "parse_script",
-    "script_schema",
     "validate",
 ]
 
@@ -532,15 +530,6 @@ def validate(text: str, data: object, source: str) -> Script:
         raise ScriptError(f"{source}: {_describe(exc, data)}") from None
     script._source = source
     return script
-
-
-@cache
-def script_schema() -> dict[str, Any]:
-    """The committed script JSON Schema (draft 2020-12), generated from these models."""
-    from importlib.resources import files  # not needed to load a script
-
-    resource = files("acp_bridge") / "schemas" / "script.schema.json"
-    return cast(dict[str, Any], json.loads(resource.read_text(encoding="utf-8")))
 
 
 # -- error messages ------------------------------------------------------------------

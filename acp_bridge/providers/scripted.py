@@ -4,10 +4,7 @@ Each `ScriptedProvider.stream` call takes the next scripted response and turns
 it into a flat list of operations: ready-made stream events, and a few control
 operations (sleep, hang, endless, fail) that the iterator performs when it
 reaches them.  ``report`` events are resolved against the request at that
-moment, so a script can answer with what the model was actually sent; a
-response without one is the same list at every request, so a provider makes
-it once (`ScriptedProvider._ops`) and its streams share it (they never change
-it, and the events are frozen).
+moment, so a script can answer with what the model was actually sent.
 
 The iterator is a plain object with ``__anext__`` (not an async generator), so
 nothing is suspended across the caller's cancel scopes, and leaving the
@@ -52,7 +49,7 @@ from acp_bridge.providers.vendors import FAKE
 if TYPE_CHECKING:  # the models load with the first request (pydantic: not at start-up)
     from acp_bridge.providers.script_format import Script, ScriptResponse
 
-__all__ = ["ScriptedProvider", "default_summary", "report_lines"]
+__all__ = ["ScriptedProvider", "report_lines"]
 
 # Without pauses, reach a checkpoint after this many events (a power of two).
 # An anyio checkpoint costs several microseconds on asyncio (and lets the
@@ -90,10 +87,6 @@ class ScriptedProvider:
         self.request_count = 0
         self._cursor = 0
         self.context = context or ContextConfig()
-        # The operations of each response without a ``report`` event, by its
-        # place in the script (None: the compaction answer), made at its first
-        # request: at most one list per response of the script.
-        self._compiled: dict[int | None, list[_Op]] = {}
 
     async def model_info(self) -> ModelInfo:
         """The window of ``--context-window`` (or the default; a script's usage
@@ -143,18 +136,13 @@ class ScriptedProvider:
             compaction = script.compaction
             if compaction is None:
                 return [TextDelta(0, default_summary(request)), BlockEnd(0), Finish("end_turn")]
-            place, response = None, compaction
+            response = compaction
         else:
             place = _place_of(script, cursor)
             if place is None:
                 return [_Fail(EXHAUSTED)]
             response = script.responses[place]
-        ops = self._compiled.get(place)
-        if ops is None:
-            ops = _compile(response, request, script.chunk_delay_ms)
-            if not _reports(response):
-                self._compiled[place] = ops
-        return ops
+        return _compile(response, request, script.chunk_delay_ms)
 
 
 def _place_of(script: Script, cursor: int) -> int | None:
@@ -169,11 +157,6 @@ def _place_of(script: Script, cursor: int) -> int | None:
     if mode == "repeat_all":
         return cursor % count
     return None
-
-
-def _reports(response: ScriptResponse) -> bool:
-    """Whether ``response`` answers from its request (a ``report`` event)."""
-    return any(event.kind == "report" for event in response.events)
 
 
 def _build(prepared: PreparedScript) -> None:

@@ -2,14 +2,15 @@
 
 `acp_bridge.testing.agent.Agent` makes them (``new_session``, ``load_session``,
 ...); a `Session` prompts and stops, a `Turn` waits for what the test needs
-(chunks, an update, a permission request) and ends with its response.
+(chunks, an update, a permission request) and ends with its response.  They
+need of the agent only the few members of `KitAgent`.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -24,12 +25,10 @@ from ..client import (
 )
 from .policies import PermissionRequest
 
-if TYPE_CHECKING:
-    from .agent import Agent
-
 Json = dict[str, Any]
 
 __all__ = [
+    "KitAgent",
     "Session",
     "Turn",
     "TurnEnded",
@@ -73,10 +72,32 @@ def session_update(msg: Json, session_id: str) -> Json | None:
     return update if isinstance(update, dict) else None
 
 
+class KitAgent(Protocol):
+    """What a `Session` and its turns use of the agent that made them."""
+
+    client: AcpClient
+    permission_requests: list[PermissionRequest]
+    protocol: int
+
+    async def request(self, method: str, params: Json, *, within: float = 30) -> Any: ...
+
+    async def settle(self, *, within: float = 30) -> None: ...
+
+    async def disconnect(self) -> None: ...
+
+    def updates(self, session_id: str) -> list[Json]: ...
+
+    def _stopped(self, session_id: str) -> None: ...
+
+    async def wait_for_permission(
+        self, session_id: str | None = None, *, since: int = 0, within: float = 30
+    ) -> PermissionRequest: ...
+
+
 class Session:
     """A session of an `Agent`: prompts, Stop, close."""
 
-    def __init__(self, agent: Agent, session_id: str, cwd: str, response: Json) -> None:
+    def __init__(self, agent: KitAgent, session_id: str, cwd: str, response: Json) -> None:
         self.agent = agent
         self.id = session_id
         self.cwd = cwd

@@ -150,7 +150,6 @@ class LogBuilder:
         """A user stop mid-stream: the delivered prefix, then the cancelled ends."""
         blocks = visible_blocks(chunks)
         if blocks:
-            timed = [[i * 7.5, *chunk] for i, chunk in enumerate(chunks)]
             self.add(
                 "assistant/message",
                 attempt=attempt,
@@ -158,7 +157,6 @@ class LogBuilder:
                 interrupted=True,
                 finish=None,
                 usage=None,
-                stream=timed,
             )
             self.add("stream/end", attempt=attempt, outcome="committed")
         else:
@@ -304,8 +302,30 @@ def test_schema_rejects_what_the_contract_forbids() -> None:
     assert not EVENT_LOG_VALIDATOR.is_valid(without_content)
     interrupted = next(r for r in realistic_log() if r.get("interrupted") is True)
     assert EVENT_LOG_VALIDATOR.is_valid(interrupted)
-    without_stream = {key: v for key, v in interrupted.items() if key != "stream"}
-    assert not EVENT_LOG_VALIDATOR.is_valid(without_stream)
+    # An older writer's copy of the timed stream: accepted when well formed.
+    assert EVENT_LOG_VALIDATOR.is_valid({**interrupted, "stream": [[0, 0, "text", "Milk"]]})
+    assert not EVENT_LOG_VALIDATOR.is_valid({**interrupted, "stream": [[0, "text", "Milk"]]})
+
+
+def _embed_stream(records: list[Record]) -> int:
+    """The interrupted message as an older writer wrote it, its attempt's
+    deltas repeated in ``stream``; its position."""
+    i = interrupted_at(records)
+    attempt = records[i]["attempt"]
+    records[i]["stream"] = [
+        [float(n), *part]
+        for n, r in enumerate(records[:i])
+        if r["type"] == "stream/delta" and r["attempt"] == attempt
+        for part in r["parts"]
+    ]
+    return i
+
+
+def test_an_older_log_that_repeats_the_stream_is_still_valid() -> None:
+    records = realistic_log()
+    _embed_stream(records)
+    check_log(records)
+    assert derive_messages(records) == derive_messages(realistic_log())
 
 
 def test_realistic_log_derives_the_expected_history() -> None:
@@ -603,6 +623,15 @@ def _interrupted_delta_mismatch(records: list[Record]) -> None:
     records[delta]["parts"][0][2] = "MILK!"
 
 
+def _old_stream_delta_mismatch(records: list[Record]) -> None:
+    _embed_stream(records)
+    _interrupted_delta_mismatch(records)
+
+
+def _old_stream_malformed(records: list[Record]) -> None:
+    records[_embed_stream(records)]["stream"] = [["Milk"]]
+
+
 def _interrupted_message_after_end(records: list[Record]) -> None:
     i = interrupted_at(records)
     move(records, i, i + 1)
@@ -722,12 +751,9 @@ LOG_RULES: list[tuple[str, Mutation, str]] = [
     ),
     ("interrupted content", _interrupted_extra_text, "exactly the non-blank text"),
     ("interrupted tool call", _interrupted_tool_call, "exactly the non-blank text"),
-    (
-        "interrupted without stream",
-        lambda r: r[interrupted_at(r)].pop("stream"),
-        "needs its timed stream",
-    ),
-    ("deltas not in stream", _interrupted_delta_mismatch, "is not in the message's stream"),
+    ("interrupted message not its deltas", _interrupted_delta_mismatch, "exactly the non-blank"),
+    ("deltas not in stream", _old_stream_delta_mismatch, "is not in the message's stream"),
+    ("stream malformed", _old_stream_malformed, "timed stream of an interrupted"),
     ("interrupted after stream/end", _interrupted_message_after_end, "after its stream/end"),
     (
         "order after interrupt",

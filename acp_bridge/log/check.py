@@ -467,17 +467,26 @@ class _LogChecker:
     def _interrupted(self, turn: _Turn, stream: OpenStream, record: Record) -> None:
         if stream.ended:
             raise self.fail("an interrupted assistant/message after its stream/end")
-        delivered = _timed_stream_text(record.get("stream"))
-        if delivered is None:
-            raise self.fail("an interrupted assistant/message needs its timed stream")
+        # The timed stream the message was built from: its attempt's deltas,
+        # or (a log of an older writer) the copy it embeds, which must then
+        # hold every delta.
+        deltas = join_parts(stream.parts)
+        delivered = deltas
+        if "stream" in record:
+            embedded = _timed_stream_text(record["stream"])
+            if embedded is None:
+                raise self.fail("the timed stream of an interrupted assistant/message is malformed")
+            delivered = embedded
+            for key, text in deltas.items():
+                if key[1] in TEXT_TYPES and not delivered.get(key, "").startswith(text):
+                    raise self.fail(
+                        f"stream/delta text of block {key} is not in the message's stream"
+                    )
         if record["content"] != visible_blocks(delivered):
             raise self.fail(
                 "an interrupted message must hold exactly the non-blank text "
                 "and reasoning of its stream, in stream order"
             )
-        for key, text in join_parts(stream.parts).items():
-            if key[1] in TEXT_TYPES and not delivered.get(key, "").startswith(text):
-                raise self.fail(f"stream/delta text of block {key} is not in the message's stream")
         turn.expect = [
             ("stream/end", record["attempt"]),
             ("step/end", turn.open_step),

@@ -25,6 +25,10 @@ a disconnect (``disconnected``) keeps the delivered prefix as an attempt.  The
 live Stop (`acp_bridge.loop.ending.record_stop`) closes through the same
 `OpenTurn.closing`, one record at a time, giving it what the live turn knows
 of the open stream (`Delivered`) instead of the prefix rebuilt from deltas.
+
+An interrupted message does not repeat its stream: the timed stream it was
+built from is the attempt's ``stream/delta`` records before it (what the
+editor was sent, each part timed by its record), which the checker holds it to.
 """
 
 from __future__ import annotations
@@ -177,8 +181,8 @@ class OpenTurn:
 
         ``delivered`` is asked, when the open stream is reached, for what the
         live turn knows of its delivered prefix (the assembler's content and
-        usage, the writer's timed stream); without it, or when it answers
-        None, the prefix is rebuilt from the stream's deltas, as after a crash.
+        usage); without it, or when it answers None, the prefix is rebuilt
+        from the stream's deltas, as after a crash.
         """
         if self.ended:
             return
@@ -219,9 +223,6 @@ class Delivered:
     content: list[dict[str, Any]]
     # The stream's usage record, if the provider reported one.
     usage: dict[str, Any] | None
-    # The timed stream, ``[[t_ms, index, kind, text], ...]`` (maybe pre-encoded),
-    # asked for only when a message is written.
-    stream: Callable[[], object]
 
 
 DeliveredOf = Callable[[OpenStream], Delivered | None]
@@ -289,18 +290,12 @@ def _close_stream(
         content, usage = known.content, known.usage
     base = {"attempt": attempt, "message_id": stream.message_id}
     if content and reason != "disconnected":
-        timed: object
-        if known is None:
-            timed = [[t_ms, index, kind, text] for t_ms, index, kind, text in stream.parts]
-        else:
-            timed = known.stream()
         fields: dict[str, Any] = {
             **base,
             "content": content,
             "interrupted": True,
             "finish": None,
             "usage": usage,
-            "stream": timed,
         }
         if crashed:
             fields["recovered"] = RECOVERED_CRASHED

@@ -120,8 +120,8 @@ def record_stop(turn: Closing, *, forced: bool) -> None:
 
     What closes the open turn is `OpenTurn.close` (the closing a crash
     shares, `acp_bridge.log.open_turn`), fed what the live turn knows of the
-    open stream: the assembler's delivered blocks and usage, the writer's
-    timed stream, after the chunks still queued are taken back.
+    open stream: the assembler's delivered blocks and usage, after the
+    chunks still queued are taken back.
     """
     reason: TurnEndReason = "cancelled" if turn.cause == "user" else "disconnected"
     turn.stop_reason = "cancelled"
@@ -136,7 +136,7 @@ def record_stop(turn: Closing, *, forced: bool) -> None:
         retract_queued(turn, stream)
         turn.stream = None
         usage = usage_record(stream.asm.usage)
-        return Delivered(stream.asm.interrupted_blocks(), usage, turn.rec.log.delivered_stream)
+        return Delivered(stream.asm.interrupted_blocks(), usage)
 
     turn.rec.close(reason, forced=forced, delivered=delivered, show_tool=turn.show_tool)
     turn.stream = None

@@ -150,22 +150,16 @@ class TurnRecorder:
         self.open.feed(record)
 
     def message(
-        self,
-        content: list[dict[str, Any]],
-        *,
-        interrupted: bool,
-        finish: str | None,
-        usage: Usage | None,
+        self, content: list[dict[str, Any]], *, finish: str | None, usage: Usage | None
     ) -> None:
-        """The open stream becomes a surface ``assistant/message`` (committed)."""
+        """The open stream, finished, becomes a surface ``assistant/message``
+        (committed); a stopped one is closed by `close`."""
         fields: dict[str, Any] = {
             "content": content,
-            "interrupted": interrupted,
+            "interrupted": False,
             "finish": finish,
             "usage": usage_record(usage),
         }
-        if interrupted:
-            fields["stream"] = self.log.delivered_stream()
         self._end_stream("assistant/message", "committed", fields)
 
     def attempt(self, outcome: AttemptOutcome, content: list[dict[str, Any]]) -> None:

@@ -427,7 +427,7 @@ class Turn:
             estimate_usage(self, content)
         self.stream = None
         if content:
-            self.rec.message(content, interrupted=False, finish=finish, usage=asm.usage)
+            self.rec.message(content, finish=finish, usage=asm.usage)
         else:
             self.rec.attempt("empty", [])
         calls = asm.completed_tool_calls()

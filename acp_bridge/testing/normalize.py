@@ -67,9 +67,6 @@ def normalize(
         if isinstance(v, dict):
             return {k: walk(x, k) for k, x in v.items()}
         if isinstance(v, list):
-            if key == "stream":
-                # [t_ms, index, kind, text]: keep everything but the time.
-                return [[0, *walk(item[1:])] for item in v]
             return [walk(x) for x in v]
         if isinstance(v, str):
             return "<time>" if key in stamps else fix_str(v)
@@ -82,8 +79,7 @@ def normalize(
 
 def coalesce_deltas(records: list[Json]) -> list[Json]:
     """An event log with consecutive ``stream/delta`` records of one attempt merged
-    (their batching depends on timing), ``seq`` renumbered, and the entries of each
-    interrupted message's ``stream`` merged likewise: stable for snapshots."""
+    (their batching depends on timing) and ``seq`` renumbered: stable for snapshots."""
     out: list[Json] = []
     for rec in records:
         if (
@@ -106,21 +102,7 @@ def coalesce_deltas(records: list[Json]) -> list[Json]:
     for i, rec in enumerate(out):
         rec = dict(rec)
         rec["seq"] = i
-        if isinstance(rec.get("stream"), list):
-            rec["stream"] = _coalesce_timed(rec["stream"])
         out[i] = rec
-    return out
-
-
-def _coalesce_timed(stream: list[list[Any]]) -> list[list[Any]]:
-    """An interrupted message's ``stream`` has one entry per delta part, so it is
-    batched by timing too: merge consecutive entries of a block, keeping the first time."""
-    out: list[list[Any]] = []
-    for t_ms, index, kind, text in stream:
-        if out and out[-1][1] == index and out[-1][2] == kind:
-            out[-1][3] += text
-        else:
-            out.append([t_ms, index, kind, text])
     return out
 
 

@@ -107,12 +107,13 @@ Stream frames (the live model stream of one attempt)
 
 Surface records (the only ones that enter model history)
   ``assistant/message`` ``{attempt, message_id, content: [HistoryBlock], interrupted,
-                         finish, usage, stream?}``  ``interrupted`` true only
-                         for a user stop; then ``stream`` holds the exact
-                         delivered timed stream ``[[t_ms, index, kind, text],
-                         ...]``: the same parts as the attempt's
-                         ``stream/delta`` records, each with the time it was
-                         written to the editor (ms since stream start).
+                         finish, usage}``  ``interrupted`` true only for a
+                         user stop; then the content is exactly the non-blank
+                         delivered text and reasoning of the attempt's
+                         ``stream/delta`` records, which are its timed stream
+                         (what was written to the editor, when).  Logs of
+                         older versions repeat those parts in ``stream``
+                         ``[[t_ms, index, kind, text], ...]``.
                          ``finish`` is the provider's finish reason, null
                          when the stream did not finish (interrupted);
                          ``usage`` is ``{input_tokens, output_tokens,

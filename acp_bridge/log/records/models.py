@@ -423,14 +423,16 @@ class UserMessage(RecordBase):
 
 
 class AssistantMessage(RecordBase):
-    when = (When("interrupted", True, ("stream",)),)
     level = "step"
     type: Literal["assistant/message"]
     attempt: AttemptId
     message_id: MessageId | None = _optional()
     content: Annotated[list[AssistantBlock], Field(min_length=1)]
     interrupted: StrictBool = Field(
-        description="True only for a user stop; then `stream` is required."
+        description=(
+            "True only for a user stop: the content is exactly the non-blank text and "
+            "reasoning of the attempt's stream/delta records."
+        )
     )
     finish: FinishReason | None = Field(
         description="The provider's finish reason; null when the stream did not finish."
@@ -440,7 +442,10 @@ class AssistantMessage(RecordBase):
         list[Annotated[tuple[Annotated[Number, Field(ge=0)], Count, DeltaKind, StrictStr], _ARRAY]]
         | None
     ) = _optional(
-        description="The delivered stream: [t_ms, index, kind, text] per part (ms since its start)."
+        description=(
+            "Written by older versions on an interrupted message: its stream/delta "
+            "parts again, [t_ms, index, kind, text] each (ms since the stream's start)."
+        )
     )
     recovered: Literal["crashed"] | None = _optional(
         description="Rebuilt from the stream's deltas when the log was reopened after a crash."

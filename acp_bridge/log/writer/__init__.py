@@ -56,7 +56,8 @@ def encode_record(record: dict[str, Any]) -> bytes:
 
 
 def for_history(record: dict[str, Any]) -> dict[str, Any]:
-    """The record without the timed stream an interrupted message embeds."""
+    """The record without the timed stream an interrupted message of an
+    older log embeds (this writer leaves it to the stream's deltas)."""
     if "stream" not in record:
         return record
     return {key: value for key, value in record.items() if key != "stream"}
@@ -113,8 +114,6 @@ class SessionLog:
         "_last",
         "_parts",
         "_step",
-        "_t0",
-        "_timed",
         "_turn",
         "file",
         "history",
@@ -136,11 +135,6 @@ class SessionLog:
         self._step = 0
         self._parts: list[list[Any]] = []
         self._last: list[Any] | None = None
-        self._t0 = 0.0
-        # [t_ms, index, kind, text], serialized, for each part of each delta
-        # record of the open stream: the delivered stream, timed at the
-        # granularity of the writes to the editor.
-        self._timed = bytearray()
 
     def restore(self, records: list[dict[str, Any]]) -> None:
         """Start the in-memory history from the records of a log read back."""
@@ -160,7 +154,7 @@ class SessionLog:
         turn's recorder builds each record's fields once, and a record is
         encoded once, on this path)."""
         if self._parts:
-            self._flush_delta()
+            self.flush_delta()
         record = new_record(self.seq, type, turn, step, fields)
         # Encoded before anything is committed: a record that cannot be
         # written (a value nested too deep, say) raises here and takes no
@@ -168,12 +162,11 @@ class SessionLog:
         data = encode_record(record)
         self.seq += 1
         if type in MODEL_TYPES:
-            # The embedded timed stream is for readers of the file only.  The
-            # projection takes the record in when the history is next asked
-            # for (`HistoryProjection.messages` catches up), not here: a
+            # The projection takes the record in when the history is next
+            # asked for (`HistoryProjection.messages` catches up), not here: a
             # Stop's interrupted message is appended while the editor waits
             # for the answer, and taking it in is most of that append's cost.
-            self.history.records.append(for_history(record))
+            self.history.records.append(record)
         self.outbox.write_log(self.file, data)
         return record
 
@@ -187,9 +180,7 @@ class SessionLog:
             "stream/start", turn, step, {"attempt": attempt, "provider": provider, **fields}
         )
         self._attempt, self._turn, self._step = attempt, turn, step
-        self._t0 = time.monotonic()
-        self._timed = bytearray()
-        self.outbox.add_pre_flush(self._flush_delta)
+        self.outbox.add_pre_flush(self.flush_delta)
         return record
 
     def delta(self, index: int, kind: str, text: str) -> None:
@@ -219,45 +210,27 @@ class SessionLog:
         self._parts = kept
         self._last = kept[-1] if kept else None
 
-    def delivered_stream(self) -> orjson.Fragment:
-        """The open stream's delivered parts so far, ``[[t_ms, index, kind, text], ...]``.
-
-        Returned already serialized: each part was encoded once, when its
-        delta record was written, so embedding the whole stream in an
-        interrupted message costs a copy, not a second encoding, at the moment
-        the user is waiting for the stop to be answered.
-        """
-        self._flush_delta()
-        return orjson.Fragment(b"[" + self._timed + b"]")
-
     def close_stream(self, outcome: StreamOutcome) -> dict[str, Any] | None:
         """Append the open stream's ``stream/end``; the record (None if no stream is open)."""
         if self._attempt is None:
             return None
-        self.outbox.remove_pre_flush(self._flush_delta)
-        self._timed = bytearray()  # the stream is recorded; keep no copy of it
+        self.outbox.remove_pre_flush(self.flush_delta)
         attempt, self._attempt = self._attempt, None
         return self.add(
             "stream/end", self._turn, self._step, {"attempt": attempt, "outcome": outcome}
         )
 
-    def _flush_delta(self) -> None:
+    def flush_delta(self) -> None:
+        """Append the pending ``stream/delta`` record of the chunks given to
+        `delta` so far (the writer does, before it takes a batch)."""
         if not self._parts:
             return
         if self._attempt is None:
             self._parts, self._last = [], None
             return
-        encoded = [_dumps([index, kind, "".join(frags)]) for index, kind, frags in self._parts]
+        parts = [[index, kind, "".join(frags)] for index, kind, frags in self._parts]
         self._parts = []
         self._last = None
-        t_ms = _dumps(round((time.monotonic() - self._t0) * 1000, 3))
-        # "[index,kind,text]" -> "[t_ms,index,kind,text]"
-        timed = self._timed
-        for part in encoded:
-            if timed:
-                timed += b","
-            timed += b"[" + t_ms + b"," + part[1:]
-        parts = orjson.Fragment(b"[" + b",".join(encoded) + b"]")
         self.add("stream/delta", self._turn, self._step, {"attempt": self._attempt, "parts": parts})
 
     def sync(self) -> None:

@@ -82,7 +82,7 @@ def _optional(**kwargs: Any) -> Any:
 Count = Annotated[StrictInt, Field(ge=0)]
 Positive = Annotated[StrictInt, Field(ge=1)]
 NonEmpty = Annotated[StrictStr, Field(min_length=1)]
-Number = Annotated[float, Field(strict=False, allow_inf_nan=False)]
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]  # an int too, never a str
 AttemptId = Annotated[
     StrictStr,
     Field(min_length=1, description="The id of one model stream attempt, unique in the file."),
@@ -213,8 +213,8 @@ class CompactionError(_Open):
 
 class InternalErrorDetail(_Open):
     kind: Literal["internal"]
-    exception: StrictStr
     message: StrictStr
+    exception: StrictStr
 
 
 class Cost(_Closed):

@@ -14,7 +14,8 @@ log of an older format version comes back upcast; unlike `load_log` it keeps
 records of types this version does not know.  A
 reader that goes on to *use* the fields (``acp-bridge history``) calls
 `read_valid_records`, which also checks each known record's fields against
-its model in `acp_bridge.log.records.read` and reports the first bad one as
+its open model (`acp_bridge.log.records.read`, derived from the closed
+models the schema is generated from) and reports the first bad one as
 ``file:line: field: reason``.  A record of a type it does not know is skipped
 with a warning, so a log written by a newer version stays readable.
 

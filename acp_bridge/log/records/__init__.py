@@ -6,8 +6,9 @@ truth, and ``schemas/event-log.schema.json`` is generated from it.  This
 module documents the records and holds what the write path needs of them
 without pydantic: the format version, the closed vocabularies as ``Literal``
 types (the models use them), and the sets of record types (a test holds
-`RECORD_TYPES` to the models).  `acp_bridge.log.records.read` is the readers'
-open view of the same models (a newer log's fields and types are tolerated).
+`RECORD_TYPES` to the models).  `acp_bridge.log.records.read` derives from
+the same models the readers' open view (a newer log's fields, words and
+types are tolerated).
 
 A session is one JSONL file, ``<state-dir>/sessions/<session-id>.jsonl``.  Each
 line is one JSON object (a *record*).  Records are append-only; nothing is ever
@@ -194,10 +195,11 @@ HistoryBlock (also the content of model-history messages)
   ``{"type": "image", "data": str, "mimeType": str}``
 
 Reading and checking
-  `acp_bridge.log.records.read` states the type of each field above a reader
-  relies on as pydantic models (open: extra fields are kept, and a reader
-  skips a record type it does not know with a warning); the writer never
-  uses them;
+  `acp_bridge.log.records.read` derives from the closed models the open
+  pydantic models a reader checks a record with (the same fields and strict
+  types; extra fields are kept, a closed vocabulary reads as a string, a
+  content block needs only its ``type``, and a reader skips a record type it
+  does not know with a warning); the writer never uses them;
   `acp_bridge.log.reader` reads a file back (a torn final line is ignored)
   and, with `read_valid_records`, checks each record against its model;
   `acp_bridge.log.derive` projects records onto the model history;

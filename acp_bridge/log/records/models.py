@@ -9,20 +9,22 @@ are the ``Literal`` types of `acp_bridge.log.records` (the package's own
 module, which holds the vocabulary the write path needs without pydantic).
 
 The writer does not build these models (the hot path stays on plain dicts and
-orjson, and does not import pydantic); the readers stay open
-(`acp_bridge.log.records.read`: unknown fields and types of a newer log are
-tolerated).  A test holds the readers' models, `records.RECORD_TYPES` and the
-schema file to this module.
+orjson, and does not import pydantic).  The readers that validate a log use
+an open view derived from them by rules (`acp_bridge.log.records.read`:
+extra fields allowed, vocabularies read as strings, so a newer log is not
+refused), not a second definition.  A test holds `records.RECORD_TYPES` and
+the schema file to this module.  The models build their validators on first
+use (``defer_build``): a reader that imports them for their fields pays
+only for the records it checks.
 
 Why this module is over 400 lines: it is the one definition of every record
 type (about 25 small classes and the parts they share); split, the
 vocabulary would again live in several places.
 
 Adding a record type: write its class below (its ``type`` Literal, its
-``level``, its fields) and add it to `RECORDS`, its type to
-`acp_bridge.log.records.RECORD_TYPES` (the write path's index, without
-pydantic) and its read model to `acp_bridge.log.records.read`; then
-regenerate the schema.
+``level``, its fields) and add it to `RECORDS` (its open view follows) and
+its type to `acp_bridge.log.records.RECORD_TYPES` (the write path's index,
+without pydantic); then regenerate the schema.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def _optional(**kwargs: Any) -> Any:
 Count = Annotated[StrictInt, Field(ge=0)]
 Positive = Annotated[StrictInt, Field(ge=1)]
 NonEmpty = Annotated[StrictStr, Field(min_length=1)]
-Number = Annotated[float, Field(strict=False, allow_inf_nan=False)]
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]  # an int too, never a str
 AttemptId = Annotated[
     StrictStr,
     Field(min_length=1, description="The id of one model stream attempt, unique in the file."),
@@ -109,13 +111,13 @@ class _Part(BaseModel):
 
 
 class _Closed(_Part):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 class _Open(_Part):
     """A part that may carry fields of another protocol (ACP's annotations, _meta...)."""
 
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True, defer_build=True)
 
 
 # -- content blocks ---------------------------------------------------------
@@ -213,8 +215,8 @@ class CompactionError(_Open):
 
 class InternalErrorDetail(_Open):
     kind: Literal["internal"]
-    exception: StrictStr
     message: StrictStr
+    exception: StrictStr
 
 
 class Cost(_Closed):

@@ -1,283 +1,132 @@
-"""The shapes of the event-log records, as pydantic models (read side only).
+"""The readers' open view of the event-log records, derived from the closed models.
 
-`acp_bridge.log.records` documents the vocabulary and
-`acp_bridge.log.records.models` defines it (closed); this module states, once,
-the type of every field a reader relies on (a test holds it to that
-definition), so that a damaged or foreign log is reported as
-``file:line: field: reason`` instead of surprising the code that derives a
-history from it.  The writer never uses these models: the hot path
-stays on plain dicts and orjson, and this module (with pydantic) is imported
-only by code that validates a log (``acp-bridge history``,
-`acp_bridge.log.reader.read_valid_records`).
+`acp_bridge.log.records.models` defines every record type once, closed (the
+schema is generated from it).  A reader that validates a log
+(``acp-bridge history``, `acp_bridge.log.reader.validate_records`, the
+compactions `acp_bridge.log.reopen` checks) must not refuse a log only
+because a newer writer added to it, so this module derives from each closed
+model an *open* one, by rules rather than by hand:
 
-The models are open on purpose:
+* every model, nested parts included, allows fields it does not list (a
+  newer writer adds message ids, ACP fields, session metadata...), and they
+  are kept as they are; ``Usage``'s extra counts are no longer typed;
+* a closed vocabulary (a ``Literal``: stop reasons, outcomes, statuses,
+  modes) reads as a plain non-empty string, ``Literal[1]`` as an integer and
+  ``Literal[True]`` as a boolean, so a new value does not make an old reader
+  refuse a log;
+* a union of content blocks reads as one block whose ``type`` is required
+  and whose other fields are optional, typed as in the blocks that have them:
+  the derivation drops a block it cannot use (an unknown kind, a text block
+  without its text), so such a block is not an error of the log;
+* the rules across fields (a record's level, ``when`` rules, "leave it out
+  rather than null", a resource's text or blob) are left to the checker
+  (`acp_bridge.log.check`) and the schema: nulls read as absent.
 
-* every record may carry fields that are not listed here (a newer writer adds
-  message ids, tool-call announcements, session metadata...), and they are
-  kept as they are;
-* closed vocabularies (stop reasons, outcomes) are plain strings, so a new
-  value does not make an old reader refuse a log;
-* a record ``type`` that has no model here is not an error; the reader skips
-  it with a warning (`model_for` returns ``None``).
-
-The checks are strict where a wrong type would mislead a reader: an integer
-field never accepts a string, a float, a boolean, an array or an object.
+Everything else is the closed model's: which fields are required (each has
+been required since its record type was first written, so no older log of
+format 1 lacks it), the strict types (an integer never accepts a string, a
+float, a boolean, an array or an object; a number never a string or a
+boolean), the bounds and the aliases.  So a record the closed models accept
+is always read, and a wrong type that would mislead a reader is reported as
+``file:line: field: reason``.  A record ``type`` with no model is not an
+error: `model_for` returns ``None`` and the reader skips it with a warning.
+The writer never uses these models (the hot path stays on plain dicts and
+orjson); this module, with pydantic, is imported only by code that validates
+a log.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final
+from functools import cache
+from types import UnionType
+from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, create_model
+from pydantic.fields import FieldInfo
 
-__all__ = ["RECORD_MODELS", "Record", "model_for"]
+from .models import RECORDS, NonEmpty, RecordBase, record_type_of
 
-Count = Annotated[StrictInt, Field(ge=0)]
-NonEmpty = Annotated[StrictStr, Field(min_length=1)]
-Seconds = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-# A fixed-length JSON array: strict mode would want a Python tuple, and JSON
-# has only lists (the items stay strict).
-_ARRAY: Final = Field(strict=False)
+__all__ = ["RECORD_MODELS", "Record", "model_for", "open_model"]
 
 
 class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
-
-
-class Block(_Open):
-    """A content block.  Only ``type`` is required; known fields are typed if present.
-
-    The derivation drops blocks it cannot use, so a block of an unknown type
-    or without its text is not an error of the log.
-    """
-
-    type: StrictStr
-    text: StrictStr | None = None
-    id: StrictStr | None = None
-    name: StrictStr | None = None
-    input: dict[str, Any] | None = None
-    uri: StrictStr | None = None
-    tool_call_id: StrictStr | None = None
-    is_error: StrictBool | None = None
-
-
-class Record(_Open):
-    """The envelope every record has."""
-
-    v: StrictInt  # the reader checks it against the versions it knows
-    seq: Count
-    at: Seconds
-    type: StrictStr
-    turn: Count
-    step: Count
-
-
-class SessionStart(Record):
-    session_id: StrictStr
-    cwd: StrictStr
-    provider: StrictStr
-    created_at: Seconds | StrictStr | None = None
-
-
-class TurnStart(Record):
-    pass
-
-
-class TurnEnd(Record):
-    reason: StrictStr
-    forced: StrictBool = False
-    left_out: StrictBool = False
-
-
-class StepStart(Record):
-    pass
-
-
-class StepEnd(Record):
-    reason: StrictStr
-
-
-class StreamStart(Record):
-    attempt: NonEmpty
-    provider: StrictStr
-
-
-class StreamDelta(Record):
-    attempt: NonEmpty
-    parts: list[Annotated[tuple[Count, StrictStr, StrictStr], _ARRAY]]
-
-
-class StreamEnd(Record):
-    attempt: NonEmpty
-    outcome: StrictStr
-
-
-class UserMessage(Record):
-    content: list[Block]
-
-
-class Usage(_Open):
-    input_tokens: Count
-    output_tokens: Count
-    context_window: Count | None = None
-
-
-class AssistantMessage(Record):
-    attempt: NonEmpty
-    content: list[Block]
-    interrupted: StrictBool
-    finish: StrictStr | None = None
-    usage: Usage | None = None
-    stream: list[Annotated[tuple[Seconds, Count, StrictStr, StrictStr], _ARRAY]] | None = None
-
-
-class ToolResult(Record):
-    tool_call_id: NonEmpty
-    content: list[Block]
-    is_error: StrictBool
-
-
-class AssistantAttempt(Record):
-    attempt: NonEmpty
-    outcome: StrictStr
-    content: list[Block]
-
-
-class RequestError(_Open):
-    kind: StrictStr
-    message: StrictStr
-    retryable: StrictBool
-    status: StrictInt | None = None
-    request_id: StrictStr | None = None
-
-
-class AgentRequestError(Record):
-    attempt: NonEmpty | None
-    error: RequestError
-
-
-class ToolCall(Record):
-    tool_call_id: NonEmpty
-    name: StrictStr
-    input: dict[str, Any]
-    status: StrictStr
-
-
-class ToolShown(Record):
-    """``tool/announce`` and ``tool/update``: a ``tool_call``(``_update``) sent to the editor."""
-
-    tool_call_id: NonEmpty
-    update: dict[str, Any]
-
-
-class Cost(_Open):
-    amount: Annotated[float, Field(strict=False, allow_inf_nan=False)]
-    currency: StrictStr
-
-
-class UsageUpdate(Record):
-    used: Count
-    size: Count
-    cost: Cost | None = None
-
-
-class Compaction(Record):
-    """``compaction``: one stage of a compaction of the model history."""
-
-    compaction_id: NonEmpty
-    attempt: NonEmpty
-    status: StrictStr
-    trigger: StrictStr | None = None
-    summary: StrictStr | None = None
-    kept_from: Count | None = None
-    pinned: list[Count] | None = None
-    replaced: Count | None = None
-    tokens_before: Count | None = None
-    tokens_after: Count | None = None
-    usage: Usage | None = None
-    error: RequestError | None = None
-
-
-class InternalErrorDetail(_Open):
-    kind: StrictStr
-    message: StrictStr
-    exception: StrictStr | None = None
-
-
-class AgentInternalError(Record):
-    error: InternalErrorDetail
-
-
-class SessionMode(Record):
-    """``session/mode``: the session's tool mode switched (and by what)."""
-
-    mode: NonEmpty
-    via: StrictStr
-
-
-class PermissionRule(Record):
-    """``permission/rule``: an "always" answer the user gave for a tool."""
-
-    tool: NonEmpty
-    decision: NonEmpty
-    cwd: StrictStr | None = None
-
-
-class SessionSystemPrompt(Record):
-    """``session/system_prompt``: the system prompt the editor gave the session."""
-
-    mode: NonEmpty
-    content: list[dict[str, Any]]
-
-
-class CommandAnswer(Record):
-    """``command/answer``: what a slash command answered."""
-
-    text: StrictStr
-
-
-class McpServer(Record):
-    """``mcp/server``: an MCP server of the session started, connected, changed or failed."""
-
-    name: NonEmpty
-    status: NonEmpty
-    transport: StrictStr | None = None
-    origin: StrictStr | None = None
-    tools: list[dict[str, StrictStr]] | None = None
-    error: StrictStr | None = None
-
-
-RECORD_MODELS: Final[dict[str, type[Record]]] = {
-    "session/start": SessionStart,
-    "turn/start": TurnStart,
-    "turn/end": TurnEnd,
-    "step/start": StepStart,
-    "step/end": StepEnd,
-    "stream/start": StreamStart,
-    "stream/delta": StreamDelta,
-    "stream/end": StreamEnd,
-    "user/message": UserMessage,
-    "assistant/message": AssistantMessage,
-    "tool/result": ToolResult,
-    "assistant/attempt": AssistantAttempt,
-    "agent/request-error": AgentRequestError,
-    "tool/call": ToolCall,
-    # What the editor was shown and the agent's own failures (format 1 too;
-    # older readers skip them with a warning).
-    "tool/announce": ToolShown,
-    "tool/update": ToolShown,
-    "usage/update": UsageUpdate,
-    "agent/internal-error": AgentInternalError,
-    "session/mode": SessionMode,
-    "permission/rule": PermissionRule,
-    "compaction": Compaction,
-    "command/answer": CommandAnswer,
-    "mcp/server": McpServer,
-    "session/system_prompt": SessionSystemPrompt,
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True, defer_build=True)
+
+
+def _open_type(hint: Any) -> Any:
+    """``hint`` with its closed vocabularies and closed models opened (see the module)."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Annotated:
+        return Annotated[(_open_type(args[0]), *hint.__metadata__)]
+    if origin is Literal:
+        if all(isinstance(value, bool) for value in args):
+            return StrictBool
+        if all(type(value) is int for value in args):
+            return StrictInt
+        if all(isinstance(value, str) and value for value in args):
+            return NonEmpty
+        raise TypeError(f"no open reading of {hint!r}")
+    if origin in (Union, UnionType):
+        if all(isinstance(arg, type) and issubclass(arg, BaseModel) for arg in args):
+            if all("type" in arg.model_fields for arg in args):
+                return _merged_blocks(args)
+            raise TypeError(f"no open reading of {hint!r}: a union of models without a type")
+        return Union[tuple(_open_type(arg) for arg in args)]  # noqa: UP007 (built at run time)
+    if origin in (list, tuple, dict):
+        return origin[tuple(_open_type(arg) for arg in args)]
+    if isinstance(hint, type) and issubclass(hint, BaseModel):
+        return open_model(hint)
+    return hint
+
+
+def _field_type(info: FieldInfo) -> Any:
+    """A field's open type, with the constraints the field states (bounds, strictness)."""
+    hint = _open_type(info.annotation)
+    return Annotated[(hint, *info.metadata)] if info.metadata else hint
+
+
+def _field(info: FieldInfo) -> tuple[Any, Any]:
+    default = ... if info.is_required() else info.default
+    return _field_type(info), Field(default, alias=info.alias)
+
+
+@cache
+def open_model(model: type[BaseModel]) -> type[BaseModel]:
+    """The open counterpart of a closed model (its fields, opened; extra fields allowed)."""
+    fields = {name: _field(info) for name, info in model.model_fields.items()}
+    base = Record if issubclass(model, RecordBase) and model is not RecordBase else _Open
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        model.__name__, __base__=base, __doc__=model.__doc__, __module__=__name__, **fields
+    )
+
+
+@cache
+def _merged_blocks(members: tuple[type[BaseModel], ...]) -> type[BaseModel]:
+    """One open block for a union of block models: a field every member requires
+    stays required (``type``), the others are optional, typed as the members have them."""
+    infos: dict[str, list[FieldInfo]] = {}
+    for member in members:
+        for name, info in member.model_fields.items():
+            infos.setdefault(name, []).append(info)
+    fields: dict[str, Any] = {}
+    for name, found in infos.items():
+        hint: Any = Union[tuple(_field_type(info) for info in found)]  # noqa: UP007
+        if len(found) == len(members) and all(info.is_required() for info in found):
+            fields[name] = (hint, ...)
+        else:
+            fields[name] = (hint | None, None)
+    return create_model("Block", __base__=_Open, __module__=__name__, **fields)
+
+
+Record: Final = open_model(RecordBase)
+"""The open envelope every record has (``v`` is checked against the versions the reader knows)."""
+
+RECORD_MODELS: Final[dict[str, type[BaseModel]]] = {
+    name: open_model(model) for model in RECORDS for name in record_type_of(model)
 }
-"""The model of each known record type (every type of `records.RECORD_TYPES` has one)."""
+"""The open model of each known record type (every type of `records.RECORD_TYPES` has one)."""
 
 
-def model_for(record_type: str) -> type[Record] | None:
+def model_for(record_type: str) -> type[BaseModel] | None:
     """The model of a record type, or ``None`` for a type this reader does not know."""
     return RECORD_MODELS.get(record_type)

@@ -216,21 +216,28 @@ async def test_blocks_streamed_at_once_are_each_taken_back(tmp_path: Path) -> No
     check_log(records)
 
 
-async def test_the_outbox_takes_back_all_or_nothing_and_only_what_is_queued() -> None:
+async def test_the_outbox_takes_back_all_or_nothing_and_only_what_is_queued(
+    tmp_path: Path,
+) -> None:
     read_end, write_end = os.pipe()
     try:
         outbox = Outbox(write_end, pipe_size=0)
         outbox.send(b"A1\n")
         outbox.flush_now()  # taken and written: no longer the queue's
-        for frame in (b"A2\n", b"B1\n", b"A3\n"):
+        for frame in (b"B1\n", b"A2\n", b"C3\n"):
             outbox.send(frame)
         assert outbox.backlog == 9
-        assert outbox.retract((b"A",), 3) is False  # only two A frames are queued
-        assert outbox.backlog == 9
+        assert outbox.retract((b"A",), 3) is False  # only one A frame is queued
+        assert outbox.retract((b"A", b"C"), 3) is False  # B1 is not theirs
         assert outbox.retract((b"A", b"C"), 2) is True
         assert outbox.backlog == 3
         outbox.flush_now()
         assert os.read(read_end, 100) == b"A1\nB1\n"
+        outbox.send(b"A4\n")
+        outbox.write_log(outbox.open_log(str(tmp_path / "s.jsonl")), b"{}\n")
+        assert outbox.retract((b"A",), 1) is False  # a log record is queued last
+        outbox.flush_now()
+        assert os.read(read_end, 100) == b"A4\n"
     finally:
         os.close(read_end)
         os.close(write_end)

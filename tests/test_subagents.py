@@ -776,3 +776,46 @@ async def test_a_child_loaded_by_its_id_has_the_rights_it_had(tmp_path: Path) ->
     offered = report(box["next"])["tool_names"]
     assert "read_file" in offered
     assert "task" not in offered
+
+
+async def test_deleting_a_session_deletes_its_subagents_sessions(tmp_path: Path) -> None:
+    """A child's log is its parent's part (never listed alone): deleting the
+    parent deletes it, and its own children; other sessions stay."""
+    box: dict[str, Any] = {}
+    nested = tool_call("call_2", "task", description="Look closer", prompt="Which files?")
+    script = {
+        "responses": [
+            {"events": [TASK]},
+            {"events": [nested]},
+            *CHILD_ANSWERS,
+            {"events": [{"text": "The child is done."}]},
+            {"events": [{"text": "The parent is done."}]},
+        ]
+    }
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize(NO_FS)
+        sid = box["sid"] = await client.new_session(str(tmp_path))
+        await client.prompt(sid, "Count them")
+
+    state = tmp_path / "state"
+    extra = ("--subagent-depth", "2")
+    run = await run_bridge(write_script(tmp_path, script), state, play, extra=extra)
+    owners = {sid: records[0].get("owner") for sid, records in run.logs().items()}
+    (child,) = [sid for sid, owner in owners.items() if owner and owner["session_id"] == box["sid"]]
+    (grandchild,) = [sid for sid, owner in owners.items() if owner and owner["session_id"] == child]
+    assert len(owners) == 3
+
+    async def delete(client: AcpClient) -> None:
+        await client.initialize(NO_FS)
+        other = box["other"] = await client.new_session(str(tmp_path))
+        await client.prompt(other, "Hi")
+        box["deleted"] = await client.request("session/delete", {"sessionId": box["sid"]})
+        params = {"sessionId": grandchild, "cwd": str(tmp_path), "mcpServers": []}
+        box["load"] = await client.request("session/load", params)
+
+    hello = {"responses": [{"events": [{"text": "Hello."}]}]}
+    await run_bridge(write_script(tmp_path, hello), state, delete)
+    assert box["deleted"]["result"] == {}
+    assert set(run.logs()) == {box["other"]}
+    assert "no stored session" in box["load"]["error"]["message"]

@@ -37,7 +37,7 @@ from ..log.writer.files import write_new_file
 from ..loop.session import Session
 from ..stored import client_prompt
 from ..stored.fork import ForkError, fork_records
-from ..stored.info import PAGE_SIZE, BadCursor, list_sessions, title_of
+from ..stored.info import PAGE_SIZE, BadCursor, children_of, list_sessions, title_of
 from . import params as P
 from .edge import Handler
 from .prompt_turns import run_regenerate
@@ -353,20 +353,34 @@ class StoredMethods:
         return {}
 
     async def delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``session/delete``: the session's log, and first its subagents'
+        (never listed alone, they are parts of it: `children_of`)."""
         session_id = P.session_id(params)
-        await self._after_opening(session_id)
-        session = self.table.sessions.get(session_id)
-        if session is not None:
-            await self.table.close(session)
         try:
             path = session_path(self.table.state_dir, session_id)
         except ValueError:
             raise RpcError.invalid_params("sessionId", "is not a valid session id") from None
+        await self._close_if_open(session_id)
         if not await anyio.to_thread.run_sync(os.path.isfile, path):
             # Deleting a session that never existed, or was deleted already,
             # succeeds silently (session-delete.mdx, Semantics).
             log.debug("session/delete: no stored session %s; nothing to do", session_id)
             return {}
+        state_dir = self.table.state_dir
+        for child in await anyio.to_thread.run_sync(children_of, state_dir, session_id):
+            await self._close_if_open(child)
+            self._remove(child, session_path(state_dir, child))
+        self._remove(session_id, path)
+        return {}
+
+    async def _close_if_open(self, session_id: str) -> None:
+        await self._after_opening(session_id)
+        session = self.table.sessions.get(session_id)
+        if session is not None:
+            await self.table.close(session)
+
+    def _remove(self, session_id: str, path: str) -> None:
+        """Delete a session's log, under its lock (none may hold it)."""
         self.table.lock(session_id, path)
         try:
             with contextlib.suppress(FileNotFoundError):  # deleted meanwhile: the same
@@ -376,7 +390,6 @@ class StoredMethods:
         # The lock file that earlier versions kept beside the log.
         with contextlib.suppress(OSError):
             os.unlink(path.removesuffix(".jsonl") + ".lock")
-        return {}
 
     # -- fork --------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from ..log.replay import title_from_prompt
 __all__ = [
     "ListPage",
     "SessionHead",
+    "children_of",
     "iso_time",
     "list_sessions",
     "read_head",
@@ -107,6 +108,24 @@ def read_head(path: str) -> SessionHead | None:
         parent=parent if isinstance(parent, dict) else None,
         owner=str(owner.get("session_id")) if isinstance(owner, dict) else None,
     )
+
+
+def children_of(state_dir: str, session_id: str) -> list[str]:
+    """The subagent sessions of ``session_id`` (``session/start.owner``), and
+    theirs, deepest first: the order to delete them in."""
+    owners: dict[str, list[str]] = {}
+    for head in map(read_head, iter_session_files(state_dir)):
+        if head is not None and head.owner is not None:
+            owners.setdefault(head.owner, []).append(head.session_id)
+    found: list[str] = []
+
+    def add(owner: str) -> None:
+        for child in sorted(owners.pop(owner, ())):  # popped: a loop in the links ends
+            add(child)
+            found.append(child)
+
+    add(session_id)
+    return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import os
 import tempfile
+import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -342,6 +343,58 @@ def test_a_bug_in_the_loop_is_recorded_as_internal_not_as_a_provider_failure(
     assert first[-1]["type"] == "turn/end"
     assert first[-1]["reason"] == "internal"
     assert [r["reason"] for r in first if r["type"] == "step/end"] == ["internal"]
+
+
+# -- the first turn's tool schemas are built off the event loop ----------------------
+
+
+def test_a_stop_right_behind_the_first_prompt_is_not_held_by_the_tools_schemas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first turn of a registry builds its tools' JSON Schemas (importing
+    their pydantic models): in a worker thread, so a cancel sent right behind
+    the first prompt is read and answered while that build still runs."""
+    from pydantic import BaseModel
+
+    from acp_bridge.acp import tool_setup
+    from acp_bridge.tools.base import Tool, ToolContext, ToolOutput
+    from acp_bridge.tools.registry import TOOLS, ToolRegistry
+
+    release, built = threading.Event(), threading.Event()
+
+    class SlowArgs(BaseModel):
+        @classmethod
+        def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            release.wait(3)  # held until the test has its answer (or 3 s)
+            built.set()
+            return super().model_json_schema(*args, **kwargs)
+
+    class Slow(Tool[SlowArgs]):
+        name = "slow"
+        description = "A tool whose schema takes long to build."
+        args_model = SlowArgs
+
+        async def run(self, args: SlowArgs, ctx: ToolContext) -> ToolOutput:
+            raise AssertionError("never called")
+
+    monkeypatch.setattr(tool_setup, "TOOLS", ToolRegistry([*TOOLS, Slow()]))
+    box: Json = {}
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize()
+        session_id = box["session"] = await client.new_session(CWD)
+        request = await client.send_request(
+            "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "Hi"}]}
+        )
+        await client.notify("session/cancel", {"sessionId": session_id})
+        box["answer"] = await client.wait_response(request)
+        box["built_before_the_answer"] = built.is_set()
+        release.set()
+
+    _, logs = serve_with(play)
+    assert box["answer"]["result"] == {"stopReason": "cancelled"}
+    assert box["built_before_the_answer"] is False
+    check_log(logs[box["session"]])
 
 
 # -- a Stop while a tool is in flight --------------------------------------------------

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 
 from ..compaction.shown import OpenCompaction
 from ..errors import TurnFailed
@@ -272,7 +273,14 @@ class Turn:
         """Run steps until a stop reason; None when the turn was stopped."""
         rec = self.rec
         session = self.session
-        tools = session.tools.registry.specs()
+        registry = session.tools.registry
+        if not registry.specs_ready:
+            # The registry's first turn imports the tools' pydantic models and
+            # builds their JSON Schemas: tens of milliseconds, in a worker
+            # thread so that the event loop (and a Stop right behind the
+            # first prompt) is not held meanwhile.
+            await anyio.to_thread.run_sync(registry.specs, abandon_on_cancel=True)
+        tools = registry.specs()
         self.system = await session.context.system_prompt(tools)
         if self.kind.answer is not None:
             return await self.kind.answer(self)  # a slash command

@@ -147,6 +147,10 @@ class SessionTools(ToolRegistry):
     def __len__(self) -> int:
         return len(self.base) + len(self.servers.tools)
 
+    @property
+    def specs_ready(self) -> bool:
+        return self.base.specs_ready
+
     def specs(self) -> tuple[ToolSpec, ...]:
         builtin = self.base.specs()
         if builtin is not self._builtin or self._version != self.servers.version:

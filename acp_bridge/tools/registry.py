@@ -64,6 +64,11 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
+    @property
+    def specs_ready(self) -> bool:
+        """Whether `specs` is built (else it imports and builds pydantic models)."""
+        return self._specs is not None
+
     def specs(self) -> tuple[ToolSpec, ...]:
         """What the model is told: names, descriptions and argument schemas."""
         if self._specs is None:

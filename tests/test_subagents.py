@@ -31,6 +31,8 @@ from support.harness import EVENT_LOG_VALIDATOR, Run
 from syrupy.assertion import SnapshotAssertion
 
 from acp_bridge.client import AcpClient, PromptResult
+from acp_bridge.log.reader import session_path
+from acp_bridge.log.writer.files import LogFiles
 from acp_bridge.providers.scripted import parse_report
 from acp_bridge.testing.workspace import WorkspaceEditor
 
@@ -819,3 +821,34 @@ async def test_deleting_a_session_deletes_its_subagents_sessions(tmp_path: Path)
     assert box["deleted"]["result"] == {}
     assert set(run.logs()) == {box["other"]}
     assert "no stored session" in box["load"]["error"]["message"]
+
+
+async def test_a_parent_open_elsewhere_keeps_its_subagents_when_the_delete_fails(
+    tmp_path: Path,
+) -> None:
+    """session/delete of a parent that another process has open fails as
+    locked, and leaves every log as it was: its children are not deleted
+    before the parent's own lock is known to be free."""
+    box: dict[str, Any] = {}
+
+    async def play(client: AcpClient) -> None:
+        await client.initialize(NO_FS)
+        sid = box["sid"] = await client.new_session(str(tmp_path))
+        await client.prompt(sid, "Count them")
+
+    state = tmp_path / "state"
+    run = await run_bridge(write_script(tmp_path, answered(CHILD_ANSWERS)), state, play)
+    before = set(run.logs())
+    assert len(before) == 2
+
+    async def delete(client: AcpClient) -> None:
+        await client.initialize(NO_FS)
+        box["deleted"] = await client.request("session/delete", {"sessionId": box["sid"]})
+
+    held = LogFiles().claim(session_path(state, box["sid"]))  # the parent, open elsewhere
+    try:
+        await run_bridge(write_script(tmp_path, {"responses": []}), state, delete)
+    finally:
+        held.close()
+    assert box["deleted"]["error"]["data"]["kind"] == "session_locked"
+    assert set(run.logs()) == before

@@ -367,10 +367,22 @@ class StoredMethods:
             log.debug("session/delete: no stored session %s; nothing to do", session_id)
             return {}
         state_dir = self.table.state_dir
-        for child in await anyio.to_thread.run_sync(children_of, state_dir, session_id):
+        children = await anyio.to_thread.run_sync(children_of, state_dir, session_id)
+        for child in children:
             await self._close_if_open(child)
-            self._remove(child, session_path(state_dir, child))
-        self._remove(session_id, path)
+        # Every lock before any log goes, the parent's first: a delete refused
+        # (the session or one of its children open elsewhere) leaves them all.
+        logs = [(child, session_path(state_dir, child)) for child in children]
+        locked: list[str] = []
+        try:
+            for sid, log_path in [(session_id, path), *logs]:
+                self.table.lock(sid, log_path)
+                locked.append(sid)
+            for _, log_path in [*logs, (session_id, path)]:
+                self._remove(log_path)
+        finally:
+            for sid in locked:
+                self.table.unlock(sid)
         return {}
 
     async def _close_if_open(self, session_id: str) -> None:
@@ -379,14 +391,10 @@ class StoredMethods:
         if session is not None:
             await self.table.close(session)
 
-    def _remove(self, session_id: str, path: str) -> None:
-        """Delete a session's log, under its lock (none may hold it)."""
-        self.table.lock(session_id, path)
-        try:
-            with contextlib.suppress(FileNotFoundError):  # deleted meanwhile: the same
-                os.unlink(path)
-        finally:
-            self.table.unlock(session_id)
+    def _remove(self, path: str) -> None:
+        """Delete a session's log (the caller holds its lock)."""
+        with contextlib.suppress(FileNotFoundError):  # deleted meanwhile: the same
+            os.unlink(path)
         # The lock file that earlier versions kept beside the log.
         with contextlib.suppress(OSError):
             os.unlink(path.removesuffix(".jsonl") + ".lock")

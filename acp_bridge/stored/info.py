@@ -121,8 +121,9 @@ def children_of(state_dir: str, session_id: str) -> list[str]:
 
     def add(owner: str) -> None:
         for child in sorted(owners.pop(owner, ())):  # popped: a loop in the links ends
-            add(child)
-            found.append(child)
+            if child != session_id:  # a loop back to it: it is no child of its own
+                add(child)
+                found.append(child)
 
     add(session_id)
     return found

@@ -35,7 +35,7 @@ def fork_records(
     ended), renumbered from ``seq`` 1.
 
     Each copied record keeps its fields (attempt and tool call ids stay unique
-    in the new file, an interrupted message keeps its delivered stream), and
+    in the new file, an interrupted message comes with the deltas it was built from), and
     a compaction's ``kept_from`` and ``pinned`` name the same records by their
     new ``seq``, so the fork's model history up to that turn is the parent's.
     Raises `ForkError` when ``upto_turn`` has not ended.

@@ -780,9 +780,13 @@ async def test_a_child_loaded_by_its_id_has_the_rights_it_had(tmp_path: Path) ->
     assert "task" not in offered
 
 
-async def test_deleting_a_session_deletes_its_subagents_sessions(tmp_path: Path) -> None:
+@pytest.mark.parametrize("parent_gone", [False, True], ids=["parent", "orphans"])
+async def test_deleting_a_session_deletes_its_subagents_sessions(
+    tmp_path: Path, parent_gone: bool
+) -> None:
     """A child's log is its parent's part (never listed alone): deleting the
-    parent deletes it, and its own children; other sessions stay."""
+    parent deletes it, and its own children; other sessions stay.  Children
+    left by a parent deleted before (``orphans``) go when its id is deleted."""
     box: dict[str, Any] = {}
     nested = tool_call("call_2", "task", description="Look closer", prompt="Which files?")
     script = {
@@ -807,6 +811,8 @@ async def test_deleting_a_session_deletes_its_subagents_sessions(tmp_path: Path)
     (child,) = [sid for sid, owner in owners.items() if owner and owner["session_id"] == box["sid"]]
     (grandchild,) = [sid for sid, owner in owners.items() if owner and owner["session_id"] == child]
     assert len(owners) == 3
+    if parent_gone:  # as an older version's delete left it: the children only
+        (state / "sessions" / f"{box['sid']}.jsonl").unlink()
 
     async def delete(client: AcpClient) -> None:
         await client.initialize(NO_FS)

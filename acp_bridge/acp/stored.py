@@ -361,24 +361,28 @@ class StoredMethods:
         except ValueError:
             raise RpcError.invalid_params("sessionId", "is not a valid session id") from None
         await self._close_if_open(session_id)
-        if not await anyio.to_thread.run_sync(os.path.isfile, path):
+        state_dir = self.table.state_dir
+        exists = await anyio.to_thread.run_sync(os.path.isfile, path)
+        # Its children too when it is gone already (an older version deleted
+        # it and left them).
+        children = await anyio.to_thread.run_sync(children_of, state_dir, session_id)
+        if not exists and not children:
             # Deleting a session that never existed, or was deleted already,
             # succeeds silently (session-delete.mdx, Semantics).
             log.debug("session/delete: no stored session %s; nothing to do", session_id)
             return {}
-        state_dir = self.table.state_dir
-        children = await anyio.to_thread.run_sync(children_of, state_dir, session_id)
         for child in children:
             await self._close_if_open(child)
         # Every lock before any log goes, the parent's first: a delete refused
         # (the session or one of its children open elsewhere) leaves them all.
+        parent = [(session_id, path)] if exists else []
         logs = [(child, session_path(state_dir, child)) for child in children]
         locked: list[str] = []
         try:
-            for sid, log_path in [(session_id, path), *logs]:
+            for sid, log_path in [*parent, *logs]:
                 self.table.lock(sid, log_path)
                 locked.append(sid)
-            for _, log_path in [*logs, (session_id, path)]:
+            for _, log_path in [*logs, *parent]:  # the deepest first
                 self._remove(log_path)
         finally:
             for sid in locked:
